@@ -1,0 +1,1 @@
+"""Analyses and measurements over transforms, models and translations."""

@@ -1,0 +1,274 @@
+"""``arelu bench loss``: speed and memory of every output loss against ``F.cross_entropy``.
+
+For each case (tokens N x vocabulary V x dtype) and each loss, three modes are timed,
+each against its softmax counterpart in the same process, pairs alternating:
+``fwd+bwd`` (loss and gradient with respect to the logits, as in training), ``fwd`` (the
+loss alone, as in validation) and ``transform`` (the output transform alone, as in
+decoding, against ``torch.softmax``). The logits are N(0, 1), as for an untrained model.
+
+Compiled variants run last, after every eager measurement: on CPU, once an inductor
+kernel has run, the process's eager ops slow down (see ``_alpha_relu_kernels``), so
+their ratio is taken against the cross-entropy time measured before any compilation.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+import torch
+import torch.nn.functional as F
+from rich.console import Console
+from rich.progress import Progress
+from rich.table import Table
+
+from arelu_cli.analysis import timing
+from arelu_cli.errors import UserError
+from arelu_cli.registry import OutputTransform, get_transform
+from arelu_cli.results import signature, write_rows
+from arelu_cli.transforms import _alpha_relu_kernels
+
+DEFAULT_TRANSFORMS = ("softmax", "sparsemax", "1.5-entmax", "1.5-entmax-k100",
+                      "1.5-entmax-bisect", "1.5-relu")
+FULL_SIZES = ((2048, 10000), (2048, 40000), (2048, 60000),
+              (8192, 10000), (8192, 40000), (8192, 60000))
+QUICK_SIZES = ((256, 8000),)
+MODES = ("fwd+bwd", "fwd", "transform")
+_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+# Peak memory in N x V logits copies, measured on CPU, used to skip cases that cannot fit.
+_COPIES = {"sort": 13.0, "bisect": 6.0, "partial": 4.0, "dense": 4.0, "elementwise": 3.0}
+
+
+@dataclass(frozen=True)
+class Method:
+    """One timed loss: a registered transform plus how it is called.
+
+    ``variant``: ``default``; ``reuse_logits`` (alpha-ReLU writing its gradient into the
+    logits); ``compiled`` (``torch.compile``d cross-entropy, or alpha-ReLU's compiled
+    engine); ``compiled+reuse_logits``.
+    """
+
+    transform: str
+    variant: str = "default"
+
+    @property
+    def compiled(self) -> bool:
+        return self.variant.startswith("compiled")
+
+
+@dataclass(frozen=True)
+class BenchPlan:
+    methods: tuple[Method, ...]
+    sizes: tuple[tuple[int, int], ...]
+    dtypes: tuple[str, ...]
+    modes: tuple[str, ...]
+    repeats: int
+    device: str
+    threads: int
+    max_seconds: float
+    seed: int = 0
+
+
+def _parse_list(text: str | None, default: tuple[str, ...], valid, what: str) -> tuple[str, ...]:
+    chosen = tuple(x.strip() for x in text.split(",")) if text else default
+    if valid is not None and (unknown := [x for x in chosen if x not in valid]):
+        raise UserError(f"unknown {what} {unknown[0]!r}; use one of {', '.join(valid)}")
+    return chosen
+
+
+def _parse_sizes(text: str) -> tuple[tuple[int, int], ...]:
+    try:
+        sizes = tuple(tuple(int(x) for x in part.lower().split("x")) for part in text.split(","))
+    except ValueError:
+        sizes = ()
+    if not sizes or any(len(s) != 2 or min(s) < 1 for s in sizes):
+        raise UserError(f"--sizes must look like 2048x40000,8192x40000, got {text!r}")
+    return sizes
+
+
+def _methods(names: tuple[str, ...], quick: bool) -> tuple[Method, ...]:
+    variants = {"softmax": ("default", "compiled"),
+                "relu": ("default", "reuse_logits", "compiled", "compiled+reuse_logits")}
+    methods = []
+    for name in names:
+        family = get_transform(name).family  # validates the name
+        for variant in variants.get(family, ("default",)):
+            if not (quick and variant.startswith("compiled")):
+                methods.append(Method(name, variant))
+    return tuple(methods)
+
+
+def make_plan(quick: bool = False, transforms: str | None = None, sizes: str | None = None,
+              repeats: int | None = None, dtypes: str | None = None, device: str = "auto",
+              threads: int | None = None, max_seconds: float = 90.0,
+              modes: str | None = None) -> BenchPlan:
+    """Resolve the command-line options into a plan; bad values raise :class:`UserError`."""
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    if device not in ("cpu", "cuda") or (device == "cuda" and not torch.cuda.is_available()):
+        raise UserError(f"--device must be cpu, cuda or auto (and cuda needs a GPU), got {device!r}")
+    names = _parse_list(transforms, DEFAULT_TRANSFORMS, None, "transform")
+    default_dtypes = ("float32", "bfloat16") if device == "cuda" else ("float32",)
+    chosen_dtypes = _parse_list(dtypes, default_dtypes, tuple(_DTYPES), "dtype")
+    chosen_modes = _parse_list(modes, MODES, MODES, "mode")
+    if threads is not None:
+        torch.set_num_threads(threads)
+    return BenchPlan(methods=_methods(names, quick),
+                     sizes=_parse_sizes(sizes) if sizes else (QUICK_SIZES if quick else FULL_SIZES),
+                     dtypes=chosen_dtypes, modes=chosen_modes, repeats=repeats or (3 if quick else 7),
+                     device=device, threads=torch.get_num_threads(),
+                     max_seconds=10.0 if quick else max_seconds)
+
+
+@contextlib.contextmanager
+def _engine_env(method: Method):
+    """Select alpha-ReLU's engine for the duration of one method's measurements."""
+    old = os.environ.get("ARELU_BACKEND")
+    os.environ["ARELU_BACKEND"] = "compiled" if method.compiled else "eager"
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop("ARELU_BACKEND", None)
+        else:
+            os.environ["ARELU_BACKEND"] = old
+
+
+def _loss_fn(method: Method, transform: OutputTransform):
+    if transform.family == "softmax" and method.compiled:
+        return torch.compile(F.cross_entropy, dynamic=False)
+    reuse = method.variant.endswith("reuse_logits")
+    return lambda z, y: transform.loss(z, y, reuse_logits=reuse)
+
+
+def _grad_step(loss_fn, y):
+    def step(logits):
+        (grad,) = torch.autograd.grad(loss_fn(logits, y), logits)
+        return grad
+    return step
+
+
+def _no_grad(fn):
+    def run(z):
+        with torch.no_grad():
+            return fn(z)
+    return run
+
+
+def _calls(mode: str, method: Method, transform: OutputTransform, x: torch.Tensor,
+           y: torch.Tensor):
+    """``(candidate, baseline, setup)`` for one mode; each call gets ``setup()``'s logits."""
+    if mode == "fwd+bwd":
+        # A fresh non-leaf copy each time, as a model's final Linear would hand over; made
+        # untimed, and needed because reuse_logits overwrites it.
+        leaf = x.detach().requires_grad_(True)
+        return (_grad_step(_loss_fn(method, transform), y),
+                _grad_step(F.cross_entropy, y), lambda: leaf.clone())
+    if mode == "fwd":
+        loss_fn = _loss_fn(method, transform)
+        return (_no_grad(lambda z: loss_fn(z, y)), _no_grad(lambda z: F.cross_entropy(z, y)),
+                lambda: x)
+    softmax = _no_grad(lambda z: torch.softmax(z, -1))
+    return (softmax if transform.family == "softmax" else _no_grad(transform.probs)), softmax, lambda: x
+
+
+def _modes(plan: BenchPlan, method: Method, transform: OutputTransform) -> tuple[str, ...]:
+    """Variants only change the gradient path; the compiled softmax only the loss."""
+    if method.variant.endswith("reuse_logits"):
+        return tuple(m for m in plan.modes if m == "fwd+bwd")
+    if method.compiled and transform.family == "softmax":
+        return tuple(m for m in plan.modes if m != "transform")
+    return plan.modes
+
+
+def _measure(plan: BenchPlan, method: Method, mode: str, x, y, clean_ce: dict) -> dict:
+    """Time one (method, mode) on ``x``: median ms, ratio to cross-entropy, peak memory."""
+    device = torch.device(plan.device)
+    transform = get_transform(method.transform)
+    need, have = _COPIES.get("partial" if transform.k else transform.method, 4.0) * x.numel() * 4, \
+        timing.available_bytes(device)
+    if need > 0.8 * have:
+        return dict(status=f"skipped: needs ~{need / 2**30:.1f} GiB, {have / 2**30:.1f} GiB free")
+    candidate, baseline, setup = _calls(mode, method, transform, x, y)
+    first = timing.time_once(candidate, setup, device)
+    repeats = max(1, min(plan.repeats, int(plan.max_seconds * 1e3 / max(first, 1e-3) / 2)))
+    pair = timing.time_pair(candidate, baseline, setup, device, repeats, warmup=0)
+    peak = timing.peak_extra_bytes(candidate, setup, device)
+    if method.compiled and mode in clean_ce:
+        softmax_ms, ratio, against = clean_ce[mode], pair.ms / clean_ce[mode], "before compile"
+    else:
+        softmax_ms, ratio, against = pair.baseline_ms, pair.ratio, "paired"
+        clean_ce.setdefault(mode, pair.baseline_ms)
+    return dict(status="ok", repeats=pair.repeats, median_ms=round(pair.ms, 3),
+                softmax_ms=round(softmax_ms, 3), ratio=round(ratio, 4), baseline=against,
+                peak_mib=None if peak is None else round(peak / 2**20, 1),
+                copies=None if peak is None else round(peak / (x.numel() * x.element_size()), 2))
+
+
+def _floor_ms(x: torch.Tensor, device: torch.device) -> float:
+    """One in-place elementwise pass over an N x V tensor: the memory-bandwidth floor."""
+    work = x.clone()
+    return min(timing.time_once(lambda t: t.mul_(1.0), lambda: work, device) for _ in range(6))
+
+
+def _inputs(plan: BenchPlan, n: int, v: int, dtype: str):
+    gen = torch.Generator(device="cpu").manual_seed(plan.seed)
+    x = torch.randn(n, v, generator=gen).to(device=plan.device, dtype=_DTYPES[dtype])
+    y = torch.randint(0, v, (n,), generator=gen).to(plan.device)
+    return x, y
+
+
+def run(plan: BenchPlan, out: Path, console: Console | None = None) -> pd.DataFrame:
+    """Run every case of ``plan`` (eager methods first, compiled ones after), writing the
+    CSV atomically after each measurement; return the rows."""
+    rows: list[dict] = []
+    cases = [(n, v, d) for n, v in plan.sizes for d in plan.dtypes]
+    ordered = [m for m in plan.methods if not m.compiled] + [m for m in plan.methods if m.compiled]
+    clean_ce: dict[tuple, dict] = {case: {} for case in cases}
+    floors: dict[tuple, float] = {}
+    device = torch.device(plan.device)
+    with Progress(console=console, transient=True) as progress:
+        task = progress.add_task("bench loss", total=len(cases) * len(ordered))
+        for method in ordered:
+            transform = get_transform(method.transform)
+            for case in cases:
+                n, v, dtype = case
+                progress.update(task, description=f"{method.transform} {method.variant} {n}x{v}")
+                x, y = _inputs(plan, n, v, dtype)
+                floors.setdefault(case, _floor_ms(x, device))
+                with _engine_env(method):
+                    engine = ("torch.compile" if method.compiled else "eager") \
+                        if transform.family != "relu" else _alpha_relu_kernels.engine_for(x)
+                    for mode in _modes(plan, method, transform):
+                        row = dict(transform=method.transform, variant=method.variant, mode=mode,
+                                   n=n, v=v, dtype=dtype, device=plan.device, threads=plan.threads,
+                                   engine=engine, floor_ms=round(floors[case], 3))
+                        row.update(_measure(plan, method, mode, x, y, clean_ce[case]))
+                        row["signature"] = signature(
+                            transform=method.transform, data=f"randn{n}x{v}", seed=plan.seed,
+                            variant=method.variant, mode=mode, dtype=dtype, device=plan.device,
+                            threads=plan.threads)
+                        rows.append(row)
+                        write_rows(rows, out)
+                progress.advance(task)
+    return pd.DataFrame(rows)
+
+
+def print_table(frame: pd.DataFrame, console: Console) -> None:
+    """The fwd+bwd rows as a rich table: time, ratio to cross-entropy, memory."""
+    table = Table(title="loss fwd+bwd vs F.cross_entropy (x CE < 1 is faster)")
+    for col in ("loss", "N x V", "ms", "CE ms", "x CE", "copies"):
+        table.add_column(col, justify="left" if col == "loss" else "right")
+    for r in frame[frame["mode"] == "fwd+bwd"].to_dict("records"):
+        ok = r.get("status") == "ok"
+        label = r["transform"] + ("" if r["variant"] == "default" else f" ({r['variant']})")
+        table.add_row(f"{label} {r['dtype']}" if r["dtype"] != "float32" else label,
+                      f"{r['n']}x{r['v']}",
+                      f"{r['median_ms']:.1f}" if ok else "-",
+                      f"{r['softmax_ms']:.1f}" if ok else "-",
+                      f"{r['ratio']:.2f}" if ok else r["status"],
+                      "-" if not ok or pd.isna(r.get("copies")) else f"{r['copies']:.1f}")
+    console.print(table)

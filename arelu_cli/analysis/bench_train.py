@@ -1,0 +1,110 @@
+"""``arelu bench train``: training-step speed and memory of each output transform.
+
+The paper's speed claim (Appendix, training hours): 1.5-ReLU trains about as fast as
+softmax (0.85-1.07x its time) while 1.5-entmax takes 1.7-2.7x. Here every transform gets
+a copy of the same freshly initialized model and the same batch (the recipe's first
+training batch); one timed call is a whole optimizer step (forward, the transform's loss,
+backward with alpha-ReLU's ``reuse_logits``, Adam), timed alternately against softmax in
+the same process (:func:`arelu_cli.analysis.timing.time_pair`), so machine noise hits
+both alike. Peak memory is the step's extra memory beyond the model and optimizer.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+
+import pandas as pd
+import torch
+from rich.console import Console
+from rich.table import Table
+
+from arelu_cli.analysis import timing
+from arelu_cli.config import Config, TrainConfig
+from arelu_cli.data.prepared import load_prepared
+from arelu_cli.distributed import pick_device
+from arelu_cli.errors import UserError
+from arelu_cli.model import Transformer
+from arelu_cli.output_stats import first_batch, resolve_tau
+from arelu_cli.registry import PAPER_TRANSFORMS, get_transform
+from arelu_cli.results import signature
+from arelu_cli.schedule import noam_lr
+
+BASELINE = "softmax"
+DEFAULT_TRANSFORMS = PAPER_TRANSFORMS
+
+
+def _step_fn(model: Transformer, transform, batch, autocast, t: TrainConfig):
+    """A closure doing one optimizer step of ``model`` on ``batch`` (Adam at the first
+    step's learning rate)."""
+    optimizer = torch.optim.Adam(model.parameters(), lr=noam_lr(1, t.lr, model.cfg.d_model, t.warmup),
+                                 betas=(t.adam_beta1, t.adam_beta2), eps=t.adam_eps)
+    keep = batch.tgt_out != batch.pad_id
+    target = batch.tgt_out[keep]
+
+    def step(_state: object) -> None:
+        with autocast():
+            logits = model(batch.src, batch.tgt_in, keep)  # (N, V)
+        loss = transform.loss(logits.float(), target, reduction="sum", reuse_logits=True)
+        (loss / target.numel()).backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+    return step
+
+
+def bench_train(config: Config, transforms: list[str], repeats: int, device_name: str,
+                warmup: int = 2, console: Console | None = None) -> list[dict]:
+    """One row per transform: ms per step, tokens/s, the ratio to softmax, peak memory."""
+    if repeats < 1:
+        raise UserError(f"--repeats must be >= 1, got {repeats}")
+    names = [BASELINE] + [n for n in transforms if n != BASELINE]
+    for name in names:
+        get_transform(name)  # validates every name before any timing
+    device = pick_device(device_name)
+    data = load_prepared(config.data.path)
+    batch = first_batch(data, config.data.max_tokens, config.train.seed).to(device)
+    tokens = int((batch.src != data.pad_id).sum()) + batch.n_tgt_tokens
+    torch.manual_seed(config.train.seed)
+    initial = Transformer(config.model, data.src_vocab_size, data.tgt_vocab_size, data.pad_id).to(device)
+    precision = config.train.precision
+    bf16 = precision == "bf16" or (precision == "auto" and device.type == "cuda")
+    autocast = ((lambda: torch.autocast(device.type, dtype=torch.bfloat16)) if bf16
+                else contextlib.nullcontext)
+    steps = {}
+    for name in names:
+        tau = resolve_tau(config.train.tau, get_transform(name), initial, data,
+                          config.data.max_tokens, config.train.seed)
+        transform = get_transform(name, tau=tau or 0.0)
+        steps[name] = (transform, _step_fn(copy.deepcopy(initial), transform, batch, autocast,
+                                                config.train))
+    rows = []
+    for name, (transform, step) in steps.items():
+        if console:
+            console.log(f"timing {name}")
+        pair = timing.time_pair(step, steps[BASELINE][1], lambda: None, device, repeats, warmup)
+        peak = timing.peak_extra_bytes(step, lambda: None, device)
+        rows.append({
+            "transform": name, "alpha": transform.alpha, "tau": transform.tau,
+            "ms_per_step": pair.ms, "softmax_ms_per_step": pair.baseline_ms,
+            "time_ratio": pair.ratio, "tokens_per_s": tokens / pair.ms * 1e3,
+            "speed_ratio": 1.0 / pair.ratio, "peak_extra_mib": None if peak is None else peak / 2**20,
+            "sentences": int(batch.src.shape[0]), "tokens": tokens, "vocab": data.vocab_size,
+            "d_model": config.model.d_model, "device": str(device),
+            "precision": "bf16" if bf16 else "fp32", "threads": torch.get_num_threads(),
+            "repeats": repeats,
+            "signature": signature(transform=name, alpha=transform.alpha, tau=transform.tau,
+                                   data=data.corpus, seed=config.train.seed, device=device.type),
+        })
+    return rows
+
+
+def print_table(frame: pd.DataFrame, console: Console) -> None:
+    table = Table(title="training step per transform (same model and batch; ratios vs softmax)")
+    for col in ("transform", "ms/step", "tokens/s", "× softmax time", "× softmax speed", "peak MiB"):
+        table.add_column(col, justify="right")
+    for r in frame.to_dict("records"):
+        peak = "-" if pd.isna(r["peak_extra_mib"]) else f"{r['peak_extra_mib']:,.0f}"
+        table.add_row(r["transform"], f"{r['ms_per_step']:.1f}", f"{r['tokens_per_s']:,.0f}",
+                      f"{r['time_ratio']:.3f}", f"{r['speed_ratio']:.3f}", peak)
+    console.print(table)
+

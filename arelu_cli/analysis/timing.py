@@ -1,0 +1,111 @@
+"""Timing and peak-memory primitives shared by the ``arelu bench`` commands.
+
+Times are medians of repeats after a warm-up; a ratio against a baseline is the median of
+per-pair ratios, the pair timed alternately in the same process so that machine noise
+hits both sides alike. Peak memory is the extra memory a call needs beyond what was
+allocated before it: the CUDA allocator's peak on GPU, the process's peak resident set
+(reset through ``/proc/self/clear_refs``) on CPU.
+"""
+
+from __future__ import annotations
+
+import gc
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+
+@dataclass(frozen=True)
+class PairTiming:
+    """Median milliseconds of a candidate and its baseline, and the median of their ratios."""
+
+    ms: float
+    baseline_ms: float
+    ratio: float
+    repeats: int
+
+
+def synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+Setup = Callable[[], object]
+
+
+def time_once(fn: Callable[[object], object], setup: Setup, device: torch.device) -> float:
+    """Milliseconds one call ``fn(setup())`` takes, device work included, setup excluded."""
+    state = setup()
+    synchronize(device)
+    start = time.perf_counter()
+    fn(state)
+    synchronize(device)
+    return (time.perf_counter() - start) * 1e3
+
+
+def time_pair(candidate: Callable[[object], object], baseline: Callable[[object], object],
+              setup: Setup, device: torch.device, repeats: int, warmup: int = 1) -> PairTiming:
+    """Time ``candidate(setup())`` and ``baseline(setup())`` alternately, ``repeats`` times."""
+    for _ in range(warmup):
+        candidate(setup())
+        baseline(setup())
+    ours, theirs = [], []
+    for i in range(repeats):
+        # Alternate which side goes first so that neither always runs on a warmer cache.
+        order = ((candidate, ours), (baseline, theirs))
+        for fn, sink in (order if i % 2 == 0 else order[::-1]):
+            gc.collect()
+            sink.append(time_once(fn, setup, device))
+    ratios = [a / b for a, b in zip(ours, theirs)]
+    return PairTiming(statistics.median(ours), statistics.median(theirs),
+                      statistics.median(ratios), repeats)
+
+
+def _status_kib(field: str) -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise OSError(f"{field} not in /proc/self/status")
+
+
+def _reset_peak_rss() -> bool:
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+        return True
+    except OSError:
+        return False
+
+
+def peak_extra_bytes(fn: Callable[[object], object], setup: Setup,
+                     device: torch.device) -> float | None:
+    """Extra memory (bytes) at the peak of one call ``fn(setup())`` beyond what ``setup``
+    allocated; None where it can't be measured."""
+    state = setup()
+    gc.collect()
+    if device.type == "cuda":
+        synchronize(device)
+        before = torch.cuda.memory_allocated(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        fn(state)
+        synchronize(device)
+        return float(torch.cuda.max_memory_allocated(device) - before)
+    if not _reset_peak_rss():
+        return None
+    before = _status_kib("VmRSS")
+    fn(state)
+    return float(max(0, _status_kib("VmHWM") - before) * 1024)
+
+
+def available_bytes(device: torch.device) -> float:
+    """Memory free for new tensors on ``device`` (MemAvailable on CPU)."""
+    if device.type == "cuda":
+        free, _ = torch.cuda.mem_get_info(device)
+        return float(free)
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("MemAvailable:"):
+            return float(int(line.split()[1]) * 1024)
+    return float("inf")

@@ -1,0 +1,253 @@
+"""Experiment configuration: frozen dataclasses mirrored by the TOML tables of ``recipes/``.
+
+A recipe has four tables, ``[data]``, ``[model]``, ``[train]`` and ``[decode]``, whose keys
+are the fields below (each documented where it is declared). Defaults are the paper's
+IWSLT'14 settings (Appendix "Optimization": Transformer Base with FFN 1024, Adam
+(0.9, 0.998), Noam decay with lr 2.0 and 4000 warmup steps, dropout 0.3, no label
+smoothing). Unknown keys, wrong types and impossible values raise :class:`UserError`
+saying what to do; command-line flags override recipe values (:func:`load_config`).
+Standard library only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import tomllib
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal, Mapping
+
+from arelu_cli.errors import UserError
+
+Device = Literal["auto", "cpu", "cuda"]
+Precision = Literal["auto", "fp32", "bf16"]
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    path: str = "data/iwslt14"
+    """Prepared corpus folder, written by ``arelu prepare``."""
+    max_tokens: int = 4096
+    """Token budget of one training batch (padded size, per process and micro-batch)."""
+    valid_split: str = "dev"
+    """Split used for validation loss and BLEU."""
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    d_model: int = 512
+    """Hidden size; the embedding size too."""
+    encoder_layers: int = 6
+    decoder_layers: int = 6
+    heads: int = 8
+    """Attention heads; must divide ``d_model``."""
+    d_ff: int = 1024
+    """Inner size of the position-wise feed-forward layers (paper: 1024 IWSLT, 2048 WMT)."""
+    dropout: float = 0.3
+    """Dropout on embeddings, sub-layer outputs and inside the feed-forward layers."""
+    attention_dropout: float = 0.1
+    """Dropout on attention weights."""
+    share_embeddings: bool = False
+    """One embedding matrix for encoder and decoder (needs a joint vocabulary)."""
+    tie_output: bool = False
+    """The decoder's output projection reuses its input embedding matrix."""
+    max_positions: int = 1024
+    """Longest sequence the sinusoidal position table covers."""
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    transform: str = "softmax"
+    """Output transform and loss by registry name: softmax, sparsemax, 1.5-entmax, 1.5-relu..."""
+    tau: str | float = "auto"
+    """alpha-ReLU threshold: a number, ``auto`` (mean 1.5-entmax tau(z) of the first batch
+    through the untrained model, the paper's method) or ``analytic`` (the paper's Lemma)."""
+    seed: int = 1
+    lr: float = 2.0
+    """Noam learning-rate factor: lr * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)."""
+    warmup: int = 4000
+    """Noam warmup steps."""
+    adam_beta1: float = 0.9
+    adam_beta2: float = 0.998
+    adam_eps: float = 1e-9
+    accum: int = 8
+    """Micro-batches per optimizer step and process (gradient accumulation)."""
+    max_steps: int = 100_000
+    """Optimizer steps to train for."""
+    max_minutes: float = 0.0
+    """Wall-clock budget in minutes, validation included; 0 means no limit."""
+    clip_norm: float = 0.0
+    """Clip the gradient's global L2 norm to this; 0 disables clipping."""
+    average_decay: float = 0.0
+    """Exponential moving average of the weights (OpenNMT's ``average_decay``), used for
+    validation and the saved best model; 0 disables it."""
+    log_every: int = 100
+    """Steps between rows of the training log."""
+    valid_every: int = 1000
+    """Steps between validations (loss and greedy BLEU)."""
+    save_every: int = 1000
+    """Steps between resumable checkpoints (``last.pt``)."""
+    stats_rows: int = 256
+    """Logit rows per logging step on which tau(z), Sum p and non-zeros are measured."""
+    device: Device = "auto"
+    precision: Precision = "auto"
+    """``auto``: bf16 autocast on CUDA, fp32 on CPU; loss math is always fp32."""
+    compile: bool = False
+    """Run the model through ``torch.compile``."""
+
+
+@dataclass(frozen=True)
+class DecodeConfig:
+    max_length_ratio: float = 1.5
+    """Hypotheses stop at ``max_length_ratio * source length + max_length_offset`` tokens."""
+    max_length_offset: int = 10
+    max_tokens: int = 8192
+    """Token budget of one decoding batch."""
+
+
+@dataclass(frozen=True)
+class Config:
+    data: DataConfig = field(default_factory=DataConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    decode: DecodeConfig = field(default_factory=DecodeConfig)
+
+    def to_dict(self) -> dict:
+        """Plain nested dict (what checkpoints and ``config.json`` store)."""
+        return dataclasses.asdict(self)
+
+
+SECTIONS = {"data": DataConfig, "model": ModelConfig, "train": TrainConfig,
+            "decode": DecodeConfig}
+
+
+def _coerce(section: str, key: str, hint: object, value: object) -> object:
+    """``value`` as the field's type, or a UserError naming the key and what it expects."""
+    where = f"[{section}] {key}"
+    if typing.get_origin(hint) is Literal:
+        if value not in typing.get_args(hint):
+            raise UserError(f"{where} must be one of {', '.join(map(repr, typing.get_args(hint)))}, "
+                            f"got {value!r}")
+        return value
+    if hint is bool:
+        if not isinstance(value, bool):
+            raise UserError(f"{where} must be true or false, got {value!r}")
+        return value
+    if hint is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise UserError(f"{where} must be an integer, got {value!r}")
+        return value
+    if hint is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise UserError(f"{where} must be a number, got {value!r}")
+        return float(value)
+    if hint is str:
+        if not isinstance(value, str):
+            raise UserError(f"{where} must be a string, got {value!r}")
+        return value
+    # str | float: alpha-ReLU's tau.
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    raise UserError(f"{where} must be a number or a string, got {value!r}")
+
+
+def _section(name: str, table: Mapping[str, object]) -> object:
+    cls = SECTIONS[name]
+    hints = typing.get_type_hints(cls)
+    unknown = sorted(set(table) - set(hints))
+    if unknown:
+        raise UserError(f"unknown key(s) {', '.join(unknown)} in [{name}]; known keys: "
+                        f"{', '.join(hints)}")
+    return cls(**{key: _coerce(name, key, hints[key], value) for key, value in table.items()})
+
+
+def _positive(where: str, value: float) -> None:
+    if not value > 0:
+        raise UserError(f"{where} must be positive, got {value}")
+
+
+def validate(config: Config) -> Config:
+    """Check values that are well typed but impossible; return ``config`` unchanged."""
+    m, t, d = config.model, config.train, config.decode
+    for key in ("d_model", "encoder_layers", "decoder_layers", "heads", "d_ff", "max_positions"):
+        _positive(f"[model] {key}", getattr(m, key))
+    if m.d_model % m.heads:
+        raise UserError(f"[model] heads ({m.heads}) must divide d_model ({m.d_model})")
+    if m.d_model % 2:
+        raise UserError(f"[model] d_model must be even for sinusoidal positions, got {m.d_model}")
+    for key in ("dropout", "attention_dropout"):
+        if not 0.0 <= getattr(m, key) < 1.0:
+            raise UserError(f"[model] {key} must be in [0, 1), got {getattr(m, key)}")
+    for key in ("lr", "warmup", "accum", "max_steps", "log_every", "valid_every", "save_every",
+                "stats_rows", "adam_eps"):
+        _positive(f"[train] {key}", getattr(t, key))
+    for key in ("adam_beta1", "adam_beta2", "average_decay"):
+        if not 0.0 <= getattr(t, key) < 1.0:
+            raise UserError(f"[train] {key} must be in [0, 1), got {getattr(t, key)}")
+    for key in ("max_minutes", "clip_norm"):
+        if not (math.isfinite(getattr(t, key)) and getattr(t, key) >= 0):
+            raise UserError(f"[train] {key} must be >= 0 (0 disables it), got {getattr(t, key)}")
+    if isinstance(t.tau, str) and t.tau not in ("auto", "analytic"):
+        raise UserError(f"[train] tau must be a number, 'auto' or 'analytic', got {t.tau!r}")
+    _positive("[data] max_tokens", config.data.max_tokens)
+    _positive("[decode] max_length_ratio", d.max_length_ratio)
+    _positive("[decode] max_tokens", d.max_tokens)
+    if d.max_length_offset < 0:
+        raise UserError(f"[decode] max_length_offset must be >= 0, got {d.max_length_offset}")
+    return config
+
+
+def from_dict(tables: Mapping[str, Mapping[str, object]]) -> Config:
+    """A validated :class:`Config` from nested tables (a parsed recipe or a checkpoint's)."""
+    unknown = sorted(set(tables) - set(SECTIONS))
+    if unknown:
+        raise UserError(f"unknown table(s) {', '.join(f'[{u}]' for u in unknown)}; a recipe has "
+                        f"{', '.join(f'[{s}]' for s in SECTIONS)}")
+    for name, table in tables.items():
+        if not isinstance(table, Mapping):
+            raise UserError(f"[{name}] must be a table of keys, got {table!r}")
+    return validate(Config(**{name: _section(name, tables.get(name, {})) for name in SECTIONS}))
+
+
+def parse_override(item: str) -> tuple[str, str, object]:
+    """``"train.lr=1.5"`` -> ``("train", "lr", 1.5)``; the value is read as TOML (bare
+    words are strings)."""
+    key, sep, text = item.partition("=")
+    section, dot, name = key.strip().partition(".")
+    if not (sep and dot and section and name):
+        raise UserError(f"--set takes SECTION.KEY=VALUE (e.g. train.lr=1.5), got {item!r}")
+    try:
+        value = tomllib.loads(f"v = {text.strip()}")["v"]
+    except tomllib.TOMLDecodeError:
+        value = text.strip()
+    return section, name, value
+
+
+def load_config(recipe: str | Path | None = None,
+                overrides: Mapping[tuple[str, str], object] | None = None,
+                base: Mapping[str, Mapping[str, object]] | None = None) -> Config:
+    """Read a TOML recipe (or start from ``base`` tables, e.g. a checkpoint's config, or from
+    the defaults) and apply ``{(section, key): value}`` overrides, e.g. from command-line
+    flags; ``None`` values are ignored."""
+    tables: Mapping[str, Mapping[str, object]] = base or {}
+    if recipe is not None:
+        path = Path(recipe)
+        try:
+            tables = tomllib.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise UserError(f"recipe {path} does not exist; recipes live in recipes/*.toml") from None
+        except tomllib.TOMLDecodeError as err:
+            raise UserError(f"recipe {path} is not valid TOML: {err}") from None
+    tables = {name: dict(table) if isinstance(table, Mapping) else table
+              for name, table in tables.items()}
+    for (section, key), value in (overrides or {}).items():
+        if value is not None:
+            if section not in SECTIONS:
+                raise UserError(f"unknown table [{section}] in an override; known: "
+                                f"{', '.join(SECTIONS)}")
+            tables.setdefault(section, {})[key] = value
+    return from_dict(tables)

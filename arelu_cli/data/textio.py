@@ -1,0 +1,77 @@
+"""Reading line-aligned UTF-8 text files, with one-line errors for every kind of bad input.
+
+Lines are split on ``\\n`` only (``str.splitlines`` would also split on U+2028, U+0085 and
+friends, silently misaligning a parallel corpus); a trailing ``\\r`` and a leading byte-order
+mark are dropped.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+from arelu_cli.errors import UserError
+
+SNIPPET = 40
+
+
+def read_lines(path: Path) -> list[str]:
+    """The lines of a UTF-8 text file; a clear error for a missing, empty or non-UTF-8 file."""
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"file not found: {path}; check the path or the corpus folder given to --source")
+    data = path.read_bytes()
+    if not data.strip():
+        raise UserError(f"{path} is empty; a corpus file needs one sentence per line")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = data.count(b"\n", 0, err.start) + 1
+        raise UserError(f"{path} line {line}: bytes that are not UTF-8 "
+                        f"({data[err.start:err.start + 4]!r}); convert the file to UTF-8 "
+                        f"(e.g. iconv -f latin1 -t utf-8)") from None
+    lines = text.removeprefix("\ufeff").split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    return [line.removesuffix("\r") for line in lines]
+
+
+def _suspicious(src: str, tgt: str) -> bool:
+    """A pair that looks misaligned: one side empty, or lengths far apart."""
+    a, b = len(src.strip()), len(tgt.strip())
+    if (a == 0) != (b == 0):
+        return True
+    return max(a, b) > 20 and max(a, b) > 3 * max(1, min(a, b))
+
+
+def _clip(text: str) -> str:
+    return repr(text if len(text) <= SNIPPET else text[:SNIPPET] + "...")
+
+
+def check_aligned(src_path: Path, src: list[str], tgt_path: Path, tgt: list[str]) -> None:
+    """Raise a one-line error when two files that must be line-aligned have different lengths."""
+    if len(src) == len(tgt):
+        return
+    first = next((i for i in range(min(len(src), len(tgt))) if _suspicious(src[i], tgt[i])),
+                 min(len(src), len(tgt)))
+    left = src[first] if first < len(src) else "<end of file>"
+    right = tgt[first] if first < len(tgt) else "<end of file>"
+    raise UserError(f"{src_path} has {len(src)} lines but {tgt_path} has {len(tgt)}; they must be "
+                    f"line-aligned (first suspicious line {first + 1}: {_clip(left)} vs "
+                    f"{_clip(right)})")
+
+
+def read_aligned(src_path: Path, tgt_path: Path) -> tuple[list[str], list[str]]:
+    """Both sides of a line-aligned pair of text files."""
+    src, tgt = read_lines(src_path), read_lines(tgt_path)
+    check_aligned(src_path, src, tgt_path, tgt)
+    return src, tgt
+
+
+def sha256_file(path: Path) -> str:
+    """Hex SHA-256 of a file's bytes, read in chunks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()

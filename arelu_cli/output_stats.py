@@ -1,0 +1,83 @@
+"""What the output layer does on a batch: tau for alpha-ReLU and the logged statistics.
+
+* :func:`first_batch_tau`: the paper's choice of alpha-ReLU's tau (Setup, "Hyperparameters
+  alpha and tau"): run the first training batch through the untrained model with
+  alpha-entmax at the output and take the mean threshold ``tau(z)`` over the batch's
+  target positions. :func:`resolve_tau` adds a given number and the analytic estimate.
+* :func:`batch_stats`: per logging step, the quantities behind the paper's training-dynamics,
+  tau/||z|| and tau-sweep figures: mean ||z||, mean 1.5-entmax ``tau(z)``, the transform's
+  own threshold, mean ``sum p`` and mean number of non-zeros of the output.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from arelu_cli.data.batching import Batch, token_batches
+from arelu_cli.data.prepared import Prepared
+from arelu_cli.errors import UserError
+from arelu_cli.model import Transformer
+from arelu_cli.registry import OutputTransform
+from arelu_cli.tau import analytic_tau, empirical_tau, entmax_threshold
+
+
+@torch.no_grad()
+def model_tau(model: Transformer, batch: Batch, alpha: float = 1.5) -> float:
+    """Mean alpha-entmax threshold ``tau(z)`` of the model's logits at the batch's target
+    positions (eval mode: no dropout), in float64."""
+    was_training = model.training
+    model.eval()
+    device = next(model.parameters()).device
+    batch = batch.to(device)
+    logits = model(batch.src, batch.tgt_in, batch.tgt_out != batch.pad_id)  # (N, V)
+    model.train(was_training)
+    return empirical_tau(logits, alpha)
+
+
+def first_batch(data: Prepared, max_tokens: int, seed: int) -> Batch:
+    """The first training batch of epoch 0 (the same on every process)."""
+    return next(token_batches(data, "train", max_tokens=max_tokens, seed=seed, epoch=0))
+
+
+def resolve_tau(spec: str | float, transform: OutputTransform, model: Transformer,
+                data: Prepared, max_tokens: int, seed: int) -> float | None:
+    """alpha-ReLU's tau from ``spec`` (a number, ``auto`` or ``analytic``); None for the
+    other transforms, which have no fixed threshold. ``auto`` uses alpha-entmax of the
+    transform's own alpha (1.5 for 1.5-ReLU, as in the paper)."""
+    if transform.family != "relu":
+        return None
+    if not isinstance(spec, str):
+        return float(spec)
+    if spec == "analytic":
+        return analytic_tau(d_vocab=data.vocab_size, d_model=model.cfg.d_model,
+                            alpha=transform.alpha).tau
+    if spec == "auto":
+        return model_tau(model, first_batch(data, max_tokens, seed), transform.alpha)
+    raise UserError(f"tau must be a number, 'auto' or 'analytic', got {spec!r}")
+
+
+def _rows(logits: torch.Tensor, count: int) -> torch.Tensor:
+    """Up to ``count`` rows spread evenly over the batch."""
+    if logits.shape[0] <= count:
+        return logits
+    index = torch.linspace(0, logits.shape[0] - 1, count, device=logits.device).long()
+    return logits.index_select(0, index)
+
+
+@torch.no_grad()
+def batch_stats(logits: torch.Tensor, transform: OutputTransform, rows: int) -> dict[str, float]:
+    """Statistics of logits (N, V) of one batch; call before the loss's backward (alpha-ReLU
+    may overwrite its logits with the gradient). ``logit_norm`` is over all N rows; the
+    thresholds and outputs over ``rows`` rows spread over the batch."""
+    sample = _rows(logits.detach(), rows).float()
+    probs = transform.probs(sample)
+    if transform.family == "relu":
+        tau = transform.tau
+    elif transform.family == "entmax":
+        tau = float(entmax_threshold(sample, transform.alpha).mean())
+    else:
+        tau = None
+    return {"tau": tau, "tau_z": empirical_tau(sample, 1.5),
+            "logit_norm": float(logits.detach().float().norm(dim=-1).mean()),
+            "sum_p": float(probs.sum(-1).mean()),
+            "nnz": float((probs > 0).sum(-1).float().mean())}

@@ -1,0 +1,134 @@
+"""Output transforms by name: ``"1.5-relu"`` -> an :class:`OutputTransform`. Pure lookup.
+
+Names:
+  ``softmax``; ``sparsemax`` (= ``2-entmax``); ``<a>-entmax`` (exact sort for a = 1.5,
+  sparsemax for a = 2, bisection otherwise); ``<a>-entmax-k<k>`` (partial sort over the
+  top k, for a = 1.5 or 2); ``<a>-entmax-bisect``; ``<a>-relu`` (alpha-ReLU, ``tau=``).
+  ``a`` lies in (1, 2]. The paper's five: softmax, sparsemax, 1.5-entmax,
+  1.5-entmax-k100, 1.5-relu.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Callable, Literal
+
+import torch
+
+from arelu_cli import transforms as T
+from arelu_cli.errors import UserError
+
+PAPER_TRANSFORMS = ("softmax", "sparsemax", "1.5-entmax", "1.5-entmax-k100", "1.5-relu")
+NAME_FORMS = ("softmax", "sparsemax", "<a>-relu", "<a>-entmax", "<a>-entmax-k<k>",
+              "<a>-entmax-bisect")
+_PATTERN = re.compile(r"^(?P<alpha>\d+(?:\.\d+)?)-(?P<kind>relu|entmax)"
+                      r"(?:-(?:k(?P<k>\d+)|(?P<bisect>bisect)))?$")
+
+
+@dataclass(frozen=True)
+class OutputTransform:
+    """A named output layer: its transform, its loss and its decoding scores.
+
+    ``probs`` maps logits ``(..., V)`` to outputs; ``loss(logits, target, ignore_index=-100,
+    reduction="mean")`` has gradient ``probs - e_y``; ``log_scores`` is ``log probs`` with
+    ``-inf`` at zeros. ``normalized`` is False only for alpha-ReLU, whose output need not sum
+    to one.
+    """
+
+    name: str
+    family: Literal["softmax", "entmax", "relu"]
+    alpha: float
+    tau: float | None = None
+    k: int | None = None
+    method: Literal["dense", "sort", "bisect", "elementwise"] = "dense"
+    _probs: Callable[[torch.Tensor], torch.Tensor] = field(repr=False, compare=False, default=None)
+    _loss: Callable[..., torch.Tensor] = field(repr=False, compare=False, default=None)
+    _log_scores: Callable[[torch.Tensor], torch.Tensor] = field(repr=False, compare=False,
+                                                               default=None)
+
+    @property
+    def normalized(self) -> bool:
+        return self.family != "relu"
+
+    @property
+    def sparse(self) -> bool:
+        return self.family != "softmax"
+
+    def probs(self, logits: torch.Tensor) -> torch.Tensor:
+        return self._probs(logits)
+
+    def log_scores(self, logits: torch.Tensor) -> torch.Tensor:
+        return self._log_scores(logits)
+
+    def loss(self, logits: torch.Tensor, target: torch.Tensor, ignore_index: int = -100,
+             reduction: str = "mean", reuse_logits: bool = False) -> torch.Tensor:
+        """The paired loss; ``reuse_logits`` is honoured by alpha-ReLU and ignored otherwise."""
+        if self.family == "relu":
+            return self._loss(logits, target, ignore_index=ignore_index, reduction=reduction,
+                              reuse_logits=reuse_logits)
+        return self._loss(logits, target, ignore_index=ignore_index, reduction=reduction)
+
+
+def _bad_name(name: str, why: str) -> UserError:
+    return UserError(f"unknown output transform {name!r} ({why}); valid names: "
+                     f"{', '.join(NAME_FORMS)} with a in (1, 2], e.g. {', '.join(PAPER_TRANSFORMS)}")
+
+
+def _softmax(name: str) -> OutputTransform:
+    return OutputTransform(name, "softmax", 1.0, _probs=T.softmax, _loss=T.cross_entropy_loss,
+                           _log_scores=partial(torch.log_softmax, dim=-1))
+
+
+def _entmax(name: str, alpha: float, k: int | None, bisect: bool, n_iter: int) -> OutputTransform:
+    def from_probs(probs):
+        return OutputTransform(name, "entmax", alpha, k=k,
+                               method="bisect" if bisect else "sort", _probs=probs,
+                               _loss=loss, _log_scores=lambda z: T.log_probs(probs(z)))
+    if bisect or alpha not in (1.5, 2.0):
+        if k is not None:
+            raise _bad_name(name, "partial sort -k<k> exists only for alpha 1.5 and 2; "
+                                  "use <a>-entmax-bisect for other alphas")
+        bisect = True
+        loss = partial(T.entmax_bisect_loss, alpha=alpha, n_iter=n_iter)
+        return from_probs(partial(T.entmax_bisect, alpha=alpha, n_iter=n_iter))
+    if alpha == 2.0:
+        loss = partial(T.sparsemax_loss, k=k)
+        return from_probs(partial(T.sparsemax, k=k))
+    loss = partial(T.entmax15_loss, k=k)
+    return from_probs(partial(T.entmax15, k=k))
+
+
+def _relu(name: str, alpha: float, tau: float) -> OutputTransform:
+    return OutputTransform(name, "relu", alpha, tau=tau, method="elementwise",
+                           _probs=partial(T.alpha_relu, alpha=alpha, tau=tau),
+                           _loss=partial(T.alpha_relu_loss, alpha=alpha, tau=tau),
+                           _log_scores=partial(T.alpha_relu_log_scores, alpha=alpha, tau=tau))
+
+
+def get_transform(name: str, *, tau: float = 0.0, n_iter: int = 50) -> OutputTransform:
+    """Look up an output transform by name (see the module docstring for the forms).
+
+    ``tau`` is alpha-ReLU's threshold; ``n_iter`` the bisection steps of ``-bisect``.
+    Unknown names and alpha outside (1, 2] raise :class:`UserError` listing what is valid.
+    """
+    key = name.strip().lower()
+    if key == "softmax":
+        return _softmax(key)
+    if key == "sparsemax":
+        return _entmax(key, 2.0, None, False, n_iter)
+    match = _PATTERN.match(key)
+    if not match:
+        raise _bad_name(name, "not of a known form")
+    alpha = float(match["alpha"])
+    if not 1.0 < alpha <= 2.0:
+        raise _bad_name(name, f"alpha {alpha:g} is outside (1, 2]; alpha=1 is 'softmax'")
+    if match["kind"] == "relu":
+        if match["k"] or match["bisect"]:
+            raise _bad_name(name, "alpha-ReLU takes no -k or -bisect suffix")
+        return _relu(key, alpha, float(tau))
+    k = int(match["k"]) if match["k"] else None
+    if k is not None and k < 1:
+        raise _bad_name(name, "k must be at least 1")
+    return _entmax(key, alpha, k, bool(match["bisect"]), n_iter)

@@ -1,0 +1,371 @@
+"""Training: the loop, gradient accumulation, checkpoints, resume, DDP, log and validation.
+
+Implements the paper's training setup (Setup and Appendix "Optimization"): token-based
+batches with gradient accumulation, Adam with Noam decay, optional gradient clipping and
+weight averaging, no label smoothing, validation BLEU to keep the best checkpoint; alpha-ReLU's
+tau fixed before training from the untrained model (:mod:`arelu_cli.output_stats`).
+
+The loss of a step is the sum over all target tokens of the global batch (every micro-batch
+of every process) divided by their number, so ``N`` processes with ``accum`` micro-batches
+each train exactly like one process with ``N * accum``. Logits go straight from the model to
+the transform's loss with ``reuse_logits=True`` (alpha-ReLU writes its gradient into the
+logits' memory), so statistics of the logits are taken before ``backward``.
+
+A run's folder holds ``config.json``, ``log.csv`` (:mod:`arelu_cli.train_log`), ``last.pt``
+and ``best.pt`` (:mod:`arelu_cli.checkpoint`). ``last.pt`` stores the weights, optimizer,
+average, per-process RNG states, data position and log accumulators, so a run killed at any
+moment resumes from it to the same final step with the same losses.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import json
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from rich.console import Console
+from torch.nn.parallel import DistributedDataParallel
+
+from arelu_cli import checkpoint, distributed, train_log
+from arelu_cli.config import Config
+from arelu_cli.data.batching import Batch, batch_indices, collate, example_sizes
+from arelu_cli.data.prepared import Prepared, load_prepared
+from arelu_cli.errors import UserError
+from arelu_cli.model import Transformer
+from arelu_cli.output_stats import batch_stats, resolve_tau
+from arelu_cli.registry import OutputTransform, get_transform
+from arelu_cli.results import atomic_write_text, signature, versions
+from arelu_cli.schedule import average_weight, noam_lr, update_average
+from arelu_cli.validate import validate
+
+
+@dataclass
+class State:
+    """Where training stands; everything here goes into ``last.pt``."""
+
+    step: int = 0
+    epoch: int = 0
+    position: int = 0
+    """Batches of ``epoch`` this process has consumed."""
+    epoch_batches: int = 1
+    elapsed: float = 0.0
+    """Wall-clock seconds of the run before this process started (validation included)."""
+    best_bleu: float = -1.0
+    best_step: int = 0
+    valid_seconds: float = 0.0
+    """Duration of the last validation: the time the budget keeps for a final one."""
+    interval: dict = field(default_factory=lambda: {"loss": 0.0, "tgt": 0.0, "tokens": 0.0,
+                                                    "seconds": 0.0})
+    """Sums since the last log row (global over processes, loss local until logged)."""
+    totals: dict = field(default_factory=lambda: {"tokens": 0.0, "seconds": 0.0})
+
+
+@dataclass
+class Session:
+    """Everything a run holds; built by :func:`_setup`."""
+
+    config: Config
+    out: Path
+    ctx: distributed.Context
+    data: Prepared
+    model: Transformer
+    """The plain model (weights, checkpoints, validation without an average)."""
+    forward: torch.nn.Module
+    """What the training step calls: the model, wrapped in DDP and/or compiled."""
+    transform: OutputTransform
+    optimizer: torch.optim.Optimizer
+    average: Transformer | None
+    signature: str
+    started: float = field(default_factory=time.perf_counter)
+
+
+@dataclass(frozen=True)
+class Summary:
+    out: Path
+    steps: int
+    seconds: float
+    """Wall-clock seconds, validation included."""
+    tokens_per_s: float
+    """Source + target tokens per second of training time."""
+    best_bleu: float
+    best_step: int
+    last_bleu: float | None
+    tau: float | None
+    rank: int
+    """The process that trained (only rank 0 reports)."""
+
+
+def train(config: Config, out: str | Path, *, resume: bool = False, recipe: str | None = None,
+          console: Console | None = None) -> Summary:
+    """Train from ``config`` into the folder ``out`` (or continue the run there if ``resume``)."""
+    ctx = distributed.setup(config.train.device)
+    try:
+        session, state = _setup(config, Path(out), ctx, resume, recipe)
+        return _loop(session, state, console if ctx.is_main else None)
+    finally:
+        distributed.teardown(ctx)
+
+
+def _setup(config: Config, out: Path, ctx: distributed.Context, resume: bool,
+           recipe: str | None) -> tuple[Session, State]:
+    data = load_prepared(config.data.path)
+    t = config.train
+    transform = get_transform(t.transform)
+    ckpt = _load_for_resume(out, config, data, transform) if resume else None
+    if not resume and (out / checkpoint.LAST).exists():
+        raise UserError(f"{out} already holds a run; continue it with --resume {out} or "
+                        "choose another --out")
+    torch.manual_seed(t.seed)
+    model = Transformer(config.model, data.src_vocab_size, data.tgt_vocab_size, data.pad_id)
+    model.to(ctx.device)
+    tau = ckpt["tau"] if ckpt else resolve_tau(t.tau, transform, model, data,
+                                               config.data.max_tokens, t.seed)
+    transform = get_transform(t.transform, tau=tau or 0.0)
+    torch.manual_seed(t.seed + ctx.rank)  # dropout streams differ across processes
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.0, betas=(t.adam_beta1, t.adam_beta2),
+                                 eps=t.adam_eps)
+    average = copy.deepcopy(model).requires_grad_(False) if t.average_decay > 0 else None
+    forward: torch.nn.Module = model
+    if ctx.distributed:
+        forward = DistributedDataParallel(
+            model, device_ids=[ctx.device.index] if ctx.device.type == "cuda" else None)
+    if t.compile:
+        forward = torch.compile(forward, dynamic=True)
+    sig = signature(transform=transform.name, alpha=transform.alpha, tau=tau, data=data.corpus,
+                    recipe=recipe, seed=t.seed, world_size=ctx.world_size)
+    session = Session(config, out, ctx, data, model, forward, transform, optimizer, average, sig)
+    state = State()
+    if ckpt:
+        _restore(session, state, ckpt)
+        if ctx.is_main:
+            train_log.truncate_after(out / "log.csv", state.step)
+    elif ctx.is_main:
+        out.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(out / "config.json", json.dumps(
+            {**config.to_dict(), "resolved": {"tau": tau, "world_size": ctx.world_size}},
+            indent=2) + "\n")
+    return session, state
+
+
+def _load_for_resume(out: Path, config: Config, data: Prepared,
+                     transform: OutputTransform) -> dict:
+    ckpt = checkpoint.load(out / checkpoint.LAST)
+    tau = config.train.tau if not isinstance(config.train.tau, str) else None
+    checkpoint.check_compatible(ckpt, out / checkpoint.LAST, data=data, transform=transform.name,
+                                tau=tau)
+    if ckpt["config"]["model"] != config.to_dict()["model"]:
+        raise UserError(f"{out / checkpoint.LAST} has another [model] than the recipe; resume "
+                        "with the recipe it was trained with")
+    return ckpt
+
+
+def _restore(s: Session, state: State, ckpt: dict) -> None:
+    if ckpt["world_size"] != s.ctx.world_size:
+        raise UserError(f"the checkpoint was written by {ckpt['world_size']} process(es); "
+                        f"resume with the same number (--nproc_per_node={ckpt['world_size']})")
+    s.model.load_state_dict(ckpt["model"])
+    s.optimizer.load_state_dict(ckpt["optimizer"])
+    if s.average is not None:
+        s.average.load_state_dict(ckpt["average"])
+    for key, value in ckpt["state"].items():
+        setattr(state, key, value)
+    rng = ckpt["rng"][s.ctx.rank]
+    torch.set_rng_state(rng["torch"])
+    if rng["cuda"] is not None and s.ctx.device.type == "cuda":
+        torch.cuda.set_rng_state(rng["cuda"], s.ctx.device)
+
+
+def _payload(s: Session, state: State, kind: str) -> dict:
+    weights = s.average if s.average is not None else s.model
+    base = {"kind": kind, "config": s.config.to_dict(), "vocab": checkpoint.vocab_record(s.data),
+            "transform": s.transform.name, "tau": s.transform.tau, "step": state.step,
+            "world_size": s.ctx.world_size, "versions": versions()}
+    if kind == "best":
+        return {**base, "model": weights.state_dict(), "average": None, "bleu": state.best_bleu}
+    return {**base, "model": s.model.state_dict(), "optimizer": s.optimizer.state_dict(),
+            "average": None if s.average is None else s.average.state_dict(),
+            "state": dict(vars(state))}
+
+
+def _save_last(s: Session, state: State) -> None:
+    """Every process's RNG state is gathered; the main process writes ``last.pt``."""
+    state.interval["loss"] = float(state.interval["loss"])
+    rng = {"torch": torch.get_rng_state(),
+           "cuda": torch.cuda.get_rng_state(s.ctx.device) if s.ctx.device.type == "cuda" else None}
+    rngs = distributed.gather(s.ctx, rng)
+    if s.ctx.is_main:
+        state_now = copy.copy(state)
+        state_now.elapsed = _clock(s, state)
+        checkpoint.save({**_payload(s, state_now, "last"), "rng": rngs}, s.out / checkpoint.LAST)
+
+
+def _clock(s: Session, state: State) -> float:
+    """Wall-clock seconds of the whole run so far."""
+    return state.elapsed + time.perf_counter() - s.started
+
+
+def _micro_batches(s: Session, state: State) -> Iterator[Batch]:
+    """This process's training batches from the current data position on, epoch after epoch."""
+    encoded = s.data.split("train")
+    sizes = example_sizes(encoded.src_lengths, encoded.tgt_lengths)
+    while True:
+        plan = batch_indices(sizes, s.config.data.max_tokens, seed=s.config.train.seed,
+                             epoch=state.epoch, rank=s.ctx.rank, world_size=s.ctx.world_size)
+        state.epoch_batches = len(plan)
+        while state.position < len(plan):
+            state.position += 1
+            yield collate(encoded, plan[state.position - 1], pad_id=s.data.pad_id,
+                          bos_id=s.data.bos_id, eos_id=s.data.eos_id)
+        state.epoch, state.position = state.epoch + 1, 0
+
+
+def _autocast(s: Session):
+    precision = s.config.train.precision
+    if precision == "bf16" or (precision == "auto" and s.ctx.device.type == "cuda"):
+        return torch.autocast(s.ctx.device.type, dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+
+def _step(s: Session, state: State, batches: list[Batch], with_stats: bool) -> dict | None:
+    """One optimizer step over ``batches`` (this process's micro-batches)."""
+    pad = s.data.pad_id
+    tgt = sum(b.n_tgt_tokens for b in batches)
+    tokens = tgt + sum(int((b.src != pad).sum()) for b in batches)
+    tgt, tokens = distributed.all_sum(s.ctx, [float(tgt), float(tokens)])
+    scale = s.ctx.world_size / tgt  # DDP averages gradients over processes
+    stats, loss_sum = None, torch.zeros((), dtype=torch.float64, device=s.ctx.device)
+    for i, batch in enumerate(batches):
+        batch = batch.to(s.ctx.device)
+        last = i == len(batches) - 1
+        sync = (contextlib.nullcontext() if last or not s.ctx.distributed
+                else getattr(s.forward, "_orig_mod", s.forward).no_sync())
+        with sync:
+            keep = batch.tgt_out != pad
+            with _autocast(s):
+                logits = s.forward(batch.src, batch.tgt_in, keep)  # (N, V)
+            logits = logits.float()
+            if with_stats and i == 0:
+                stats = batch_stats(logits, s.transform, s.config.train.stats_rows)
+            loss = s.transform.loss(logits, batch.tgt_out[keep], reduction="sum",
+                                    reuse_logits=True)
+            (loss * scale).backward()
+        loss_sum += loss.detach()
+    t = s.config.train
+    if t.clip_norm > 0:
+        torch.nn.utils.clip_grad_norm_(s.model.parameters(), t.clip_norm)
+    lr = noam_lr(state.step + 1, t.lr, s.config.model.d_model, t.warmup)
+    for group in s.optimizer.param_groups:
+        group["lr"] = lr
+    s.optimizer.step()
+    s.optimizer.zero_grad(set_to_none=True)
+    state.step += 1
+    if s.average is not None:
+        update_average(list(s.average.parameters()), list(s.model.parameters()),
+                       average_weight(state.step, t.average_decay))
+    state.interval["loss"] = state.interval["loss"] + loss_sum
+    state.interval["tgt"] += tgt
+    state.interval["tokens"] += tokens
+    state.totals["tokens"] += tokens
+    return {**(stats or {}), "lr": lr}
+
+
+def _train_row(s: Session, state: State, stats: dict) -> dict:
+    """The training half of a log row (a collective: every process calls it); resets the
+    interval sums."""
+    iv = state.interval
+    loss = distributed.all_sum(s.ctx, [float(iv["loss"])])[0]
+    row = {"train_loss": loss / max(iv["tgt"], 1.0),
+           "tokens_per_s": iv["tokens"] / max(iv["seconds"], 1e-9), **stats}
+    state.interval = {"loss": 0.0, "tgt": 0.0, "tokens": 0.0, "seconds": 0.0}
+    return row
+
+
+def _validate(s: Session, state: State) -> dict:
+    """Validation on the main process (the others wait); keeps ``best.pt``. Returns log fields."""
+    fields: dict = {}
+    if s.ctx.is_main:
+        began = time.perf_counter()
+        model = s.average if s.average is not None else s.model
+        with _autocast(s):
+            result = validate(model, s.data, s.transform, s.config, s.ctx.device)
+        if result.bleu > state.best_bleu:
+            state.best_bleu, state.best_step = result.bleu, state.step
+            checkpoint.save(_payload(s, state, "best"), s.out / checkpoint.BEST)
+        state.valid_seconds = time.perf_counter() - began
+        fields = {"val_loss": result.loss, "val_bleu": result.bleu}
+    distributed.barrier(s.ctx)
+    return fields
+
+
+def _out_of_budget(s: Session, state: State) -> bool:
+    t = s.config.train
+    if state.step >= t.max_steps:
+        return True
+    if t.max_minutes <= 0:
+        return False
+    reserve = state.valid_seconds if state.step % t.valid_every else 0.0
+    return distributed.any_true(s.ctx, _clock(s, state) + reserve >= 60.0 * t.max_minutes)
+
+
+def _write_row(s: Session, state: State, row: dict) -> None:
+    if row and s.ctx.is_main:
+        epoch = state.epoch + state.position / max(state.epoch_batches, 1)
+        train_log.append_row(s.out / "log.csv", {
+            "step": state.step, "epoch": round(epoch, 4), "wall_s": round(_clock(s, state), 3),
+            **row, "signature": s.signature})
+
+
+def _show(bar, task, s: Session, state: State, row: dict) -> None:
+    if bar is None:
+        return
+    t = s.config.train
+    eta = (t.max_steps - state.step) * state.totals["seconds"] / max(state.step, 1)
+    if t.max_minutes > 0:
+        eta = min(eta, 60.0 * t.max_minutes - _clock(s, state))
+    fields = {"eta": train_log.format_eta(eta)}
+    if "tokens_per_s" in row:
+        fields.update(speed=f"{row['tokens_per_s']:,.0f}", loss=f"{row['train_loss']:.3f}")
+    if "val_bleu" in row:
+        fields["bleu"] = f"{row['val_bleu']:.2f}"
+    bar.update(task, completed=state.step, **fields)
+
+
+def _loop(s: Session, state: State, console: Console | None) -> Summary:
+    t = s.config.train
+    batches = _micro_batches(s, state)
+    bar = train_log.progress_bar(console)
+    last_bleu, validated = None, False
+    with bar or contextlib.nullcontext():
+        task = bar.add_task("train", total=t.max_steps, completed=state.step, speed="-",
+                            loss="-", bleu="-", eta="-") if bar else None
+        while not _out_of_budget(s, state):
+            began = time.perf_counter()
+            logging = (state.step + 1) % t.log_every == 0
+            stats = _step(s, state, [next(batches) for _ in range(t.accum)],
+                          logging and s.ctx.is_main)
+            spent = time.perf_counter() - began
+            state.interval["seconds"] += spent
+            state.totals["seconds"] += spent
+            row = _train_row(s, state, stats) if logging else {}
+            validated = state.step % t.valid_every == 0
+            if validated:
+                row.update(_validate(s, state))
+                last_bleu = row.get("val_bleu", last_bleu)
+            _write_row(s, state, row)
+            if state.step % t.save_every == 0:
+                _save_last(s, state)
+            _show(bar, task, s, state, row)
+        if not validated:
+            row = _validate(s, state)
+            last_bleu = row.get("val_bleu", last_bleu)
+            _write_row(s, state, row)
+        if state.step % t.save_every or not validated:
+            _save_last(s, state)
+    return Summary(s.out, state.step, _clock(s, state),
+                   state.totals["tokens"] / max(state.totals["seconds"], 1e-9),
+                   state.best_bleu, state.best_step, last_bleu, s.transform.tau, s.ctx.rank)

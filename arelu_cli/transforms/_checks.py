@@ -1,0 +1,77 @@
+"""Argument checks and the ignore_index/reduction plumbing shared by every loss.
+
+All checks look at Python values and shapes only, never at tensor contents, so no loss
+forces a host-device synchronization.
+"""
+
+from __future__ import annotations
+
+import torch
+
+REDUCTIONS = ("none", "sum", "mean")
+
+
+def check_alpha(alpha: float) -> float:
+    """Return ``alpha`` as a float if it lies in (1, 2], else raise a ValueError saying so."""
+    try:
+        value = float(alpha)
+    except (TypeError, ValueError):
+        raise ValueError(f"alpha must be a number in (1, 2], got {alpha!r}") from None
+    if not 1.0 < value <= 2.0:
+        raise ValueError(
+            f"alpha must lie in (1, 2] (alpha=1 is softmax: use 'softmax'; alpha=2 is "
+            f"sparsemax), got {value:g}")
+    return value
+
+
+def check_reduction(reduction: str) -> str:
+    if reduction not in REDUCTIONS:
+        raise ValueError(f"reduction must be one of {', '.join(REDUCTIONS)}, got {reduction!r}")
+    return reduction
+
+
+def flatten_logits(logits: torch.Tensor, target: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Check ``logits (..., V)`` against ``target (...)`` and flatten both to ``(N, V)``, ``(N,)``."""
+    if not torch.is_floating_point(logits):
+        raise ValueError(f"logits must be a floating-point tensor, got {logits.dtype}")
+    if logits.dim() < 1 or logits.shape[-1] < 1:
+        raise ValueError(f"logits must have shape (..., V) with V >= 1, got {tuple(logits.shape)}")
+    if target.dtype not in (torch.int64, torch.int32):
+        raise ValueError(f"target must hold integer class indices (int64), got {target.dtype}")
+    if tuple(target.shape) != tuple(logits.shape[:-1]):
+        raise ValueError(
+            f"target shape {tuple(target.shape)} must equal logits shape without the last "
+            f"(vocabulary) dimension, {tuple(logits.shape[:-1])}")
+    vocab = logits.shape[-1]
+    return logits.reshape(-1, vocab), target.reshape(-1).long()
+
+
+def split_ignored(target: torch.Tensor, ignore_index: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Return ``(valid, safe_target)``: a bool mask of counted rows and targets with ignored rows set to 0."""
+    valid = target != ignore_index
+    return valid, torch.where(valid, target, torch.zeros_like(target))
+
+
+def reduce_rows(rows: torch.Tensor, valid: torch.Tensor, reduction: str,
+                shape: torch.Size) -> torch.Tensor:
+    """Apply ``reduction`` to per-row losses; ignored rows count as zero (and not in the mean).
+
+    ``mean`` over no counted row is NaN, as in ``F.cross_entropy``.
+    """
+    rows = rows.masked_fill(~valid, 0.0)
+    if reduction == "none":
+        return rows.reshape(shape)
+    total = rows.sum()
+    if reduction == "sum":
+        return total
+    return total / valid.sum()
+
+
+def row_scale(grad: torch.Tensor, valid: torch.Tensor, reduction: str) -> torch.Tensor:
+    """The factor each row's gradient is multiplied by, given the incoming gradient."""
+    mask = valid.to(torch.float64 if grad.dtype == torch.float64 else torch.float32)
+    if reduction == "none":
+        return grad.reshape(-1).to(mask.dtype) * mask
+    if reduction == "sum":
+        return grad.to(mask.dtype) * mask
+    return grad.to(mask.dtype) * mask / valid.sum()

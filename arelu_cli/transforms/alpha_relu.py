@@ -1,0 +1,161 @@
+"""alpha-ReLU and the alpha-ReLU loss (the paper's Section 2, eq. (sp_loss) and Lemma 1).
+
+alpha-ReLU maps logits ``z`` to non-negative scores with a *constant* threshold ``tau``::
+
+    alpha_relu_i(z) = [(alpha - 1) z_i - tau]_+ ** (1 / (alpha - 1)),   alpha in (1, 2]
+
+(1.5-ReLU is ``[z/2 - tau]_+^2``; 2-ReLU with ``tau = 0`` is the ordinary ReLU). It is
+alpha-entmax with the normalizing threshold ``tau(z)`` frozen, so it needs no sort and no
+reduction. Its paired loss, with ``p = alpha_relu(z)`` and Tsallis entropy
+``H_alpha(p) = (1 - sum_j p_j^alpha) / (alpha (alpha - 1))``, is::
+
+    loss(z, y) = (p - e_y)^T (z - tau / (alpha - 1) 1) + H_alpha(p)
+
+whose gradient with respect to ``z`` is exactly ``p - e_y`` (Lemma 1). The loss never
+builds ``p`` in forward; backward writes the gradient in one pass (see
+``_alpha_relu_kernels``). Layers as in the ``entmax`` package: private autograd Functions,
+plain functions, thin modules.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from arelu_cli.transforms import _alpha_relu_kernels as kernels
+from arelu_cli.transforms._checks import (check_alpha, check_reduction, flatten_logits,
+                                          reduce_rows, row_scale, split_ignored)
+
+
+def _shifted(logits: torch.Tensor, alpha: float, tau: float) -> torch.Tensor:
+    """``[(alpha - 1) z - tau]_+`` as a fresh tensor."""
+    return torch.mul(logits, alpha - 1.0).sub_(tau).clamp_min_(0.0)
+
+
+class _AlphaReLUFunction(torch.autograd.Function):
+    """alpha-ReLU with a diagonal Jacobian ``diag(p^(2 - alpha))``; saves only ``p``."""
+
+    @staticmethod
+    def forward(ctx, logits, alpha, tau):
+        t = _shifted(logits, alpha, tau)
+        exponent = 1.0 / (alpha - 1.0)
+        probs = t if exponent == 1.0 else (t.square_() if exponent == 2.0 else t.pow_(exponent))
+        ctx.alpha = alpha
+        ctx.save_for_backward(probs)
+        return probs
+
+    @staticmethod
+    def backward(ctx, grad):
+        (probs,) = ctx.saved_tensors
+        alpha = ctx.alpha
+        if alpha == 2.0:                      # p^0 is 1 on the support and 0 outside
+            local = (probs > 0).to(grad.dtype)
+        elif alpha == 1.5:
+            local = probs.sqrt()
+        else:
+            local = probs.pow(2.0 - alpha)
+        return grad * local, None, None
+
+
+def alpha_relu(logits: torch.Tensor, alpha: float = 1.5, tau: float = 0.0,
+               dim: int = -1) -> torch.Tensor:
+    """alpha-ReLU: ``[(alpha - 1) z - tau]_+ ** (1 / (alpha - 1))`` elementwise.
+
+    ``dim`` is accepted for symmetry with the normalizing transforms; alpha-ReLU is
+    elementwise so it does not depend on it. The output does not sum to one.
+    """
+    del dim
+    return _AlphaReLUFunction.apply(logits, check_alpha(alpha), float(tau))
+
+
+def alpha_relu_log_scores(logits: torch.Tensor, alpha: float = 1.5, tau: float = 0.0,
+                          dim: int = -1) -> torch.Tensor:
+    """``log alpha_relu(z)`` computed in the log domain: ``log[(alpha-1) z - tau]_+ / (alpha-1)``.
+
+    Entries outside the support are ``-inf``. Used as the per-step score in decoding.
+    """
+    del dim
+    alpha = check_alpha(alpha)
+    return _shifted(logits, alpha, float(tau)).log_().mul_(1.0 / (alpha - 1.0))
+
+
+class _AlphaReLULossFunction(torch.autograd.Function):
+    """The alpha-ReLU loss on flattened ``(N, V)`` logits; gradient ``scale * (p - e_y)``."""
+
+    @staticmethod
+    def forward(ctx, logits, target, alpha, tau, ignore_index, reduction, shape, reuse):
+        valid, safe_target = split_ignored(target, ignore_index)
+        rows = kernels.loss_rows(logits, safe_target, alpha, tau)
+        ctx.alpha, ctx.tau, ctx.reduction, ctx.reuse = alpha, tau, reduction, reuse
+        ctx.save_for_backward(logits, safe_target, valid)
+        return reduce_rows(rows, valid, reduction, shape).to(logits.dtype)
+
+    @staticmethod
+    def backward(ctx, grad):
+        logits, safe_target, valid = ctx.saved_tensors
+        scale = row_scale(grad, valid, ctx.reduction)
+        out = logits if ctx.reuse else torch.empty_like(logits)
+        kernels.grad_into(logits, safe_target, scale, ctx.alpha, ctx.tau, out)
+        return out, None, None, None, None, None, None, None
+
+
+def _can_reuse(logits: torch.Tensor) -> bool:
+    """Whether the logits' memory may hold their own gradient: never for a leaf (its
+    ``.grad`` would alias its data) nor for a view of one."""
+    base = logits if logits._base is None else logits._base
+    return not base.is_leaf
+
+
+def alpha_relu_loss(logits: torch.Tensor, target: torch.Tensor, alpha: float = 1.5,
+                    tau: float = 0.0, ignore_index: int = -100, reduction: str = "mean",
+                    reuse_logits: bool = False) -> torch.Tensor:
+    """The alpha-ReLU loss (paper eq. (sp_loss)) of ``logits (..., V)`` at ``target (...)``.
+
+    Args:
+        logits: raw scores ``z``, any float dtype (math in fp32, fp64 for fp64 input).
+        target: class indices; rows equal to ``ignore_index`` contribute nothing.
+        alpha: in (1, 2]. tau: the constant threshold (the paper takes the mean 1.5-entmax
+            threshold of an untrained model, see ``arelu estimate-tau``).
+        reduction: ``none`` (shape of ``target``), ``sum`` or ``mean`` over counted rows.
+        reuse_logits: write the gradient into the logits' own memory in backward, saving
+            a whole ``N x V`` allocation (the fastest path). Only for logits that nothing
+            reads after backward, e.g. the output of the model's final linear layer;
+            ignored for leaf tensors. Autograd raises if another op saved the logits.
+
+    The gradient with respect to ``logits`` is ``alpha_relu(logits) - onehot(target)``
+    (times the reduction's weight), exactly.
+    """
+    alpha = check_alpha(alpha)
+    check_reduction(reduction)
+    flat, flat_target = flatten_logits(logits, target)
+    flat = flat.contiguous()
+    copied = flat.untyped_storage().data_ptr() != logits.untyped_storage().data_ptr()
+    reuse = bool(reuse_logits) and (copied or _can_reuse(logits))
+    return _AlphaReLULossFunction.apply(flat, flat_target, alpha, float(tau),
+                                        ignore_index, reduction, target.shape, reuse)
+
+
+class AlphaReLU(nn.Module):
+    """Module form of :func:`alpha_relu`."""
+
+    def __init__(self, alpha: float = 1.5, tau: float = 0.0, dim: int = -1):
+        super().__init__()
+        self.alpha, self.tau, self.dim = check_alpha(alpha), float(tau), dim
+
+    def forward(self, logits: torch.Tensor) -> torch.Tensor:
+        return alpha_relu(logits, self.alpha, self.tau, self.dim)
+
+
+class AlphaReLULoss(nn.Module):
+    """Module form of :func:`alpha_relu_loss`."""
+
+    def __init__(self, alpha: float = 1.5, tau: float = 0.0, ignore_index: int = -100,
+                 reduction: str = "mean", reuse_logits: bool = False):
+        super().__init__()
+        self.alpha, self.tau = check_alpha(alpha), float(tau)
+        self.ignore_index, self.reduction = ignore_index, check_reduction(reduction)
+        self.reuse_logits = reuse_logits
+
+    def forward(self, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        return alpha_relu_loss(logits, target, self.alpha, self.tau, self.ignore_index,
+                               self.reduction, self.reuse_logits)

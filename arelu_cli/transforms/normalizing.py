@@ -1,0 +1,101 @@
+"""The normalizing baselines: softmax, sparsemax, 1.5-entmax and bisection alpha-entmax.
+
+alpha-entmax (Peters et al., 2019; the paper's eq. (entmax)) solves
+``max_p p^T z + H_alpha(p)`` over the simplex, giving
+``p_i = [(alpha - 1) z_i - tau(z)]_+ ** (1 / (alpha - 1))`` with ``tau(z)`` chosen so that
+``sum p = 1``; alpha -> 1 is softmax, alpha = 2 is sparsemax. Its loss (the Fenchel-Young
+loss) has gradient ``p - e_y``. These wrap the reference ``entmax`` package (exact sort,
+partial sort over the top ``k`` and bisection) and add what this project's losses share:
+``(..., V)`` inputs, ``ignore_index``, ``reduction`` and low-precision inputs computed in
+float32.
+"""
+
+from __future__ import annotations
+
+import entmax as _entmax
+import torch
+import torch.nn.functional as F
+
+from arelu_cli.transforms._checks import (check_alpha, check_reduction, flatten_logits,
+                                          reduce_rows, split_ignored)
+
+
+def _acc(logits: torch.Tensor) -> torch.Tensor:
+    """Half-precision logits are upcast: sorting and thresholds need float32."""
+    return logits.float() if logits.dtype in (torch.float16, torch.bfloat16) else logits
+
+
+def _check_k(k: int | None) -> int | None:
+    if k is not None and (int(k) != k or k < 1):
+        raise ValueError(f"k (the partial-sort size) must be a positive integer or None, got {k!r}")
+    return None if k is None else int(k)
+
+
+def softmax(logits: torch.Tensor, dim: int = -1) -> torch.Tensor:
+    """softmax (1-entmax): dense probabilities."""
+    return torch.softmax(_acc(logits), dim=dim).to(logits.dtype)
+
+
+def sparsemax(logits: torch.Tensor, dim: int = -1, k: int | None = None) -> torch.Tensor:
+    """sparsemax (2-entmax): Euclidean projection onto the simplex; exact sort, or top-``k``."""
+    return _entmax.sparsemax(_acc(logits), dim=dim, k=_check_k(k)).to(logits.dtype)
+
+
+def entmax15(logits: torch.Tensor, dim: int = -1, k: int | None = None) -> torch.Tensor:
+    """1.5-entmax by exact sort, or by partial sort over the top ``k`` (widened if needed)."""
+    return _entmax.entmax15(_acc(logits), dim=dim, k=_check_k(k)).to(logits.dtype)
+
+
+def entmax_bisect(logits: torch.Tensor, alpha: float = 1.5, dim: int = -1,
+                  n_iter: int = 50) -> torch.Tensor:
+    """alpha-entmax for any alpha in (1, 2] by bisection on the threshold."""
+    alpha = check_alpha(alpha)
+    return _entmax.entmax_bisect(_acc(logits), alpha=alpha, dim=dim, n_iter=n_iter).to(logits.dtype)
+
+
+def log_probs(probs: torch.Tensor) -> torch.Tensor:
+    """``log p`` with ``-inf`` where ``p = 0``: the decoding score of a normalizing transform."""
+    return torch.log(probs)
+
+
+def _reduced(row_loss, logits, target, ignore_index, reduction) -> torch.Tensor:
+    """Run a per-row loss of the entmax package on flattened, ignore-safe inputs."""
+    check_reduction(reduction)
+    flat, flat_target = flatten_logits(logits, target)
+    valid, safe_target = split_ignored(flat_target, ignore_index)
+    rows = row_loss(_acc(flat), safe_target)
+    return reduce_rows(rows, valid, reduction, target.shape).to(logits.dtype)
+
+
+def cross_entropy_loss(logits: torch.Tensor, target: torch.Tensor, ignore_index: int = -100,
+                       reduction: str = "mean") -> torch.Tensor:
+    """Softmax cross-entropy (``F.cross_entropy``) on ``(..., V)`` logits."""
+    check_reduction(reduction)
+    flat, flat_target = flatten_logits(logits, target)
+    loss = F.cross_entropy(flat, flat_target, ignore_index=ignore_index, reduction=reduction)
+    return loss.reshape(target.shape) if reduction == "none" else loss
+
+
+def sparsemax_loss(logits: torch.Tensor, target: torch.Tensor, k: int | None = None,
+                   ignore_index: int = -100, reduction: str = "mean") -> torch.Tensor:
+    """The sparsemax loss (Martins & Astudillo, 2016); gradient ``sparsemax(z) - e_y``."""
+    k = _check_k(k)
+    return _reduced(lambda z, y: _entmax.sparsemax_loss(z, y, k), logits, target,
+                    ignore_index, reduction)
+
+
+def entmax15_loss(logits: torch.Tensor, target: torch.Tensor, k: int | None = None,
+                  ignore_index: int = -100, reduction: str = "mean") -> torch.Tensor:
+    """The 1.5-entmax loss; exact sort when ``k`` is None, else partial sort over the top ``k``."""
+    k = _check_k(k)
+    return _reduced(lambda z, y: _entmax.entmax15_loss(z, y, k), logits, target,
+                    ignore_index, reduction)
+
+
+def entmax_bisect_loss(logits: torch.Tensor, target: torch.Tensor, alpha: float = 1.5,
+                       n_iter: int = 50, ignore_index: int = -100,
+                       reduction: str = "mean") -> torch.Tensor:
+    """The alpha-entmax loss for any alpha in (1, 2], threshold found by bisection."""
+    alpha = check_alpha(alpha)
+    return _reduced(lambda z, y: _entmax.entmax_bisect_loss(z, y, alpha, n_iter), logits, target,
+                    ignore_index, reduction)

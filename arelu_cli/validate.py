@@ -1,0 +1,58 @@
+"""Validation during training: loss and greedy BLEU on a held-out split.
+
+The paper keeps the checkpoint with the best validation BLEU (Results); BLEU here is
+sacrebleu's detokenized, case-sensitive corpus BLEU (13a tokenization) of greedy
+translations against the prepared split's raw references.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import sacrebleu
+import torch
+
+from arelu_cli.config import Config
+from arelu_cli.data.batching import token_batches
+from arelu_cli.data.prepared import Prepared
+from arelu_cli.decode import translate_split
+from arelu_cli.model import Transformer
+from arelu_cli.registry import OutputTransform
+
+
+@dataclass(frozen=True)
+class Validation:
+    loss: float
+    """The transform's own loss per target token (eos included)."""
+    bleu: float
+    hypotheses: list[str]
+
+
+def corpus_bleu(hypotheses: list[str], references: list[str]) -> float:
+    """Detokenized, cased sacrebleu BLEU with the 13a tokenizer."""
+    return float(sacrebleu.corpus_bleu(hypotheses, [references], tokenize="13a").score)
+
+
+@torch.no_grad()
+def split_loss(model: Transformer, data: Prepared, split: str, transform: OutputTransform,
+               max_tokens: int, device: torch.device) -> float:
+    """Mean per-token loss of ``transform`` over a split, teacher-forced, in eval mode."""
+    was_training = model.training
+    model.eval()
+    total, tokens = 0.0, 0
+    for batch in token_batches(data, split, max_tokens=max_tokens, shuffle=False):
+        batch = batch.to(device)
+        keep = batch.tgt_out != data.pad_id
+        logits = model(batch.src, batch.tgt_in, keep).float()  # (N, V)
+        total += float(transform.loss(logits, batch.tgt_out[keep], reduction="sum"))
+        tokens += batch.n_tgt_tokens
+    model.train(was_training)
+    return total / tokens
+
+
+def validate(model: Transformer, data: Prepared, transform: OutputTransform, config: Config,
+             device: torch.device) -> Validation:
+    split = config.data.valid_split
+    loss = split_loss(model, data, split, transform, config.decode.max_tokens, device)
+    hypotheses = translate_split(model, data, split, transform, config.decode, device)
+    return Validation(loss, corpus_bleu(hypotheses, data.references(split)), hypotheses)

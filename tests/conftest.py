@@ -1,0 +1,40 @@
+"""Shared fixtures: a tiny prepared toy corpus and tiny model configs (seconds on a CPU)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from arelu_cli.config import Config, load_config
+from arelu_cli.data.prepare import PrepareRequest, prepare
+
+TINY_MODEL = {"d_model": 32, "encoder_layers": 1, "decoder_layers": 1, "heads": 2, "d_ff": 64,
+              "dropout": 0.0, "attention_dropout": 0.0, "share_embeddings": True,
+              "tie_output": True, "max_positions": 128}
+
+
+@pytest.fixture(scope="session")
+def tiny_corpus(tmp_path_factory) -> Path:
+    """A prepared toy corpus: 2,000 training pairs, 40 dev/test pairs, a ~460-token vocabulary."""
+    out = tmp_path_factory.mktemp("corpus") / "toy"
+    prepare(PrepareRequest("toy", out, train_size=2000, eval_size=40, toy_vocab=150, merges=200))
+    return out
+
+
+def _tiny_config(corpus: Path, **train: object) -> Config:
+    """A tiny model on ``corpus``; ``train`` overrides [train] keys (``max_tokens`` -> [data])."""
+    overrides = {("data", "path"): str(corpus), ("data", "max_tokens"): train.pop("max_tokens", 256)}
+    overrides |= {("model", k): v for k, v in TINY_MODEL.items()}
+    defaults = {"transform": "softmax", "accum": 1, "max_steps": 6, "warmup": 4, "lr": 1.0,
+                "log_every": 2, "valid_every": 3, "save_every": 3, "stats_rows": 32,
+                "device": "cpu"}
+    overrides |= {("train", k): v for k, v in (defaults | train).items()}
+    return load_config(None, overrides)
+
+
+@pytest.fixture(scope="session")
+def tiny_config():
+    """``tiny_config(corpus, **train)``: a tiny model on ``corpus``; keyword arguments
+    override [train] keys (``max_tokens`` goes to [data])."""
+    return _tiny_config

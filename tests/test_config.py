@@ -1,0 +1,79 @@
+"""Recipes: every shipped recipe loads; bad keys, types and values are clear UserErrors."""
+
+from pathlib import Path
+
+import pytest
+
+from arelu_cli.config import Config, from_dict, load_config, parse_override
+from arelu_cli.errors import UserError
+
+RECIPES = sorted(Path(__file__).resolve().parents[1].glob("recipes/*.toml"))
+
+
+def test_defaults_are_the_papers_iwslt_settings():
+    c = Config()
+    assert (c.model.d_model, c.model.encoder_layers, c.model.heads, c.model.d_ff) == (512, 6, 8, 1024)
+    assert (c.train.lr, c.train.warmup, c.train.adam_beta2, c.train.accum) == (2.0, 4000, 0.998, 8)
+    assert from_dict({}) == c
+
+
+@pytest.mark.parametrize("recipe", RECIPES, ids=lambda p: p.stem)
+def test_every_recipe_loads(recipe):
+    config = load_config(recipe)
+    assert config.model.d_model % config.model.heads == 0
+
+
+def test_paper_recipes_follow_the_appendix():
+    wmt = load_config(next(r for r in RECIPES if r.stem == "wmt14-en-de"))
+    ru = load_config(next(r for r in RECIPES if r.stem == "wmt13-en-ru"))
+    assert (wmt.model.d_ff, wmt.train.warmup, wmt.train.accum, wmt.train.average_decay) == (2048, 8000, 4, 0.0005)
+    assert wmt.model.tie_output and wmt.model.share_embeddings and wmt.model.dropout == 0.1
+    assert ru.model.dropout == 0.3 and ru.train == wmt.train
+
+
+def test_overrides_win_and_none_is_ignored(tmp_path):
+    recipe = tmp_path / "r.toml"
+    recipe.write_text("[train]\nlr = 1.0\nwarmup = 10\n")
+    config = load_config(recipe, {("train", "lr"): 3.0, ("train", "warmup"): None,
+                                  ("train", "tau"): 0.25})
+    assert (config.train.lr, config.train.warmup, config.train.tau) == (3.0, 10, 0.25)
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("train.lr=1.5", ("train", "lr", 1.5)),
+    ("model.tie_output=true", ("model", "tie_output", True)),
+    ("train.tau=analytic", ("train", "tau", "analytic")),
+    ("data.path=data/x", ("data", "path", "data/x")),
+])
+def test_parse_override(text, expected):
+    assert parse_override(text) == expected
+
+
+@pytest.mark.parametrize("tables, message", [
+    ({"train": {"lr0": 1}}, r"unknown key\(s\) lr0 in \[train\]; known keys: transform"),
+    ({"trian": {}}, r"unknown table\(s\) \[trian\]"),
+    ({"train": {"warmup": "4000"}}, r"\[train\] warmup must be an integer"),
+    ({"train": {"warmup": 1.5}}, r"\[train\] warmup must be an integer"),
+    ({"model": {"tie_output": 1}}, r"\[model\] tie_output must be true or false"),
+    ({"train": {"precision": "fp16"}}, r"\[train\] precision must be one of 'auto', 'fp32', 'bf16'"),
+    ({"model": {"heads": 3}}, r"heads \(3\) must divide d_model \(512\)"),
+    ({"model": {"dropout": 1.0}}, r"dropout must be in \[0, 1\)"),
+    ({"train": {"lr": 0}}, r"\[train\] lr must be positive"),
+    ({"train": {"max_minutes": -1}}, r"max_minutes must be >= 0"),
+    ({"train": {"tau": "exact"}}, r"tau must be a number, 'auto' or 'analytic'"),
+    ({"train": {"adam_beta2": 1.0}}, r"adam_beta2 must be in \[0, 1\)"),
+    ({"decode": {"max_length_offset": -1}}, r"max_length_offset must be >= 0"),
+])
+def test_bad_values_say_what_to_do(tables, message):
+    with pytest.raises(UserError, match=message):
+        from_dict(tables)
+
+
+def test_bad_recipe_files(tmp_path):
+    with pytest.raises(UserError, match="does not exist"):
+        load_config(tmp_path / "missing.toml")
+    (tmp_path / "bad.toml").write_text("[train\n")
+    with pytest.raises(UserError, match="not valid TOML"):
+        load_config(tmp_path / "bad.toml")
+    with pytest.raises(UserError, match="SECTION.KEY=VALUE"):
+        parse_override("lr=1")

@@ -1,0 +1,65 @@
+"""Transforms by name: the paper's five, the general forms, and clear errors."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from arelu_cli.errors import UserError
+from arelu_cli.registry import PAPER_TRANSFORMS, get_transform
+
+CASES = [
+    # name, family, alpha, k, method
+    ("softmax", "softmax", 1.0, None, "dense"),
+    ("sparsemax", "entmax", 2.0, None, "sort"),
+    ("1.5-entmax", "entmax", 1.5, None, "sort"),
+    ("1.5-entmax-k100", "entmax", 1.5, 100, "sort"),
+    ("1.5-relu", "relu", 1.5, None, "elementwise"),
+    ("1.3-relu", "relu", 1.3, None, "elementwise"),
+    ("2-entmax", "entmax", 2.0, None, "sort"),
+    ("2-entmax-k5", "entmax", 2.0, 5, "sort"),
+    ("1.25-entmax", "entmax", 1.25, None, "bisect"),
+    ("1.5-entmax-bisect", "entmax", 1.5, None, "bisect"),
+]
+
+
+@pytest.mark.parametrize("name, family, alpha, k, method", CASES)
+def test_lookup(name, family, alpha, k, method):
+    transform = get_transform(name)
+    assert (transform.family, transform.alpha, transform.k, transform.method) == (family, alpha, k, method)
+    assert transform.normalized == (family != "relu")
+
+
+@pytest.mark.parametrize("name", [c[0] for c in CASES])
+def test_every_loss_has_gradient_probs_minus_onehot(name):
+    transform = get_transform(name, tau=0.2, n_iter=80)
+    z = torch.randn(4, 30, dtype=torch.float64, requires_grad=True)
+    y = torch.randint(0, 30, (4,))
+    (grad,) = torch.autograd.grad(transform.loss(z, y, reduction="sum"), z)
+    expected = transform.probs(z.detach()) - F.one_hot(y, 30).double()
+    torch.testing.assert_close(grad, expected, atol=1e-7, rtol=1e-6)
+    scores = transform.log_scores(z.detach())
+    probs = transform.probs(z.detach())
+    torch.testing.assert_close(scores.exp(), probs)
+
+
+def test_paper_transforms_all_resolve():
+    assert [get_transform(n).name for n in PAPER_TRANSFORMS] == list(PAPER_TRANSFORMS)
+
+
+def test_relu_tau_is_used():
+    z = torch.tensor([[1.0, 0.2]])
+    assert torch.equal(get_transform("1.5-relu", tau=0.3).probs(z),
+                       torch.clamp(z / 2 - 0.3, min=0) ** 2)
+
+
+@pytest.mark.parametrize("name, match", [
+    ("softmaxx", "not of a known form"),
+    ("1-relu", r"outside \(1, 2\]"),
+    ("2.5-entmax", r"outside \(1, 2\]"),
+    ("1.3-entmax-k10", "partial sort"),
+    ("1.5-relu-k3", "no -k"),
+])
+def test_unknown_names_list_what_is_valid(name, match):
+    with pytest.raises(UserError, match=match) as info:
+        get_transform(name)
+    assert "1.5-relu" in str(info.value) and "<a>-entmax-bisect" in str(info.value)

@@ -1,0 +1,145 @@
+"""Training: the loss falls, the log has its columns, the budget holds, a SIGKILLed run
+resumes to the same result, and 2 gloo processes train like 1 process with the same batch."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pandas as pd
+import pytest
+import torch
+
+from arelu_cli import checkpoint
+from arelu_cli.train import train
+from arelu_cli.train_log import COLUMNS
+
+TINY_RECIPE = """
+[data]
+path = "{corpus}"
+max_tokens = 256
+[model]
+d_model = 32
+encoder_layers = 1
+decoder_layers = 1
+heads = 2
+d_ff = 64
+dropout = 0.1
+attention_dropout = 0.1
+share_embeddings = true
+tie_output = true
+max_positions = 128
+[train]
+transform = "1.5-relu"
+seed = 3
+lr = 1.0
+warmup = 4
+accum = 2
+max_steps = {steps}
+log_every = 1
+valid_every = {valid}
+save_every = 3
+stats_rows = 16
+device = "cpu"
+"""
+
+
+def _recipe(tmp_path, corpus, steps=12, valid=4):
+    path = tmp_path / "tiny.toml"
+    path.write_text(TINY_RECIPE.format(corpus=corpus, steps=steps, valid=valid))
+    return path
+
+
+def _arelu(*args: object) -> list[str]:
+    return [sys.executable, "-m", "arelu_cli.cli", *map(str, args)]
+
+
+def test_loss_decreases_and_the_log_has_every_column(tiny_corpus, tiny_config, tmp_path):
+    config = tiny_config(tiny_corpus, transform="1.5-relu", max_steps=40, warmup=10, lr=0.5,
+                         log_every=5, valid_every=20, save_every=20, max_tokens=512)
+    summary = train(config, tmp_path / "run")
+    log = pd.read_csv(tmp_path / "run" / "log.csv")
+    assert list(log.columns) == list(COLUMNS)
+    assert log["step"].tolist() == [5, 10, 15, 20, 25, 30, 35, 40]
+    loss = log["train_loss"].tolist()
+    assert loss[-1] < 0.8 * loss[0] and loss[-1] == min(loss)
+    assert log["val_bleu"].notna().sum() == 2 and log["val_loss"].iloc[-1] < log["train_loss"].iloc[0]
+    assert (log["tau"] == summary.tau).all() and log["tau_z"].notna().all()
+    assert (log[["logit_norm", "sum_p", "nnz", "tokens_per_s", "lr"]] > 0).all().all()
+    assert summary.steps == 40 and summary.best_step in (20, 40) and summary.tokens_per_s > 0
+    assert log["signature"].str.contains("transform:1.5-relu").all()
+
+
+def test_tau_auto_is_recorded(tiny_corpus, tiny_config, tmp_path):
+    summary = train(tiny_config(tiny_corpus, transform="1.5-relu", max_steps=1), tmp_path / "r")
+    assert 0.0 < summary.tau < 1.0
+    assert checkpoint.load(tmp_path / "r")["tau"] == summary.tau
+
+
+def test_wall_clock_budget(tiny_corpus, tiny_config, tmp_path):
+    config = tiny_config(tiny_corpus, max_steps=10_000, max_minutes=0.02, valid_every=10_000)
+    summary = train(config, tmp_path / "r")
+    assert 1 <= summary.steps < 10_000
+    assert summary.seconds < 60  # the budget, then one validation
+
+
+def test_sigkill_then_resume_gives_the_uninterrupted_run(tiny_corpus, tmp_path):
+    recipe = _recipe(tmp_path, tiny_corpus)
+    whole, broken = tmp_path / "whole", tmp_path / "broken"
+    subprocess.run(_arelu("train", "--recipe", recipe, "--out", whole), check=True,
+                   capture_output=True)
+    proc = subprocess.Popen(_arelu("train", "--recipe", recipe, "--out", broken),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while not (broken / checkpoint.LAST).exists() and proc.poll() is None:
+        assert time.monotonic() < deadline
+        time.sleep(0.005)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    killed_at = checkpoint.load(broken)["step"]
+    assert killed_at < 12, "the run finished before it could be killed"
+    subprocess.run(_arelu("train", "--resume", broken), check=True, capture_output=True)
+    a, b = checkpoint.load(whole), checkpoint.load(broken)
+    assert b["step"] == a["step"] == 12
+    for key in a["model"]:
+        assert torch.equal(a["model"][key], b["model"][key]), key
+    log_a, log_b = pd.read_csv(whole / "log.csv"), pd.read_csv(broken / "log.csv")
+    assert log_a["step"].tolist() == log_b["step"].tolist()
+    for column in ("train_loss", "lr", "tau", "tau_z", "logit_norm", "val_loss", "val_bleu"):
+        pd.testing.assert_series_equal(log_a[column], log_b[column], rtol=1e-6)
+
+
+def test_two_gloo_processes_train_like_one(tiny_corpus, tmp_path):
+    recipe = _recipe(tmp_path, tiny_corpus, steps=3, valid=100)
+    one, two = tmp_path / "one", tmp_path / "two"
+    # No dropout (each process has its own stream); an Adam eps above float noise, because
+    # attention key biases have a gradient that is exactly zero in exact arithmetic, and
+    # Adam would blow its rounding noise up to full-size steps.
+    no_dropout = ["--set", "model.dropout=0.0", "--set", "model.attention_dropout=0.0",
+                  "--set", "train.adam_eps=1e-6"]
+    subprocess.run(_arelu("train", "--recipe", recipe, "--out", one, *no_dropout), check=True,
+                   capture_output=True)
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
+                    "--nproc_per_node=2", "--module", "arelu_cli.cli", "train", "--recipe",
+                    str(recipe), "--out", str(two), "--set", "train.accum=1", *no_dropout],
+                   check=True, capture_output=True, env=env, timeout=300)
+    a, b = checkpoint.load(one), checkpoint.load(two)
+    assert (a["world_size"], b["world_size"], a["step"], b["step"]) == (1, 2, 3, 3)
+    for key in a["model"]:
+        torch.testing.assert_close(a["model"][key], b["model"][key], rtol=1e-4, atol=1e-4)
+    loss_a = pd.read_csv(one / "log.csv")["train_loss"].dropna()
+    loss_b = pd.read_csv(two / "log.csv")["train_loss"].dropna()
+    pd.testing.assert_series_equal(loss_a, loss_b, rtol=1e-5)
+
+
+def test_resume_with_another_world_size_is_refused(tiny_corpus, tiny_config, tmp_path):
+    train(tiny_config(tiny_corpus, max_steps=3), tmp_path / "r")
+    ckpt = checkpoint.load(tmp_path / "r")
+    ckpt["world_size"] = 2
+    checkpoint.save({k: v for k, v in ckpt.items() if k != "format"}, tmp_path / "r" / "last.pt")
+    with pytest.raises(ValueError, match=r"written by 2 process\(es\)"):
+        train(tiny_config(tiny_corpus, max_steps=4), tmp_path / "r", resume=True)
