@@ -4,8 +4,9 @@ A checkpoint is a dict saved with ``torch.save`` holding only tensors and plain 
 (so it loads with ``weights_only=True``)::
 
     format, kind ("last": resumable, "best": weights for decoding), config (resolved, nested),
-    vocab {checksum, src_size, tgt_size, path}, transform, tau, step, epoch, position,
-    model, average (EMA weights or None), optimizer, rng (per rank), progress, versions
+    vocab {checksum, src_size, tgt_size, path}, transform, tau, step, world_size, versions,
+    model, average (EMA weights or None); last.pt also: optimizer, schedule, rng (per
+    process), state (epoch, data position, clock, best BLEU, log accumulators)
 
 ``last.pt`` carries everything needed to continue a killed run to the same result;
 ``best.pt`` (best validation BLEU, as in the paper) carries the weights used for decoding.

@@ -11,6 +11,7 @@ from typing import Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from arelu_cli import __version__
 from arelu_cli.errors import UserError
@@ -156,7 +157,7 @@ def train(
     out: Optional[Path] = typer.Option(None, help="Run folder (default runs/RECIPE/TRANSFORM)."),
     resume: Optional[Path] = typer.Option(
         None, help="Continue the run in this folder from its last.pt (flags override its config)."),
-    data: Optional[str] = typer.Option(None, help="Prepared corpus folder (overrides [data] path)."),
+    data: Optional[str] = typer.Option(None, help="Prepared corpus folder (overrides the recipe's data path)."),
     max_steps: Optional[int] = typer.Option(None, help="Optimizer steps to train for."),
     max_minutes: Optional[float] = typer.Option(
         None, help="Wall-clock budget in minutes, validation included (0: none)."),
@@ -220,6 +221,27 @@ def bench_loss(
     console.print(f"wrote {out}")
 
 
+@bench_app.command("fused-linear")
+def bench_fused_linear(
+    out: Path = typer.Option(Path("results/bench/fused_linear.csv"), help="CSV file to write."),
+    quick: bool = typer.Option(False, "--quick", help="A seconds-long case (256x4000, d=64)."),
+    sizes: Optional[str] = typer.Option(None, help="Comma-separated NxV cases (default: 8192x40000)."),
+    d: Optional[int] = typer.Option(None, "--d", help="Model width d (default: 512)."),
+    dtype: str = typer.Option("float32", help="float32, bfloat16 or float16."),
+    alpha: float = typer.Option(1.5, help="alpha of alpha-ReLU; tau is the paper's analytic estimate for V."),
+    repeats: Optional[int] = typer.Option(None, min=1, help="Timed pairs per case (median is reported)."),
+    device: str = typer.Option("auto", help="cpu, cuda or auto."),
+) -> None:
+    """Time and peak memory of the fused linear + alpha-ReLU loss against Linear + loss; write CSV."""
+    from arelu_cli.analysis import bench_fused as bench
+
+    plan = bench.make_plan(quick=quick, sizes=sizes, width=d, dtype=dtype, alpha=alpha,
+                           repeats=repeats, device=device)
+    frame = bench.run(plan, out)
+    bench.print_table(frame, console)
+    console.print(f"wrote {out}")
+
+
 @bench_app.command("train")
 def bench_train(
     recipe: Path = typer.Option(Path("recipes/multi30k.toml"), help="Recipe: model, data and batch size."),
@@ -251,7 +273,8 @@ def main() -> None:
     try:
         app()
     except UserError as err:
-        Console(stderr=True).print(f"[bold red]error:[/] {err}", highlight=False, soft_wrap=True)
+        Console(stderr=True).print(f"[bold red]error:[/] {escape(str(err))}", highlight=False,
+                                   soft_wrap=True)
         sys.exit(2)
 
 

@@ -187,7 +187,11 @@ def _payload(s: Session, state: State, kind: str) -> dict:
             "world_size": s.ctx.world_size, "versions": versions()}
     if kind == "best":
         return {**base, "model": weights.state_dict(), "average": None, "bleu": state.best_bleu}
+    t = s.config.train
+    schedule = {"kind": "noam", "lr": t.lr, "warmup": t.warmup, "d_model": s.config.model.d_model,
+                "current_lr": noam_lr(max(state.step, 1), t.lr, s.config.model.d_model, t.warmup)}
     return {**base, "model": s.model.state_dict(), "optimizer": s.optimizer.state_dict(),
+            "schedule": schedule,
             "average": None if s.average is None else s.average.state_dict(),
             "state": dict(vars(state))}
 
@@ -308,7 +312,8 @@ def _out_of_budget(s: Session, state: State) -> bool:
         return True
     if t.max_minutes <= 0:
         return False
-    reserve = state.valid_seconds if state.step % t.valid_every else 0.0
+    # Stop while there is still time for one more step and the final validation.
+    reserve = state.valid_seconds + state.totals["seconds"] / max(state.step, 1)
     return distributed.any_true(s.ctx, _clock(s, state) + reserve >= 60.0 * t.max_minutes)
 
 
@@ -332,6 +337,9 @@ def _show(bar, task, s: Session, state: State, row: dict) -> None:
         fields.update(speed=f"{row['tokens_per_s']:,.0f}", loss=f"{row['train_loss']:.3f}")
     if "val_bleu" in row:
         fields["bleu"] = f"{row['val_bleu']:.2f}"
+        bar.console.print(f"step {state.step}: validation loss {row['val_loss']:.4f}, BLEU "
+                          f"{row['val_bleu']:.2f} (best {state.best_bleu:.2f} at step "
+                          f"{state.best_step}), {_clock(s, state) / 60:.1f} min")
     bar.update(task, completed=state.step, **fields)
 
 
@@ -339,11 +347,11 @@ def _loop(s: Session, state: State, console: Console | None) -> Summary:
     t = s.config.train
     batches = _micro_batches(s, state)
     bar = train_log.progress_bar(console)
-    last_bleu, validated = None, False
+    last_bleu, done = None, state.step >= t.max_steps
     with bar or contextlib.nullcontext():
         task = bar.add_task("train", total=t.max_steps, completed=state.step, speed="-",
                             loss="-", bleu="-", eta="-") if bar else None
-        while not _out_of_budget(s, state):
+        while not done:
             began = time.perf_counter()
             logging = (state.step + 1) % t.log_every == 0
             stats = _step(s, state, [next(batches) for _ in range(t.accum)],
@@ -351,21 +359,15 @@ def _loop(s: Session, state: State, console: Console | None) -> Summary:
             spent = time.perf_counter() - began
             state.interval["seconds"] += spent
             state.totals["seconds"] += spent
+            done = _out_of_budget(s, state)
             row = _train_row(s, state, stats) if logging else {}
-            validated = state.step % t.valid_every == 0
-            if validated:
+            if state.step % t.valid_every == 0 or done:
                 row.update(_validate(s, state))
                 last_bleu = row.get("val_bleu", last_bleu)
             _write_row(s, state, row)
-            if state.step % t.save_every == 0:
+            if state.step % t.save_every == 0 or done:
                 _save_last(s, state)
             _show(bar, task, s, state, row)
-        if not validated:
-            row = _validate(s, state)
-            last_bleu = row.get("val_bleu", last_bleu)
-            _write_row(s, state, row)
-        if state.step % t.save_every or not validated:
-            _save_last(s, state)
     return Summary(s.out, state.step, _clock(s, state),
                    state.totals["tokens"] / max(state.totals["seconds"], 1e-9),
                    state.best_bleu, state.best_step, last_bleu, s.transform.tau, s.ctx.rank)

@@ -11,6 +11,7 @@ after its last checkpoint, so the file reads as one uninterrupted run.
 from __future__ import annotations
 
 import csv
+import io
 from pathlib import Path
 
 import pandas as pd
@@ -40,7 +41,9 @@ def truncate_after(path: Path, step: int) -> None:
     """Drop the rows written after ``step`` (by a run killed after its last checkpoint)."""
     if not path.exists():
         return
-    frame = pd.read_csv(path)
+    text = path.read_text(encoding="utf-8")
+    text = text[:text.rfind("\n") + 1]  # a kill mid-write leaves a last line without newline
+    frame = pd.read_csv(io.StringIO(text))
     atomic_write_text(path, frame[frame["step"] <= step].to_csv(index=False))
 
 

@@ -109,3 +109,17 @@ def test_overfits_a_tiny_batch(name):
         logits = model.eval()(src, tgt_in, keep)
     assert (logits.argmax(-1) == tgt_out[keep]).all()
     assert float(transform.loss(logits, tgt_out[keep])) < 0.05
+
+
+def test_dropout_keeps_the_expectation_and_its_gradient_matches_its_mask():
+    from arelu_cli.model import Dropout
+
+    torch.manual_seed(0)
+    drop = Dropout(0.25).train()
+    x = torch.ones(200, 500, requires_grad=True)
+    y = drop(x)
+    assert abs(float((y == 0).float().mean()) - 0.25) < 0.01
+    assert float(y.mean()) == pytest.approx(1.0, abs=0.01)
+    y.sum().backward()
+    assert torch.equal(x.grad, y.detach())  # d y / d x is the scaled mask, which y equals here
+    assert drop.eval()(x) is x

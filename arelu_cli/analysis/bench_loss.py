@@ -5,6 +5,10 @@ each against its softmax counterpart in the same process, pairs alternating:
 ``fwd+bwd`` (loss and gradient with respect to the logits, as in training), ``fwd`` (the
 loss alone, as in validation) and ``transform`` (the output transform alone, as in
 decoding, against ``torch.softmax``). The logits are N(0, 1), as for an untrained model.
+Each row also reports the achieved bandwidth, the bytes a loss must move at the least (read
+the logits; for ``fwd+bwd`` also write their gradient; for ``transform`` write the output)
+over its time, next to the floor: an in-place elementwise pass over the same tensor, timed
+in the same run.
 
 Compiled variants run last, after every eager measurement: on CPU, once an inductor
 kernel has run, the process's eager ops slow down (see ``_alpha_relu_kernels``), so
@@ -37,7 +41,9 @@ FULL_SIZES = ((2048, 10000), (2048, 40000), (2048, 60000),
               (8192, 10000), (8192, 40000), (8192, 60000))
 QUICK_SIZES = ((256, 8000),)
 MODES = ("fwd+bwd", "fwd", "transform")
-_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+# Passes over the N x V logits a mode needs at the least: read (+ write the gradient or output).
+PASSES = {"fwd+bwd": 2, "fwd": 1, "transform": 2}
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 # Peak memory in N x V logits copies, measured on CPU, used to skip cases that cannot fit.
 _COPIES = {"sort": 13.0, "bisect": 6.0, "partial": 4.0, "dense": 4.0, "elementwise": 3.0}
 
@@ -46,9 +52,11 @@ _COPIES = {"sort": 13.0, "bisect": 6.0, "partial": 4.0, "dense": 4.0, "elementwi
 class Method:
     """One timed loss: a registered transform plus how it is called.
 
-    ``variant``: ``default``; ``reuse_logits`` (alpha-ReLU writing its gradient into the
-    logits); ``compiled`` (``torch.compile``d cross-entropy, or alpha-ReLU's compiled
-    engine); ``compiled+reuse_logits``.
+    ``variant``: ``default`` (alpha-ReLU: its ``auto`` engine, C++ on CPU, Triton on
+    CUDA); ``reuse_logits`` (alpha-ReLU writing its gradient into the logits); ``eager`` and
+    ``eager+reuse_logits`` (alpha-ReLU's chunked PyTorch engine); ``compiled``
+    (``torch.compile``d cross-entropy, or alpha-ReLU's compiled engine);
+    ``compiled+reuse_logits``.
     """
 
     transform: str
@@ -57,6 +65,11 @@ class Method:
     @property
     def compiled(self) -> bool:
         return self.variant.startswith("compiled")
+
+    @property
+    def engine(self) -> str:
+        """The ``ARELU_BACKEND`` this method runs under."""
+        return self.variant.split("+")[0] if self.variant.startswith(("compiled", "eager")) else "auto"
 
 
 @dataclass(frozen=True)
@@ -79,7 +92,7 @@ def _parse_list(text: str | None, default: tuple[str, ...], valid, what: str) ->
     return chosen
 
 
-def _parse_sizes(text: str) -> tuple[tuple[int, int], ...]:
+def parse_sizes(text: str) -> tuple[tuple[int, int], ...]:
     try:
         sizes = tuple(tuple(int(x) for x in part.lower().split("x")) for part in text.split(","))
     except ValueError:
@@ -91,12 +104,13 @@ def _parse_sizes(text: str) -> tuple[tuple[int, int], ...]:
 
 def _methods(names: tuple[str, ...], quick: bool) -> tuple[Method, ...]:
     variants = {"softmax": ("default", "compiled"),
-                "relu": ("default", "reuse_logits", "compiled", "compiled+reuse_logits")}
+                "relu": ("default", "reuse_logits", "eager", "eager+reuse_logits", "compiled",
+                         "compiled+reuse_logits")}
     methods = []
     for name in names:
         family = get_transform(name).family  # validates the name
         for variant in variants.get(family, ("default",)):
-            if not (quick and variant.startswith("compiled")):
+            if not (quick and variant.startswith(("compiled", "eager"))):
                 methods.append(Method(name, variant))
     return tuple(methods)
 
@@ -112,12 +126,12 @@ def make_plan(quick: bool = False, transforms: str | None = None, sizes: str | N
         raise UserError(f"--device must be cpu, cuda or auto (and cuda needs a GPU), got {device!r}")
     names = _parse_list(transforms, DEFAULT_TRANSFORMS, None, "transform")
     default_dtypes = ("float32", "bfloat16") if device == "cuda" else ("float32",)
-    chosen_dtypes = _parse_list(dtypes, default_dtypes, tuple(_DTYPES), "dtype")
+    chosen_dtypes = _parse_list(dtypes, default_dtypes, tuple(DTYPES), "dtype")
     chosen_modes = _parse_list(modes, MODES, MODES, "mode")
     if threads is not None:
         torch.set_num_threads(threads)
     return BenchPlan(methods=_methods(names, quick),
-                     sizes=_parse_sizes(sizes) if sizes else (QUICK_SIZES if quick else FULL_SIZES),
+                     sizes=parse_sizes(sizes) if sizes else (QUICK_SIZES if quick else FULL_SIZES),
                      dtypes=chosen_dtypes, modes=chosen_modes, repeats=repeats or (3 if quick else 7),
                      device=device, threads=torch.get_num_threads(),
                      max_seconds=10.0 if quick else max_seconds)
@@ -127,7 +141,7 @@ def make_plan(quick: bool = False, transforms: str | None = None, sizes: str | N
 def _engine_env(method: Method):
     """Select alpha-ReLU's engine for the duration of one method's measurements."""
     old = os.environ.get("ARELU_BACKEND")
-    os.environ["ARELU_BACKEND"] = "compiled" if method.compiled else "eager"
+    os.environ["ARELU_BACKEND"] = method.engine
     try:
         yield
     finally:
@@ -202,8 +216,10 @@ def _measure(plan: BenchPlan, method: Method, mode: str, x, y, clean_ce: dict) -
     else:
         softmax_ms, ratio, against = pair.baseline_ms, pair.ratio, "paired"
         clean_ce.setdefault(mode, pair.baseline_ms)
+    traffic = PASSES[mode] * x.numel() * x.element_size()
     return dict(status="ok", repeats=pair.repeats, median_ms=round(pair.ms, 3),
                 softmax_ms=round(softmax_ms, 3), ratio=round(ratio, 4), baseline=against,
+                gb_per_s=round(traffic / pair.ms / 1e6, 2),
                 peak_mib=None if peak is None else round(peak / 2**20, 1),
                 copies=None if peak is None else round(peak / (x.numel() * x.element_size()), 2))
 
@@ -216,7 +232,7 @@ def _floor_ms(x: torch.Tensor, device: torch.device) -> float:
 
 def _inputs(plan: BenchPlan, n: int, v: int, dtype: str):
     gen = torch.Generator(device="cpu").manual_seed(plan.seed)
-    x = torch.randn(n, v, generator=gen).to(device=plan.device, dtype=_DTYPES[dtype])
+    x = torch.randn(n, v, generator=gen).to(device=plan.device, dtype=DTYPES[dtype])
     y = torch.randint(0, v, (n,), generator=gen).to(plan.device)
     return x, y
 
@@ -245,7 +261,9 @@ def run(plan: BenchPlan, out: Path, console: Console | None = None) -> pd.DataFr
                     for mode in _modes(plan, method, transform):
                         row = dict(transform=method.transform, variant=method.variant, mode=mode,
                                    n=n, v=v, dtype=dtype, device=plan.device, threads=plan.threads,
-                                   engine=engine, floor_ms=round(floors[case], 3))
+                                   engine=engine, floor_ms=round(floors[case], 3),
+                                   floor_gb_per_s=round(2 * x.numel() * x.element_size()
+                                                        / floors[case] / 1e6, 2))
                         row.update(_measure(plan, method, mode, x, y, clean_ce[case]))
                         row["signature"] = signature(
                             transform=method.transform, data=f"randn{n}x{v}", seed=plan.seed,
@@ -258,9 +276,10 @@ def run(plan: BenchPlan, out: Path, console: Console | None = None) -> pd.DataFr
 
 
 def print_table(frame: pd.DataFrame, console: Console) -> None:
-    """The fwd+bwd rows as a rich table: time, ratio to cross-entropy, memory."""
-    table = Table(title="loss fwd+bwd vs F.cross_entropy (x CE < 1 is faster)")
-    for col in ("loss", "N x V", "ms", "CE ms", "x CE", "copies"):
+    """The fwd+bwd rows as a rich table: time, ratio to cross-entropy, bandwidth, memory."""
+    table = Table(title="loss fwd+bwd vs F.cross_entropy (x CE < 1 is faster); x pass: time "
+                        "over one in-place pass (the memory floor, its GB/s in brackets)")
+    for col in ("loss", "N x V", "ms", "CE ms", "x CE", "x pass", "GB/s", "copies"):
         table.add_column(col, justify="left" if col == "loss" else "right")
     for r in frame[frame["mode"] == "fwd+bwd"].to_dict("records"):
         ok = r.get("status") == "ok"
@@ -270,5 +289,7 @@ def print_table(frame: pd.DataFrame, console: Console) -> None:
                       f"{r['median_ms']:.1f}" if ok else "-",
                       f"{r['softmax_ms']:.1f}" if ok else "-",
                       f"{r['ratio']:.2f}" if ok else r["status"],
+                      f"{r['median_ms'] / r['floor_ms']:.1f}" if ok else "-",
+                      f"{r['gb_per_s']:.3g} [{r['floor_gb_per_s']:.3g}]" if ok else "-",
                       "-" if not ok or pd.isna(r.get("copies")) else f"{r['copies']:.1f}")
     console.print(table)

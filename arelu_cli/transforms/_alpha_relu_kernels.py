@@ -1,4 +1,4 @@
-"""The two passes of the alpha-ReLU loss over an ``(N, V)`` logits matrix, in two engines.
+"""The two passes of the alpha-ReLU loss over an ``(N, V)`` logits matrix, in four engines.
 
 Write ``a = alpha - 1``, ``e = 1 / a`` and ``c = tau / a``. On the support,
 ``p_j = [a z_j - tau]_+^e = a^e [z_j - c]_+^e``, and since ``p_j (a z_j - tau) = p_j^alpha``
@@ -8,16 +8,21 @@ the loss of the paper's eq. (sp_loss) reduces to one reduction per row::
 
 and its gradient (Lemma 1) is ``p - e_y``. So the forward pass only reads the logits
 (nothing N x V is kept for backward but the logits themselves) and the backward pass
-writes ``scale * p - scale * e_y`` straight into its output buffer.
+writes ``scale * p - scale * e_y`` straight into its output buffer. The transform itself
+is the backward pass's ``p`` with unit scale.
 
-Engines (``ARELU_BACKEND=eager|compiled``, default ``eager``):
+Engines (``ARELU_BACKEND=auto|eager|compiled|cpp|triton``, default ``auto``: ``triton``
+for CUDA tensors, ``cpp`` for CPU tensors, each falling back to ``eager``):
 * ``eager``: row chunks that stay in the L3 cache, every op writing into reused chunk
   buffers, so no N x V temporary is ever allocated. No side effects on the process.
-* ``compiled``: the same math as one ``torch.compile``d (inductor) loop per pass; about
-  twice as fast again on CPU, but opt-in: on CPU, once an inductor kernel has run, the
-  process's *other* eager ops (matmul, log_softmax) ran 1.3-4x slower on our 2-core
-  machine unless ``OMP_WAIT_POLICY=PASSIVE`` is set before start. Any compile failure
-  falls back to ``eager`` for good.
+* ``cpp`` (CPU): vectorized C++ loops on ATen's thread pool, built at first use
+  (``_cpp_kernels``); one read pass forward, one read+write pass backward.
+* ``triton`` (CUDA fp32/bf16/fp16; CPU tensors too under ``TRITON_INTERPRET=1``): the
+  same two passes as Triton kernels (``_triton_kernels``).
+* ``compiled``: the same math as one ``torch.compile``d (inductor) loop per pass; opt-in:
+  on CPU, once an inductor kernel has run, the process's *other* eager ops (matmul,
+  log_softmax) ran 1.3-4x slower on our 2-core machine unless ``OMP_WAIT_POLICY=PASSIVE``
+  is set before start. Any compile failure falls back to ``eager`` for good.
 Inside a user's own ``torch.compile`` the plain math is traced so inductor can fuse it.
 """
 
@@ -29,10 +34,14 @@ import warnings
 
 import torch
 
+from arelu_cli.transforms import _cpp_kernels
+
 # Elements per chunk for the eager engine: small enough for the L3 cache, large enough
 # that per-op overhead (a few microseconds) stays well under the memory traffic.
 _CHUNK_ELEMENTS = 1 << 19
 _BACKEND_ENV = "ARELU_BACKEND"
+ENGINES = ("auto", "eager", "compiled", "cpp", "triton")
+_TRITON_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 _state = {"failed": False}
 
 
@@ -69,7 +78,7 @@ def _rows_per_chunk(vocab: int) -> int:
 # --------------------------------------------------------------------- eager engine
 def _loss_rows_eager(z: torch.Tensor, y: torch.Tensor, alpha: float, tau: float) -> torch.Tensor:
     n, vocab = z.shape
-    a, e, c = _constants(alpha, tau)
+    _, e, c = _constants(alpha, tau)
     acc = _acc_dtype(z.dtype)
     rows = _rows_per_chunk(vocab)
     t_buf = torch.empty(rows, vocab, dtype=acc, device=z.device)
@@ -80,8 +89,14 @@ def _loss_rows_eager(z: torch.Tensor, y: torch.Tensor, alpha: float, tau: float)
         t, p = t_buf[:zc.shape[0]], p_buf[:zc.shape[0]]
         _power_(_shift_into(zc, c, t), e, p)           # [z - c]_+^e
         torch.linalg.vecdot(p, t, out=sums[r0:r0 + rows])
-    z_y = z.gather(1, y.unsqueeze(1)).squeeze(1).to(acc)
-    return sums * (a ** (e + 1.0) / alpha) + (1.0 / (alpha * a) + tau / a) - z_y
+    return _rows_from_sums(sums, z, y, alpha, tau)
+
+
+def _rows_from_sums(sums: torch.Tensor, z: torch.Tensor, y: torch.Tensor, alpha: float,
+                    tau: float) -> torch.Tensor:
+    """The per-row loss from ``sums = sum_j [z_j - c]_+^(e+1)``."""
+    a, e, _ = _constants(alpha, tau)
+    return sums * (a ** (e + 1.0) / alpha) + (1.0 / (alpha * a) + tau / a) - _target_logit(z, y)
 
 
 def _grad_into_eager(z: torch.Tensor, scale: torch.Tensor, alpha: float, tau: float,
@@ -102,6 +117,17 @@ def _grad_into_eager(z: torch.Tensor, scale: torch.Tensor, alpha: float, tau: fl
         _power_(_shift_into(zc, c, t), e, p).mul_(factor[r0:r0 + rows].unsqueeze(1))
         if not direct:
             out[r0:r0 + rows].copy_(p)
+
+
+def shifted(logits: torch.Tensor, alpha: float, tau: float) -> torch.Tensor:
+    """``[(alpha - 1) z - tau]_+`` as a fresh tensor."""
+    return torch.mul(logits, alpha - 1.0).sub_(tau).clamp_min_(0.0)
+
+
+def _transform_eager(z: torch.Tensor, alpha: float, tau: float) -> torch.Tensor:
+    t = shifted(z, alpha, tau)
+    exponent = 1.0 / (alpha - 1.0)
+    return t if exponent == 1.0 else (t.square_() if exponent == 2.0 else t.pow_(exponent))
 
 
 # ------------------------------------------------------------------ compiled engine
@@ -198,17 +224,43 @@ def _fail(err: Exception) -> None:
                   "the alpha-ReLU loss uses its eager engine", RuntimeWarning, stacklevel=3)
 
 
+def _native(engine: str):
+    """The module of the ``cpp`` or ``triton`` engine (imported on first use)."""
+    if engine == "cpp":
+        return _cpp_kernels
+    from arelu_cli.transforms import _triton_kernels
+    return _triton_kernels
+
+
+def _triton_runs(z: torch.Tensor) -> bool:
+    if z.dtype not in _TRITON_DTYPES:
+        return False
+    if not (z.is_cuda or os.environ.get("TRITON_INTERPRET") == "1"):
+        return False
+    try:
+        import triton  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
 def engine_for(z: torch.Tensor) -> str:
     """Which engine a call on ``z`` uses: ``traced`` (inside a user's torch.compile),
-    ``compiled`` (``ARELU_BACKEND=compiled``, not for float64) or ``eager``."""
+    ``triton``, ``cpp``, ``compiled`` (not for float64) or ``eager``; see the module docstring."""
     if torch.compiler.is_compiling():
         return "traced"
-    choice = os.environ.get(_BACKEND_ENV, "eager")
-    if choice not in ("eager", "compiled"):
-        raise ValueError(f"{_BACKEND_ENV} must be eager or compiled, got {choice!r}")
-    if choice == "eager" or _state["failed"] or z.dtype == torch.float64:
-        return "eager"
-    return "compiled"
+    choice = os.environ.get(_BACKEND_ENV, "auto")
+    if choice not in ENGINES:
+        raise ValueError(f"{_BACKEND_ENV} must be one of {', '.join(ENGINES)}, got {choice!r}")
+    if choice == "auto":
+        choice = "triton" if z.is_cuda else "cpp"
+    if choice == "triton" and _triton_runs(z):
+        return "triton"
+    if choice == "cpp" and z.device.type == "cpu" and _cpp_kernels.available():
+        return "cpp"
+    if choice == "compiled" and not _state["failed"] and z.dtype != torch.float64:
+        return "compiled"
+    return "eager"
 
 
 def loss_rows(z: torch.Tensor, y: torch.Tensor, alpha: float, tau: float) -> torch.Tensor:
@@ -216,6 +268,9 @@ def loss_rows(z: torch.Tensor, y: torch.Tensor, alpha: float, tau: float) -> tor
     engine = engine_for(z)
     if engine == "traced":
         return _loss_rows_traced(z, y, alpha, tau)
+    if engine in ("cpp", "triton"):
+        _, e, c = _constants(alpha, tau)
+        return _rows_from_sums(_native(engine).loss_sums(z, c, e), z, y, alpha, tau)
     if engine == "compiled" and (fns := _compiled(alpha)) is not None:
         c, k1, k0, e1, _, _ = _tensor_constants(alpha, tau, z.device)
         try:
@@ -225,12 +280,16 @@ def loss_rows(z: torch.Tensor, y: torch.Tensor, alpha: float, tau: float) -> tor
     return _loss_rows_eager(z, y, alpha, tau)
 
 
-def grad_into(z: torch.Tensor, y: torch.Tensor, scale: torch.Tensor, alpha: float, tau: float,
-              out: torch.Tensor) -> torch.Tensor:
-    """Write ``scale[:, None] * (alpha_relu(z) - e_y)`` into ``out`` (which may be ``z`` itself)."""
+def probs_into(z: torch.Tensor, scale: torch.Tensor, alpha: float, tau: float,
+               out: torch.Tensor) -> torch.Tensor:
+    """Write ``scale[:, None] * alpha_relu(z)`` into ``out`` (which may be ``z`` itself)."""
     engine = engine_for(z)
     if engine == "traced":
         out.copy_(_grad_traced(z, scale, alpha, tau))
+    elif engine in ("cpp", "triton"):
+        a, e, c = _constants(alpha, tau)
+        scale = scale.to(_acc_dtype(z.dtype)).contiguous()
+        _native(engine).probs_into(z, scale, c, e, a ** e, out)
     elif engine == "compiled" and (fns := _compiled(alpha)) is not None:
         c, _, _, _, ka, e = _tensor_constants(alpha, tau, z.device)
         try:
@@ -240,5 +299,29 @@ def grad_into(z: torch.Tensor, y: torch.Tensor, scale: torch.Tensor, alpha: floa
             _grad_into_eager(z, scale, alpha, tau, out)
     else:
         _grad_into_eager(z, scale, alpha, tau, out)
+    return out
+
+
+def grad_into(z: torch.Tensor, y: torch.Tensor, scale: torch.Tensor, alpha: float, tau: float,
+              out: torch.Tensor) -> torch.Tensor:
+    """Write ``scale[:, None] * (alpha_relu(z) - e_y)`` into ``out`` (which may be ``z`` itself)."""
+    probs_into(z, scale, alpha, tau, out)
     out.scatter_add_(1, y.unsqueeze(1), (-scale).unsqueeze(1).to(out.dtype))
     return out
+
+
+def transform(logits: torch.Tensor, alpha: float, tau: float) -> torch.Tensor:
+    """alpha-ReLU of ``logits (..., V)`` in a new tensor: one pass with the ``cpp`` and
+    ``triton`` engines, the eager tensor ops otherwise."""
+    engine = engine_for(logits)
+    if engine not in ("cpp", "triton") or logits.dim() == 0:
+        return _transform_eager(logits, alpha, tau)
+    flat = logits.reshape(-1, logits.shape[-1]).contiguous()
+    out = torch.empty_like(flat)
+    a, e, c = _constants(alpha, tau)
+    if engine == "cpp":
+        ones = torch.ones(flat.shape[0], dtype=_acc_dtype(flat.dtype))
+        _cpp_kernels.probs_into(flat, ones, c, e, a ** e, out)
+    else:
+        _native(engine).probs_into(flat, None, c, e, a ** e, out)
+    return out.view(logits.shape)

@@ -27,19 +27,12 @@ from arelu_cli.transforms._checks import (check_alpha, check_reduction, flatten_
                                           reduce_rows, row_scale, split_ignored)
 
 
-def _shifted(logits: torch.Tensor, alpha: float, tau: float) -> torch.Tensor:
-    """``[(alpha - 1) z - tau]_+`` as a fresh tensor."""
-    return torch.mul(logits, alpha - 1.0).sub_(tau).clamp_min_(0.0)
-
-
 class _AlphaReLUFunction(torch.autograd.Function):
     """alpha-ReLU with a diagonal Jacobian ``diag(p^(2 - alpha))``; saves only ``p``."""
 
     @staticmethod
     def forward(ctx, logits, alpha, tau):
-        t = _shifted(logits, alpha, tau)
-        exponent = 1.0 / (alpha - 1.0)
-        probs = t if exponent == 1.0 else (t.square_() if exponent == 2.0 else t.pow_(exponent))
+        probs = kernels.transform(logits, alpha, tau)
         ctx.alpha = alpha
         ctx.save_for_backward(probs)
         return probs
@@ -76,7 +69,7 @@ def alpha_relu_log_scores(logits: torch.Tensor, alpha: float = 1.5, tau: float =
     """
     del dim
     alpha = check_alpha(alpha)
-    return _shifted(logits, alpha, float(tau)).log_().mul_(1.0 / (alpha - 1.0))
+    return kernels.shifted(logits, alpha, float(tau)).log_().mul_(1.0 / (alpha - 1.0))
 
 
 class _AlphaReLULossFunction(torch.autograd.Function):

@@ -10,6 +10,7 @@ from arelu_cli.errors import UserError
 
 COLUMNS = {"transform", "variant", "mode", "n", "v", "dtype", "device", "median_ms",
            "softmax_ms", "ratio", "peak_mib", "copies", "floor_ms", "engine", "status",
+           "gb_per_s", "floor_gb_per_s",
            "signature"}
 
 

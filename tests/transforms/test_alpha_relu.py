@@ -1,6 +1,8 @@
 """alpha-ReLU and its loss: closed forms, Lemma 1, gradcheck, ignore_index, dtypes, engines."""
 
 import math
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -29,7 +31,7 @@ def direct_loss_rows(z, y, alpha, tau):
     return ((p - onehot) * (z - tau / (alpha - 1))).sum(-1) + tsallis
 
 
-@pytest.fixture(params=["eager", "compiled"])
+@pytest.fixture(params=["eager", "compiled", "cpp"])
 def engine(request, monkeypatch):
     monkeypatch.setenv("ARELU_BACKEND", request.param)
     return request.param
@@ -165,16 +167,18 @@ def test_log_scores_are_log_probs_with_minus_inf_outside_support():
     torch.testing.assert_close(scores[probs > 0], probs[probs > 0].log())
 
 
-def test_engines_agree_on_a_large_input(monkeypatch):
+@pytest.mark.parametrize("alpha", [1.5, 2.0, 1.3])
+def test_engines_agree_on_a_large_input(monkeypatch, alpha):
     z = torch.randn(64, 3000, requires_grad=True)
     y = torch.randint(0, 3000, (64,))
     out = {}
-    for name in ("eager", "compiled"):
+    for name in ("eager", "compiled", "cpp"):
         monkeypatch.setenv("ARELU_BACKEND", name)
-        loss = alpha_relu_loss(z, y, 1.5, 0.05)
-        out[name] = (loss, torch.autograd.grad(loss, z)[0])
-    torch.testing.assert_close(out["eager"][0], out["compiled"][0])
-    torch.testing.assert_close(out["eager"][1], out["compiled"][1])
+        loss = alpha_relu_loss(z, y, alpha, 0.05)
+        out[name] = (loss, torch.autograd.grad(loss, z)[0], alpha_relu(z.detach(), alpha, 0.05))
+    for name in ("compiled", "cpp"):
+        for ours, eager in zip(out[name], out["eager"]):
+            torch.testing.assert_close(ours, eager)
 
 
 def test_works_inside_a_users_torch_compile():
@@ -218,10 +222,28 @@ def test_bad_arguments_say_what_is_wrong(kwargs, match):
 
 def test_engine_choice(monkeypatch):
     monkeypatch.delenv("ARELU_BACKEND", raising=False)
-    assert kernels.engine_for(torch.zeros(4, 4)) == "eager"
+    assert kernels.engine_for(torch.zeros(4, 4)) == "cpp"  # auto, on CPU
+    monkeypatch.setenv("ARELU_BACKEND", "triton")
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    assert kernels.engine_for(torch.zeros(4, 4)) == "eager"  # no GPU, no interpreter
     monkeypatch.setenv("ARELU_BACKEND", "compiled")
     assert kernels.engine_for(torch.zeros(4, 4)) == "compiled"
     assert kernels.engine_for(torch.zeros(4, 4, dtype=torch.float64)) == "eager"
     monkeypatch.setenv("ARELU_BACKEND", "fast")
     with pytest.raises(ValueError, match="ARELU_BACKEND"):
         kernels.engine_for(torch.zeros(4, 4))
+
+
+def test_the_library_imports_and_runs_without_triton():
+    """Triton is optional: without it the ``triton`` engine falls back to ``eager``."""
+    code = ("import sys; sys.modules['triton'] = None\n"
+            "import os, torch\n"
+            "from arelu_cli.transforms import alpha_relu_loss, linear_alpha_relu_loss\n"
+            "from arelu_cli.transforms import _alpha_relu_kernels as kernels\n"
+            "os.environ['ARELU_BACKEND'] = 'triton'; os.environ['TRITON_INTERPRET'] = '1'\n"
+            "z = torch.randn(3, 20, requires_grad=True)\n"
+            "assert kernels.engine_for(z) == 'eager'\n"
+            "alpha_relu_loss(z, torch.tensor([1, 2, 3])).backward()\n"
+            "assert 'arelu_cli.transforms._triton_kernels' not in sys.modules\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr

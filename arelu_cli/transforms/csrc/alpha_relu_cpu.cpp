@@ -1,0 +1,200 @@
+// The two passes of the alpha-ReLU loss (paper Section 2, eq. (sp_loss), Lemma 1) as
+// vectorized CPU loops over an (N, V) logits matrix, one row per task of ATen's own
+// thread pool (at::parallel_for), math in float (double for double input).
+//
+// With t = [z - c]_+ (c = tau / (alpha - 1), e = 1 / (alpha - 1)):
+//   loss_sums:  s_i = sum_j t_ij^(e + 1)          (one read pass)
+//   probs_into: out_ij = scale_i * ka * t_ij^e    (one read + one write pass; out may be z)
+// Integer e in 1..4 (alpha = 2, 1.5, 4/3, 1.25) are straight-line SIMD loops; any other e
+// calls pow only inside blocks of kBlock entries that hold a positive t (the support of
+// alpha-ReLU on a vocabulary is a few dozen entries).
+#include <ATen/Dispatch.h>
+#include <ATen/OpMathType.h>
+#include <ATen/Parallel.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <torch/library.h>
+
+#include <algorithm>
+#include <cmath>
+
+namespace {
+
+// Entries per block: the general power calls pow only in blocks holding a positive t.
+constexpr int64_t kBlock = 64;
+// Independent partial sums, so that the reduction vectorizes without reassociation flags.
+constexpr int64_t kLanes = 16;
+
+// The power of t in the gradient, e = 1 / (alpha - 1): 1..4 are exact products
+// (alpha = 2, 1.5, 4/3, 1.25); 0 means any other e, through std::pow.
+int integer_power(double e) {
+  for (int k = 1; k <= 4; ++k) {
+    if (e == k) return k;
+  }
+  return 0;
+}
+
+// Rows per task: at least ~32K entries, so small inputs stay on one thread.
+int64_t grain_rows(int64_t vocab) {
+  return std::max<int64_t>(1, 32768 / std::max<int64_t>(vocab, 1));
+}
+
+template <int K, typename acc_t>
+inline acc_t ipow(acc_t t) {
+  if constexpr (K == 1) {
+    return t;
+  } else {
+    return t * ipow<K - 1>(t);
+  }
+}
+
+// [z_j - c]_+ with NaN kept (a NaN compares false). A value, not std::max's reference,
+// so that the loops vectorize.
+template <typename scalar_t, typename acc_t>
+inline acc_t shifted(const scalar_t* z, int64_t j, acc_t c) {
+  const acc_t t = static_cast<acc_t>(z[j]) - c;
+  return t < acc_t(0) ? acc_t(0) : t;
+}
+
+// sum_j t_j^(K + 1) over one row (K = 0: t_j^e1 through pow).
+template <int K, typename scalar_t, typename acc_t>
+double row_sum(const scalar_t* z, int64_t vocab, acc_t c, acc_t e1) {
+  double total = 0;
+  for (int64_t j0 = 0; j0 < vocab; j0 += kBlock) {
+    const int64_t m = std::min(kBlock, vocab - j0);
+    const scalar_t* zb = z + j0;
+    acc_t t[kBlock];
+    acc_t lanes[kLanes] = {};
+#pragma omp simd
+    for (int64_t j = 0; j < m; ++j) t[j] = shifted(zb, j, c);
+    if constexpr (K > 0) {
+      int64_t j = 0;
+      for (; j + kLanes <= m; j += kLanes) {
+        for (int64_t l = 0; l < kLanes; ++l) lanes[l] += ipow<K + 1>(t[j + l]);
+      }
+      for (; j < m; ++j) lanes[0] += ipow<K + 1>(t[j]);
+    } else {
+      int live = 0;  // entries that are positive or NaN
+#pragma omp simd reduction(+ : live)
+      for (int64_t j = 0; j < m; ++j) live += !(t[j] <= acc_t(0));
+      if (live > 0) {
+        for (int64_t j = 0; j < m; ++j) lanes[0] += t[j] != 0 ? std::pow(t[j], e1) : acc_t(0);
+      }
+    }
+    acc_t s = 0;
+    for (int64_t l = 0; l < kLanes; ++l) s += lanes[l];
+    total += s;
+  }
+  return total;
+}
+
+// out_j = k * t_j^K (K = 0: k * t_j^e through pow); out may be z. t goes through a block
+// buffer: fused into one loop, GCC sinks the product into a branch and stops vectorizing.
+template <int K, typename scalar_t, typename acc_t>
+void row_probs(const scalar_t* z, scalar_t* out, int64_t vocab, acc_t c, acc_t e, acc_t k) {
+  acc_t t[kBlock];
+  for (int64_t j0 = 0; j0 < vocab; j0 += kBlock) {
+    const int64_t m = std::min(kBlock, vocab - j0);
+    const scalar_t* zb = z + j0;
+    scalar_t* ob = out + j0;
+    if constexpr (K > 0) {
+#pragma omp simd
+      for (int64_t j = 0; j < m; ++j) t[j] = shifted(zb, j, c);
+#pragma omp simd
+      for (int64_t j = 0; j < m; ++j) ob[j] = static_cast<scalar_t>(k * ipow<K>(t[j]));
+    } else {
+      int live = 0;  // entries that are positive or NaN
+#pragma omp simd reduction(+ : live)
+      for (int64_t j = 0; j < m; ++j) {
+        t[j] = shifted(zb, j, c);
+        live += !(t[j] <= acc_t(0));
+      }
+      for (int64_t j = 0; j < m; ++j) {
+        ob[j] = static_cast<scalar_t>(live > 0 && t[j] != 0 ? k * std::pow(t[j], e) : acc_t(0));
+      }
+    }
+  }
+}
+
+template <int K, typename scalar_t, typename acc_t>
+void sums_rows(const scalar_t* z, acc_t* sums, int64_t n, int64_t vocab, acc_t c, acc_t e1) {
+  at::parallel_for(0, n, grain_rows(vocab), [=](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      sums[i] = static_cast<acc_t>(row_sum<K>(z + i * vocab, vocab, c, e1));
+    }
+  });
+}
+
+template <int K, typename scalar_t, typename acc_t>
+void probs_rows(const scalar_t* z, const acc_t* scale, scalar_t* out, int64_t n, int64_t vocab,
+                acc_t c, acc_t e, acc_t ka) {
+  at::parallel_for(0, n, grain_rows(vocab), [=](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      row_probs<K>(z + i * vocab, out + i * vocab, vocab, c, e, scale[i] * ka);
+    }
+  });
+}
+
+void check_matrix(const at::Tensor& z) {
+  TORCH_CHECK(z.dim() == 2 && z.is_contiguous() && z.device().is_cpu(),
+              "arelu_cpu: expected a contiguous 2-D CPU tensor, got ", z.sizes());
+}
+
+at::Tensor loss_sums(const at::Tensor& z, double c, double e) {
+  check_matrix(z);
+  const auto acc = z.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
+  at::Tensor sums = at::empty({z.size(0)}, z.options().dtype(acc));
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, z.scalar_type(), "loss_sums", [&] {
+    using acc_t = at::opmath_type<scalar_t>;
+    const auto* zp = z.const_data_ptr<scalar_t>();
+    auto* sp = sums.mutable_data_ptr<acc_t>();
+    const acc_t cc = static_cast<acc_t>(c), e1 = static_cast<acc_t>(e + 1.0);
+    const int64_t n = z.size(0), v = z.size(1);
+    switch (integer_power(e)) {
+      case 1: sums_rows<1>(zp, sp, n, v, cc, e1); break;
+      case 2: sums_rows<2>(zp, sp, n, v, cc, e1); break;
+      case 3: sums_rows<3>(zp, sp, n, v, cc, e1); break;
+      case 4: sums_rows<4>(zp, sp, n, v, cc, e1); break;
+      default: sums_rows<0>(zp, sp, n, v, cc, e1);
+    }
+  });
+  return sums;
+}
+
+void probs_into(const at::Tensor& z, const at::Tensor& scale, double c, double e, double ka,
+                const at::Tensor& out) {
+  check_matrix(z);
+  check_matrix(out);
+  TORCH_CHECK(out.sizes() == z.sizes() && out.scalar_type() == z.scalar_type(),
+              "arelu_cpu: out must match z");
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, z.scalar_type(), "probs_into", [&] {
+    using acc_t = at::opmath_type<scalar_t>;
+    TORCH_CHECK(scale.is_contiguous() && scale.numel() == z.size(0) &&
+                scale.scalar_type() == c10::CppTypeToScalarType<acc_t>::value,
+                "arelu_cpu: scale must be a contiguous (N,) tensor in the accumulation dtype");
+    const auto* zp = z.const_data_ptr<scalar_t>();
+    const auto* sp = scale.const_data_ptr<acc_t>();
+    auto* op = out.mutable_data_ptr<scalar_t>();
+    const auto cc = static_cast<acc_t>(c), ee = static_cast<acc_t>(e), kk = static_cast<acc_t>(ka);
+    const int64_t n = z.size(0), v = z.size(1);
+    switch (integer_power(e)) {
+      case 1: probs_rows<1>(zp, sp, op, n, v, cc, ee, kk); break;
+      case 2: probs_rows<2>(zp, sp, op, n, v, cc, ee, kk); break;
+      case 3: probs_rows<3>(zp, sp, op, n, v, cc, ee, kk); break;
+      case 4: probs_rows<4>(zp, sp, op, n, v, cc, ee, kk); break;
+      default: probs_rows<0>(zp, sp, op, n, v, cc, ee, kk);
+    }
+  });
+}
+
+}  // namespace
+
+TORCH_LIBRARY(arelu_cpu, m) {
+  m.def("loss_sums(Tensor z, float c, float e) -> Tensor");
+  m.def("probs_into(Tensor z, Tensor scale, float c, float e, float ka, Tensor(a!) out) -> ()");
+}
+
+TORCH_LIBRARY_IMPL(arelu_cpu, CPU, m) {
+  m.impl("loss_sums", &loss_sums);
+  m.impl("probs_into", &probs_into);
+}

@@ -1,0 +1,251 @@
+"""The output projection fused with the alpha-ReLU loss: ``N x V`` logits never exist.
+
+The loss is the paper's eq. (sp_loss) of ``logits = hidden @ weight.T + bias``. By Lemma 1
+its gradient with respect to the logits is ``G = P - E`` (``P`` the scaled alpha-ReLU
+output, ``E`` the scaled one-hot targets), so the gradients of the projection are::
+
+    grad_hidden = G @ weight,   grad_weight = G^T @ hidden,   grad_bias = G^T 1
+
+A loop over chunks of tokens computes each chunk's logits into one reused buffer, its
+per-row losses (``_alpha_relu_kernels``), overwrites the buffer with ``G`` and adds the
+chunk's share of the three gradients. alpha-ReLU is exactly zero below its threshold
+``c = tau / (alpha - 1)``, so a vocabulary column of ``G`` is zero unless some logit of the
+chunk exceeds ``c`` there or it is some token's target; with the paper's tau a row has a
+few dozen such entries, and where the live columns are few enough (``LIVE_FRACTION``) the
+gradient matmuls run on them only (``G[:, live]``, ``weight[live]``): every skipped term is
+an exact zero, so the result is the dense one up to summation order (Cut Cross-Entropy
+filters small softmax gradients, an approximation; these are exact zeros).
+
+For ``reduction`` ``sum``/``mean`` the gradients are computed in forward at unit upstream
+gradient and scaled in place in backward (as Liger-Kernel's fused linear cross-entropy), so
+the logits are computed once and a second backward through the same call is an error; for
+``none`` backward recomputes them with the per-row upstream gradients. bf16/fp16 inputs:
+matmuls in the input dtype, loss math and the weight/bias gradient accumulation in fp32.
+Under autocast the inputs are cast as ``F.linear`` casts them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+from torch.autograd.function import once_differentiable
+
+from arelu_cli.transforms import _alpha_relu_kernels as kernels
+from arelu_cli.transforms._checks import (check_alpha, check_reduction, reduce_rows,
+                                          row_scale, split_ignored)
+
+# Logits elements per chunk, the memory the loop holds beyond the gradients themselves.
+# CPU: 2^22 (104 tokens at V = 40000) ran as fast as 2^23 and 2^24 and keeps the peak at
+# 1/10 of the unfused loss's at 8192 x 40000 x 512; CUDA: not yet measured.
+CHUNK_ELEMENTS = {"cpu": 1 << 22, "cuda": 1 << 24}
+# Largest share of the vocabulary with a nonzero gradient in a chunk at which the gradient
+# matmuls run on those columns only (gathered) rather than on all of them.
+LIVE_FRACTION = {"cpu": 0.5, "cuda": 0.25}
+
+
+@dataclass(frozen=True)
+class _Loop:
+    """The fixed arguments of one pass of the chunk loop."""
+
+    alpha: float
+    tau: float
+    rows: int          # tokens per chunk
+    skip_zeros: bool
+
+
+def _live_columns(logits: torch.Tensor, target: torch.Tensor, loop: _Loop) -> torch.Tensor | None:
+    """The vocabulary columns of a chunk whose gradient ``p - e_y`` has a nonzero entry (a
+    logit above ``c = tau / (alpha - 1)``, a NaN, or a target) if skipping the others pays
+    (``LIVE_FRACTION``); else None. Every other column of the gradient is exactly zero."""
+    if not loop.skip_zeros:
+        return None
+    live = ~(logits.amax(0) <= loop.tau / (loop.alpha - 1.0))
+    live[target] = True
+    cols = live.nonzero().squeeze(1)
+    share = LIVE_FRACTION.get(logits.device.type, LIVE_FRACTION["cuda"])
+    return cols if cols.numel() <= share * logits.shape[1] else None
+
+
+def _chunk_grads(grad_logits, cols, hidden, weight, grads):
+    """Add one chunk's share of the weight and bias gradients, ``grad_logits`` (n, V) holding
+    ``scale * (p - e_y)``, on the columns ``cols`` only (None: all); return the chunk's
+    hidden gradient (None if not wanted)."""
+    want_h, grad_w, grad_b = grads[0] is not None, grads[1], grads[2]
+    g, w = (grad_logits, weight) if cols is None else (grad_logits[:, cols], weight[cols])
+    if grad_w is not None:
+        if cols is None and grad_w.dtype == g.dtype:
+            grad_w.addmm_(g.t(), hidden)
+        elif cols is None:
+            grad_w.add_(torch.mm(g.t(), hidden))
+        else:
+            grad_w.index_add_(0, cols, torch.mm(g.t(), hidden).to(grad_w.dtype))
+    if grad_b is not None:
+        if cols is None:
+            grad_b.add_(g.sum(0, dtype=grad_b.dtype))
+        else:
+            grad_b.index_add_(0, cols, g.sum(0, dtype=grad_b.dtype))
+    return torch.mm(g, w) if want_h else None
+
+
+def _run(hidden, weight, bias, target, loop: _Loop, scale=None, want=(False, False, False)):
+    """The chunk loop over tokens: the per-row losses and, given ``scale`` (each row's
+    upstream gradient), the gradients (hidden, weight, bias) flagged in ``want``."""
+    n, d = hidden.shape
+    vocab, device = weight.shape[0], hidden.device
+    acc = kernels._acc_dtype(hidden.dtype)
+    with_grads = scale is not None
+    rows = torch.empty(n, dtype=acc, device=device)
+    grads = (torch.empty_like(hidden) if with_grads and want[0] else None,
+             torch.zeros(vocab, d, dtype=acc, device=device) if with_grads and want[1] else None,
+             torch.zeros(vocab, dtype=acc, device=device)
+             if with_grads and want[2] and bias is not None else None)
+    buffer = torch.empty(min(loop.rows, n), vocab, dtype=hidden.dtype, device=device)
+    for r0 in range(0, n, loop.rows):
+        r1 = min(n, r0 + loop.rows)
+        h, y = hidden[r0:r1], target[r0:r1]
+        logits = buffer[:r1 - r0]  # (n_c, V)
+        if bias is None:
+            torch.mm(h, weight.t(), out=logits)
+        else:
+            torch.addmm(bias, h, weight.t(), out=logits)
+        rows[r0:r1] = kernels.loss_rows(logits, y, loop.alpha, loop.tau)
+        if with_grads:
+            cols = _live_columns(logits, y, loop)
+            kernels.grad_into(logits, y, scale[r0:r1], loop.alpha, loop.tau, logits)
+            chunk_h = _chunk_grads(logits, cols, h, weight, grads)
+            if chunk_h is not None:
+                grads[0][r0:r1] = chunk_h
+    return rows, grads
+
+
+class _LinearAlphaReLULossFunction(torch.autograd.Function):
+    """The fused loss on flattened ``hidden (N, d)``; see the module docstring."""
+
+    @staticmethod
+    def forward(ctx, hidden, weight, bias, target, ignore_index, reduction, shape, loop,
+                grad_enabled, out_dtype):
+        valid, safe_target = split_ignored(target, ignore_index)
+        want = ctx.needs_input_grad[:3] if grad_enabled else (False, False, False)
+        ctx.early = reduction != "none" and any(want)
+        unit = None
+        if ctx.early:
+            one = torch.ones((), dtype=kernels._acc_dtype(hidden.dtype), device=hidden.device)
+            unit = row_scale(one, valid, reduction)
+        rows, grads = _run(hidden, weight, bias, safe_target, loop, unit, want)
+        if ctx.early:
+            # Saved (not ctx attributes) so that autograd frees them after backward and
+            # AccumulateGrad can take them over without a copy.
+            ctx.save_for_backward(*grads)
+            ctx.used = False
+        else:
+            ctx.save_for_backward(hidden, weight, bias, safe_target, valid)
+            ctx.loop = loop
+        ctx.dtypes = (hidden.dtype, weight.dtype, None if bias is None else bias.dtype)
+        return reduce_rows(rows, valid, reduction, shape).to(out_dtype)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad):
+        if ctx.early:
+            if ctx.used:
+                raise RuntimeError("linear_alpha_relu_loss: backward ran twice through one "
+                                   "call; with reduction 'sum'/'mean' its gradients are computed "
+                                   "once, in forward, and scaled in place")
+            ctx.used = True
+            grads = ctx.saved_tensors
+            if grad.device.type != "cpu" or float(grad) != 1.0:  # no-op at 1, the usual case
+                grads = tuple(None if g is None else g.mul_(grad.to(g.dtype)) for g in grads)
+        else:
+            hidden, weight, bias, safe_target, valid = ctx.saved_tensors
+            scale = row_scale(grad, valid, "none")
+            _, grads = _run(hidden, weight, bias, safe_target, ctx.loop, scale,
+                            ctx.needs_input_grad[:3])
+        out = tuple(None if g is None else g.to(dtype) for g, dtype in zip(grads, ctx.dtypes))
+        return (*out, None, None, None, None, None, None, None)
+
+
+def _check(hidden, weight, target, bias) -> None:
+    if not (torch.is_floating_point(hidden) and torch.is_floating_point(weight)):
+        raise ValueError("hidden and weight must be floating-point tensors")
+    if weight.dim() != 2 or hidden.dim() < 1 or hidden.shape[-1] != weight.shape[1]:
+        raise ValueError(f"weight must have shape (V, d) with d = hidden.shape[-1]; got hidden "
+                         f"{tuple(hidden.shape)} and weight {tuple(weight.shape)}")
+    if bias is not None and tuple(bias.shape) != (weight.shape[0],):
+        raise ValueError(f"bias must have shape (V,) = ({weight.shape[0]},), "
+                         f"got {tuple(bias.shape)}")
+    if target.dtype not in (torch.int64, torch.int32):
+        raise ValueError(f"target must hold integer class indices (int64), got {target.dtype}")
+    if tuple(target.shape) != tuple(hidden.shape[:-1]):
+        raise ValueError(f"target shape {tuple(target.shape)} must equal hidden shape without "
+                         f"the last (model) dimension, {tuple(hidden.shape[:-1])}")
+
+
+def _autocast_inputs(hidden, weight, bias):
+    """Cast to the autocast dtype where autocast is on, as ``F.linear`` would."""
+    device_type = hidden.device.type
+    if not torch.is_autocast_enabled(device_type):
+        return hidden, weight, bias
+    dtype = torch.get_autocast_dtype(device_type)
+    return hidden.to(dtype), weight.to(dtype), None if bias is None else bias.to(dtype)
+
+
+def linear_alpha_relu_loss(hidden: torch.Tensor, weight: torch.Tensor, target: torch.Tensor,
+                           alpha: float = 1.5, tau: float = 0.0, bias: torch.Tensor | None = None,
+                           ignore_index: int = -100, reduction: str = "mean",
+                           chunk: int | None = None, skip_zeros: bool = True) -> torch.Tensor:
+    """The alpha-ReLU loss (paper eq. (sp_loss)) of ``hidden @ weight.T + bias`` at ``target``,
+    without materializing the logits.
+
+    Args:
+        hidden: ``(..., d)`` inputs of the output projection. weight: ``(V, d)``.
+        target: ``(...)`` class indices; rows equal to ``ignore_index`` contribute nothing.
+        alpha, tau, ignore_index, reduction: as in :func:`alpha_relu_loss`.
+        bias: optional ``(V,)``.
+        chunk: tokens per chunk (default: ``CHUNK_ELEMENTS[device] // V``): the memory
+            held is one ``chunk x V`` logits buffer plus the gradients.
+        skip_zeros: let the gradient products skip the exact zeros of alpha-ReLU where
+            that is faster (never changes the result beyond summation order).
+
+    Same value and gradients (hidden, weight, bias) as
+    ``alpha_relu_loss(F.linear(hidden, weight, bias), target, ...)``, the loss in
+    ``hidden``'s dtype (under autocast the matmuls run in the autocast dtype, the loss math
+    in fp32 and the loss keeps ``hidden``'s dtype, as ``logits.float()`` would give); not
+    twice differentiable.
+    """
+    alpha = check_alpha(alpha)
+    check_reduction(reduction)
+    _check(hidden, weight, target, bias)
+    if chunk is not None and chunk < 1:
+        raise ValueError(f"chunk must be a positive number of tokens, got {chunk}")
+    out_dtype = hidden.dtype  # under autocast: the loss stays in the caller's dtype
+    hidden, weight, bias = _autocast_inputs(hidden, weight, bias)
+    if hidden.dtype != weight.dtype or (bias is not None and bias.dtype != weight.dtype):
+        raise ValueError(f"hidden, weight and bias must share a dtype, got {hidden.dtype}, "
+                         f"{weight.dtype}{'' if bias is None else ', ' + str(bias.dtype)}")
+    vocab = weight.shape[0]
+    rows = chunk or max(1, CHUNK_ELEMENTS.get(hidden.device.type, CHUNK_ELEMENTS["cuda"]) // vocab)
+    flat = hidden.reshape(-1, hidden.shape[-1]).contiguous()
+    loop = _Loop(alpha, float(tau), rows, bool(skip_zeros))
+    with torch.autocast(hidden.device.type, enabled=False):
+        return _LinearAlphaReLULossFunction.apply(
+            flat, weight.contiguous(), bias, target.reshape(-1).long(), ignore_index, reduction,
+            target.shape, loop, torch.is_grad_enabled(), out_dtype)
+
+
+class LinearAlphaReLULoss(nn.Module):
+    """Module form of :func:`linear_alpha_relu_loss`: ``loss(hidden, weight, target, bias)``."""
+
+    def __init__(self, alpha: float = 1.5, tau: float = 0.0, ignore_index: int = -100,
+                 reduction: str = "mean", chunk: int | None = None, skip_zeros: bool = True):
+        super().__init__()
+        self.alpha, self.tau = check_alpha(alpha), float(tau)
+        self.ignore_index, self.reduction = ignore_index, check_reduction(reduction)
+        self.chunk, self.skip_zeros = chunk, skip_zeros
+
+    def forward(self, hidden: torch.Tensor, weight: torch.Tensor, target: torch.Tensor,
+                bias: torch.Tensor | None = None) -> torch.Tensor:
+        return linear_alpha_relu_loss(hidden, weight, target, self.alpha, self.tau, bias,
+                                      self.ignore_index, self.reduction, self.chunk,
+                                      self.skip_zeros)

@@ -1,0 +1,37 @@
+"""``arelu bench train``: one row per transform, softmax as the baseline, a CSV written."""
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from arelu_cli.analysis.bench_train import bench_train
+from arelu_cli.cli import app
+from arelu_cli.errors import UserError
+
+
+def test_rows_per_transform(tiny_corpus, tiny_config):
+    rows = bench_train(tiny_config(tiny_corpus), ["1.5-relu", "1.5-entmax"], repeats=2,
+                       device_name="cpu", warmup=1)
+    assert [r["transform"] for r in rows] == ["softmax", "1.5-relu", "1.5-entmax"]
+    assert rows[0]["time_ratio"] == pytest.approx(1.0, rel=0.5)
+    assert all(r["tokens_per_s"] > 0 and r["ms_per_step"] > 0 for r in rows)
+    assert rows[1]["tau"] > 0 and rows[0]["tau"] is None
+
+
+def test_bad_transform_is_refused_before_timing(tiny_corpus, tiny_config):
+    with pytest.raises(UserError, match="unknown output transform"):
+        bench_train(tiny_config(tiny_corpus), ["1.5-reluu"], repeats=1, device_name="cpu")
+
+
+def test_cli_writes_csv(tiny_corpus, tmp_path):
+    recipe = tmp_path / "r.toml"
+    recipe.write_text(f'[data]\npath = "{tiny_corpus}"\nmax_tokens = 256\n[model]\nd_model = 16\n'
+                      "encoder_layers = 1\ndecoder_layers = 1\nheads = 2\nd_ff = 32\n")
+    out = tmp_path / "b.csv"
+    result = CliRunner().invoke(app, ["bench", "train", "--recipe", str(recipe), "--transforms",
+                                      "1.5-relu", "--repeats", "1", "--warmup", "0",
+                                      "--device", "cpu", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    frame = pd.read_csv(out)
+    assert frame["transform"].tolist() == ["softmax", "1.5-relu"]
+    assert {"speed_ratio", "peak_extra_mib", "signature"} <= set(frame.columns)
