@@ -165,6 +165,9 @@ def train(
     device: Optional[str] = typer.Option(None, help="auto, cpu or cuda."),
     precision: Optional[str] = typer.Option(None, help="auto (bf16 on CUDA), fp32 or bf16."),
     compile: Optional[bool] = typer.Option(None, "--compile/--no-compile", help="torch.compile the model."),
+    fused_output: Optional[bool] = typer.Option(
+        None, "--fused-output/--no-fused-output", help="alpha-ReLU only: fuse the output "
+        "projection with the loss, never holding the N x V logits (same loss and gradients)."),
     set_: list[str] = typer.Option([], "--set", help="SECTION.KEY=VALUE: override any recipe key, "
                                    "e.g. --set train.lr=1.5. Repeatable."),
 ) -> None:
@@ -181,7 +184,7 @@ def train(
                   ("data", "path"): data, ("train", "max_steps"): max_steps,
                   ("train", "max_minutes"): max_minutes, ("train", "seed"): seed,
                   ("train", "device"): device, ("train", "precision"): precision,
-                  ("train", "compile"): compile}
+                  ("train", "compile"): compile, ("train", "fused_output"): fused_output}
     base = checkpoint.load(resume)["config"] if resume is not None and recipe is None else None
     config = load_config(recipe, overrides, base=base)
     folder = resume or out or Path("runs") / (recipe.stem if recipe else "default") / config.train.transform
@@ -192,6 +195,49 @@ def train(
         console.print(f"{summary.steps} steps in {summary.seconds / 60:.1f} min "
                       f"({summary.tokens_per_s:,.0f} tok/s{tau_text}); best validation BLEU "
                       f"{summary.best_bleu:.2f} at step {summary.best_step}; wrote {summary.out}")
+
+
+@app.command()
+def reproduce(
+    recipe: str = typer.Argument(..., help="Recipe name (toy, multi30k, iwslt14, wmt14-en-de, "
+                                 "wmt13-en-ru: recipes/NAME.toml) or a TOML file."),
+    out: Optional[Path] = typer.Option(None, help="Results folder (default results/NAME)."),
+    source: Optional[Path] = typer.Option(
+        None, help="Folder with the corpus files in the publisher's layout (see `arelu prepare`)."),
+    transforms: Optional[str] = typer.Option(
+        None, help="Comma-separated transforms (default: the recipe's [reproduce] transforms, "
+        "softmax,sparsemax,1.5-entmax,1.5-entmax-k100,1.5-relu)."),
+    minutes: Optional[float] = typer.Option(
+        None, help="Training budget per transform in minutes (default: the recipe's)."),
+    tau_sweep: Optional[str] = typer.Option(
+        None, help="Comma-separated fixed taus of the tau-sweep runs (default: the recipe's)."),
+    device: str = typer.Option("auto", help="auto, cpu or cuda."),
+    gpu_watts: Optional[float] = typer.Option(
+        None, help="Watts per GPU for the kWh column of training_time.csv."),
+) -> None:
+    """The paper's whole grid for one recipe: prepare, tau, train every transform, translate,
+    score, empty-check, sparsity, self-norm, timing, then every CSV, PNG and REPORT.md.
+
+    Steps whose outputs exist are skipped, so running it again continues an interrupted grid.
+    """
+    from arelu_cli.reproduce import Request, reproduce as run_grid, resolve_recipe
+
+    path = resolve_recipe(recipe)
+    request = Request(
+        path, out or Path("results") / path.stem, source,
+        tuple(t.strip() for t in transforms.split(",") if t.strip()) if transforms else None,
+        minutes, _float_list(tau_sweep, "--tau-sweep"), device, gpu_watts,
+        command="arelu " + " ".join(sys.argv[1:]))
+    run_grid(request, console)
+
+
+def _float_list(text: Optional[str], option: str) -> tuple[float, ...] | None:
+    if text is None:
+        return None
+    try:
+        return tuple(float(t) for t in text.split(",") if t.strip())
+    except ValueError:
+        raise UserError(f"{option} takes comma-separated numbers, got {text!r}") from None
 
 
 @bench_app.command("loss")
@@ -252,6 +298,8 @@ def bench_train(
     device: str = typer.Option("auto", help="cpu, cuda or auto."),
     precision: Optional[str] = typer.Option(None, help="auto (bf16 on CUDA), fp32 or bf16."),
     max_tokens: Optional[int] = typer.Option(None, help="Batch token budget (default: the recipe's)."),
+    fused: bool = typer.Option(False, "--fused", help="Add a row <a>-relu+fused per alpha-ReLU "
+                               "transform: the step with the fused output layer (--fused-output)."),
     out: Path = typer.Option(Path("results/bench/train.csv"), help="CSV file to write."),
 ) -> None:
     """Time whole training steps (tokens/s, peak memory) of each transform on one model and batch."""
@@ -263,10 +311,328 @@ def bench_train(
     config = load_config(recipe, {("train", "precision"): precision,
                                   ("data", "max_tokens"): max_tokens})
     names = parse_list(transforms, str, "--transforms") if transforms else list(bench.DEFAULT_TRANSFORMS)
-    rows = bench.bench_train(config, names, repeats, device, warmup=warmup, console=console)
+    rows = bench.bench_train(config, names, repeats, device, warmup=warmup, console=console,
+                             fused=fused)
     bench.print_table(write_rows(rows, out), console)
     console.print(f"wrote {out}")
 
+
+human_eval_app = typer.Typer(help="Blind human evaluation (paper Sec. 'Human Evaluation'): "
+                             "export annotation sheets, then score the filled ones.",
+                             no_args_is_help=True)
+app.add_typer(human_eval_app, name="human-eval")
+
+
+@human_eval_app.command("export")
+def human_eval_export(
+    source: Path = typer.Option(..., help="Source sentences of the test set, one a line."),
+    reference: Path = typer.Option(..., help="Reference translations, aligned with --source."),
+    system: list[str] = typer.Option(
+        ..., "--system", help="NAME=FILE: a system's detokenized translations, aligned with "
+        "--source. Repeatable (the paper: softmax, 1.5-entmax, 1.5-relu)."),
+    out: Path = typer.Option(Path("results/human_eval"), help="Folder for the sheets and key.csv."),
+    items: int = typer.Option(135, help="Items per annotator (paper: 135)."),
+    annotators: str = typer.Option("a1,a2", help="Annotator names, comma-separated."),
+    shared: float = typer.Option(1 / 3, help="Fraction of each sheet every annotator gets, for "
+                                 "Cohen's kappa (paper: 45 of 135)."),
+    seed: int = typer.Option(0, help="Seed of the sample and of the candidate shuffles."),
+) -> None:
+    """Write one blind sheet per annotator (candidates incl. the reference, shuffled) and a key."""
+    from arelu_cli.analysis.tau_table import parse_list
+    from arelu_cli.data.textio import read_aligned, read_lines
+    from arelu_cli.report import human_eval
+
+    sources, references = read_aligned(source, reference)
+    systems = {}
+    for item in system:
+        name, sep, path = item.partition("=")
+        if not sep or not name or not path:
+            raise UserError(f"--system takes NAME=FILE, got {item!r}")
+        systems[name] = read_lines(Path(path))
+    done = human_eval.export_sheets(sources, references, systems, out, n_items=items,
+                                    annotators=parse_list(annotators, str, "--annotators"),
+                                    seed=seed, shared_fraction=shared)
+    for name, path in done.sheets.items():
+        console.print(f"wrote {path} for {name} ({items} items, {done.n_shared} shared)")
+    console.print(f"wrote {done.key}: keep it from the annotators; give them "
+                  f"{out / 'INSTRUCTIONS.txt'}")
+
+
+@human_eval_app.command("score")
+def human_eval_score(
+    sheets: list[Path] = typer.Argument(..., help="The filled sheets (CSV)."),
+    key: Path = typer.Option(..., help="key.csv written by `arelu human-eval export`."),
+    out: Optional[Path] = typer.Option(
+        None, help="Folder for table_human_eval.csv and human_eval_kappa.csv (default: the key's)."),
+) -> None:
+    """Mean and std per system, Cohen's kappa on the shared items; write CSV."""
+    from arelu_cli.report import human_eval
+    from arelu_cli.report.columns import write_csv
+
+    systems, agreement = human_eval.score_sheets(sheets, key)
+    folder = out or key.parent
+    write_csv(systems, folder, "table_human_eval.csv")
+    write_csv(agreement, folder, "human_eval_kappa.csv")
+    human_eval.print_scores(systems, agreement, console)
+    console.print(f"wrote {folder / 'table_human_eval.csv'} and {folder / 'human_eval_kappa.csv'}")
+
+
+@app.command("report")
+def report(
+    results_dir: Path = typer.Argument(..., help="Results folder (what `arelu reproduce` writes)."),
+    runs: Optional[Path] = typer.Option(None, help="Folder of training runs, one per transform "
+                                        "(default: RESULTS_DIR/runs)."),
+    sweep_runs: Optional[Path] = typer.Option(
+        None, help="Folder of the alpha-ReLU runs with different tau (default: RESULTS_DIR/tau-sweep)."),
+    gpu_watts: Optional[float] = typer.Option(
+        None, help="Power of one GPU in W, for the kWh column (paper: 250, 320, 300); "
+        "without it kWh stays empty."),
+    n_gpus: Optional[int] = typer.Option(None, help="GPUs per run for kWh (default: the run's processes)."),
+    tau_csv: list[Path] = typer.Option([], "--tau-csv", help="An `arelu estimate-tau` CSV whose "
+                                       "rows join Table 3 (e.g. the empirical tau). Repeatable."),
+    command: list[str] = typer.Option([], "--command", help="A command that made this folder, "
+                                      "listed in REPORT.md after RESULTS_DIR/commands.txt. Repeatable."),
+) -> None:
+    """Regenerate the CSVs computable here, draw every figure, and write REPORT.md."""
+    import shlex
+
+    from arelu_cli.report.build import regenerate
+
+    this = ["arelu", "report", str(results_dir)]
+    for flag, value in (("--runs", runs), ("--sweep-runs", sweep_runs),
+                        ("--gpu-watts", gpu_watts), ("--n-gpus", n_gpus)):
+        this += [flag, str(value)] if value is not None else []
+    this += [part for path in tau_csv for part in ("--tau-csv", str(path))]
+    done = regenerate(results_dir, [*command, shlex.join(this)], runs_dir=runs,
+                      sweep_dir=sweep_runs, gpu_watts=gpu_watts, n_gpus=n_gpus, tau_csvs=tau_csv)
+    for path in [*done.csvs, *done.pngs]:
+        console.print(f"wrote {path}")
+    console.print(f"wrote {done.report}")
+
+
+_DECODE_HELP = {
+    "checkpoint": "A checkpoint file, or a run folder (its best.pt, else last.pt).",
+    "data": "Prepared corpus folder (default: the one the checkpoint was trained on).",
+    "beam": "Beam size; 1 is greedy search (default: the checkpoint's \\[decode] beam, 5).",
+    "length_penalty": "GNMT length penalty exponent for ranking finished hypotheses "
+                      "(default: the checkpoint's, 0 = none, as OpenNMT-py).",
+    "batch_tokens": "Source tokens per decoding batch (default: the checkpoint's \\[decode] max_tokens).",
+    "renormalize": "alpha-ReLU only: divide the output by its sum at each step before taking "
+                   "logs (default: the log of the unnormalized output, as trained).",
+    "max_sentences": "At most this many sentences per split, drawn with --seed (default: all; "
+                     "1000 of train).",
+    "device": "auto, cpu or cuda.",
+}
+
+
+def _progress(total: int):
+    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
+                               TimeRemainingColumn)
+
+    bar = Progress(TextColumn("translating"), BarColumn(), MofNCompleteColumn(),
+                   TimeRemainingColumn(), console=Console(stderr=True), transient=True)
+    task = bar.add_task("translate", total=total)
+    return bar, lambda n: bar.advance(task, n)
+
+
+@app.command()
+def translate(
+    checkpoint: Path = typer.Option(..., help=_DECODE_HELP["checkpoint"]),
+    input: Optional[Path] = typer.Option(None, "--input", help="Raw source text, one sentence a line."),
+    split: Optional[str] = typer.Option(None, help="Translate this split of the prepared corpus instead."),
+    out: Optional[Path] = typer.Option(None, help="Output file (default: stdout); OUT.json records the run."),
+    beam: Optional[int] = typer.Option(None, help=_DECODE_HELP["beam"]),
+    n_best: int = typer.Option(1, "--n-best", help="Write the K best hypotheses per line as "
+                               "'i ||| translation ||| score' (K <= beam)."),
+    length_penalty: Optional[float] = typer.Option(None, help=_DECODE_HELP["length_penalty"]),
+    batch_tokens: Optional[int] = typer.Option(None, help=_DECODE_HELP["batch_tokens"]),
+    renormalize: bool = typer.Option(False, "--renormalize", help=_DECODE_HELP["renormalize"]),
+    data: Optional[Path] = typer.Option(None, help=_DECODE_HELP["data"]),
+    device: str = typer.Option("auto", help=_DECODE_HELP["device"]),
+) -> None:
+    """Translate raw text (--input) or a prepared split (--split) by greedy or beam search.
+
+    Scores: the transform's own log outputs; zero-probability tokens are pruned from the beam.
+    """
+    from arelu_cli import translate as tr
+
+    if (input is None) == (split is None):
+        raise UserError("give exactly one of --input FILE (raw text) and --split NAME (a split "
+                        "of the prepared corpus)")
+    decoder = tr.open_checkpoint(checkpoint, data, device)
+    cfg = tr.decode_config(decoder, beam=beam, length_penalty=length_penalty, max_tokens=batch_tokens)
+    total = len(tr.read_text_lines(input)) if input is not None else len(decoder.data.split(split))
+    bar, advance = _progress(total)
+    with bar:
+        result = tr.translate(decoder, cfg, input_path=input, split=split, n_best=n_best,
+                              renormalize=renormalize, progress=advance)
+    tr.write_translation(result, out)
+    Console(stderr=True).print(
+        f"{decoder.transform.name}, beam {cfg.beam}: {len(result.hypotheses)} sentences in "
+        f"{result.seconds:.2f} s ({result.sentences_per_s:.1f} sentences/s)"
+        + (f"; wrote {out}" if out is not None else ""), soft_wrap=True)
+
+
+@app.command()
+def score(
+    hyp: Path = typer.Option(..., help="Detokenized translations, one a line (arelu translate --out)."),
+    ref: Optional[Path] = typer.Option(
+        None, help="References, one a line (default: the split named in HYP.json by arelu translate)."),
+    out: Path = typer.Option(Path("results/scores.csv"), help="CSV to append the score's row to."),
+) -> None:
+    """Detokenized, case-sensitive BLEU and chrF (sacrebleu); append a row to a CSV.
+
+    BLEU as in the paper (nrefs 1, case mixed, tok 13a, smooth exp); signatures printed.
+    """
+    from arelu_cli.analysis import score as scoring
+
+    result = scoring.score_files(hyp, ref)
+    scoring.append_row(scoring.score_row(result), out)
+    console.print(f"BLEU {result.bleu:.2f}  [dim]{result.bleu_signature}[/]")
+    console.print(f"chrF {result.chrf:.2f}  [dim]{result.chrf_signature}[/]")
+    console.print(f"{result.sentences} sentences vs {escape(result.ref)}; appended to {out}")
+
+
+@app.command("empty-check")
+def empty_check(
+    checkpoint: list[Path] = typer.Option(..., help=_DECODE_HELP["checkpoint"] + " Repeatable."),
+    split: list[str] = typer.Option(["dev"], help="Split(s) to check (paper: dev). Repeatable."),
+    beam: Optional[int] = typer.Option(None, help=_DECODE_HELP["beam"]),
+    length_penalty: Optional[float] = typer.Option(None, help=_DECODE_HELP["length_penalty"]),
+    batch_tokens: Optional[int] = typer.Option(None, help=_DECODE_HELP["batch_tokens"]),
+    renormalize: bool = typer.Option(False, "--renormalize", help=_DECODE_HELP["renormalize"]),
+    max_sentences: Optional[int] = typer.Option(None, help=_DECODE_HELP["max_sentences"]),
+    seed: int = typer.Option(0, help="Seed of the --max-sentences sample."),
+    data: Optional[Path] = typer.Option(None, help=_DECODE_HELP["data"]),
+    device: str = typer.Option("auto", help=_DECODE_HELP["device"]),
+    out: Path = typer.Option(Path("results/empty_check.csv"), help="Summary CSV, one row per "
+                             "checkpoint and split; OUT_sentences.csv gets both scores per sentence."),
+) -> None:
+    """Paper Table 2: % of sentences whose empty translation outscores the beam hypothesis."""
+    from arelu_cli.analysis import empty_check as check
+    from arelu_cli.results import write_rows
+    from arelu_cli.translate import decode_config, open_checkpoint
+
+    summaries, details = [], []
+    for path in checkpoint:
+        decoder = open_checkpoint(path, data, device)
+        cfg = decode_config(decoder, beam=beam, length_penalty=length_penalty, max_tokens=batch_tokens)
+        rows, sentences = check.measure(decoder, split, cfg, renormalize=renormalize,
+                                        max_sentences=max_sentences, seed=seed)
+        summaries += rows
+        details += sentences
+    frame = write_rows(summaries, out)
+    write_rows(details, out.with_name(f"{out.stem}_sentences.csv"))
+    for r in frame.to_dict("records"):
+        console.print(f"{r['transform']} {r['split']}: empty better in {r['empty_better']}/"
+                      f"{r['sentences']} ({r['empty_better_pct']:.1f}%), empty non-zero in "
+                      f"{r['empty_nonzero_pct']:.1f}%, beam output empty in {r['beam_empty']}",
+                      soft_wrap=True)
+    console.print(f"wrote {out}")
+
+
+@app.command()
+def sparsity(
+    checkpoint: list[Path] = typer.Option(..., help=_DECODE_HELP["checkpoint"] + " Repeatable."),
+    split: list[str] = typer.Option(["test"], help="Split(s) to measure, e.g. --split test "
+                                    "--split train. Repeatable."),
+    along: str = typer.Option("both", help="Steps teacher-forced on the references, along the "
+                              "beam output, or both."),
+    beam: Optional[int] = typer.Option(None, help=_DECODE_HELP["beam"]),
+    batch_tokens: Optional[int] = typer.Option(None, help=_DECODE_HELP["batch_tokens"]),
+    max_sentences: Optional[int] = typer.Option(None, help=_DECODE_HELP["max_sentences"]),
+    seed: int = typer.Option(0, help="Seed of the --max-sentences sample."),
+    data: Optional[Path] = typer.Option(None, help=_DECODE_HELP["data"]),
+    device: str = typer.Option("auto", help=_DECODE_HELP["device"]),
+    out: Path = typer.Option(Path("results/sparsity.csv"), help="CSV: steps per number of zeros."),
+    plot: bool = typer.Option(False, "--plot", help="Also draw OUT.png (the paper's histogram)."),
+) -> None:
+    """Paper Figs. sparsity: the number of zero output components at every decoding step."""
+    from arelu_cli import plots
+    from arelu_cli.analysis import sparsity as sp
+    from arelu_cli.analysis.steps import parse_along
+    from arelu_cli.results import write_rows
+    from arelu_cli.translate import decode_config, open_checkpoint
+
+    alongs, rows = parse_along(along), []
+    for path in checkpoint:
+        decoder = open_checkpoint(path, data, device)
+        cfg = decode_config(decoder, beam=beam, max_tokens=batch_tokens)
+        rows += sp.measure(decoder, split, alongs, cfg, max_sentences=max_sentences, seed=seed)
+    frame = write_rows(rows, out)
+    for r in sp.summary(frame).to_dict("records"):
+        console.print(f"{r['transform']} {r['split']} ({r['along']}): {r['steps']} steps, mean "
+                      f"{r['mean_zeros']:.1f} of {r['vocab']} zero ({100 * r['mean_zero_fraction']:.1f}%), "
+                      f"median {r['median_zeros']:.0f}, range {r['min_zeros']}-{r['max_zeros']}",
+                      soft_wrap=True)
+    console.print(f"wrote {out}" + (f" and {plots.plot_sparsity(out, out.with_suffix('.png'))}"
+                                    if plot else ""))
+
+
+@app.command("self-norm")
+def self_norm(
+    checkpoint: list[Path] = typer.Option(..., help=_DECODE_HELP["checkpoint"] + " Repeatable."),
+    split: list[str] = typer.Option(["test"], help="Split(s) to measure. Repeatable."),
+    along: str = typer.Option("beam", help="Steps along the beam output (the paper's), "
+                              "teacher-forced on the references, or both."),
+    beam: Optional[int] = typer.Option(None, help=_DECODE_HELP["beam"]),
+    batch_tokens: Optional[int] = typer.Option(None, help=_DECODE_HELP["batch_tokens"]),
+    max_sentences: Optional[int] = typer.Option(None, help=_DECODE_HELP["max_sentences"]),
+    seed: int = typer.Option(0, help="Seed of the --max-sentences sample."),
+    data: Optional[Path] = typer.Option(None, help=_DECODE_HELP["data"]),
+    device: str = typer.Option("auto", help=_DECODE_HELP["device"]),
+    out: Path = typer.Option(Path("results/self_norm.csv"), help="Summary CSV (mean, std, "
+                             "quantiles); OUT_hist.csv gets the histogram."),
+    plot: bool = typer.Option(False, "--plot", help="Also draw OUT.png from the histogram."),
+) -> None:
+    """Paper Fig. self_norm: the distribution of sum_i alpha-ReLU_i(z) per decoding step."""
+    from arelu_cli import plots
+    from arelu_cli.analysis import self_norm as sn
+    from arelu_cli.analysis.steps import parse_along
+    from arelu_cli.results import write_rows
+    from arelu_cli.translate import decode_config, open_checkpoint
+
+    alongs, summaries, histograms = parse_along(along), [], []
+    for path in checkpoint:
+        decoder = open_checkpoint(path, data, device)
+        cfg = decode_config(decoder, beam=beam, max_tokens=batch_tokens)
+        rows, hist = sn.measure(decoder, split, alongs, cfg, max_sentences=max_sentences, seed=seed)
+        summaries += rows
+        histograms += hist
+    frame = write_rows(summaries, out)
+    hist_csv = out.with_name(f"{out.stem}_hist.csv")
+    write_rows(histograms, hist_csv)
+    for r in frame.to_dict("records"):
+        console.print(f"{r['transform']} {r['split']} ({r['along']}): {r['steps']} steps, sum "
+                      f"mean {r['mean']:.3f}, std {r['std']:.3f}, 5-95% [{r['q05']:.3f}, "
+                      f"{r['q95']:.3f}]", soft_wrap=True)
+    console.print(f"wrote {out}, {hist_csv}" + (
+        f" and {plots.plot_self_norm(hist_csv, out.with_suffix('.png'))}" if plot else ""))
+
+
+@bench_app.command("translate")
+def bench_translate(
+    checkpoints: str = typer.Option(..., help="Comma-separated checkpoints or run folders."),
+    beams: str = typer.Option("1,2,4,8,12", help="Comma-separated beam sizes."),
+    split: str = typer.Option("test", help="Split of the prepared corpus to translate."),
+    max_sentences: Optional[int] = typer.Option(None, help="Translate only this many sentences (seeded sample)."),
+    repeats: int = typer.Option(1, help="Timed translations per model and beam (median is reported)."),
+    batch_tokens: Optional[int] = typer.Option(None, help=_DECODE_HELP["batch_tokens"]),
+    data: Optional[Path] = typer.Option(None, help=_DECODE_HELP["data"]),
+    device: str = typer.Option("auto", help=_DECODE_HELP["device"]),
+    out: Path = typer.Option(Path("results/bench/translate.csv"), help="CSV to write; OUT.png too."),
+) -> None:
+    """Paper Fig. infTime: translation time per model and beam size, normalized by the fastest."""
+    from arelu_cli import plots
+    from arelu_cli.analysis import bench_translate as bench
+    from arelu_cli.results import write_rows
+
+    paths = [part.strip() for part in checkpoints.split(",") if part.strip()]
+    rows = bench.bench_translate(paths, bench.parse_beams(beams), split, data=data, device=device,
+                                 max_sentences=max_sentences, repeats=repeats,
+                                 max_tokens=batch_tokens, log=console.log)
+    bench.print_table(write_rows(rows, out), console)
+    console.print(f"wrote {out} and {plots.plot_translation_time(out, out.with_suffix('.png'))}")
 
 def main() -> None:
     """Console entry point: user errors become one line on stderr and exit status 2."""

@@ -1,6 +1,7 @@
 """Experiment configuration: frozen dataclasses mirrored by the TOML tables of ``recipes/``.
 
-A recipe has four tables, ``[data]``, ``[model]``, ``[train]`` and ``[decode]``, whose keys
+A recipe has five tables, ``[data]``, ``[model]``, ``[train]``, ``[decode]`` and
+``[reproduce]`` (the grid of ``arelu reproduce``), whose keys
 are the fields below (each documented where it is declared). Defaults are the paper's
 IWSLT'14 settings (Appendix "Optimization": Transformer Base with FFN 1024, Adam
 (0.9, 0.998), Noam decay with lr 2.0 and 4000 warmup steps, dropout 0.3, no label
@@ -96,6 +97,11 @@ class TrainConfig:
     """``auto``: bf16 autocast on CUDA, fp32 on CPU; loss math is always fp32."""
     compile: bool = False
     """Run the model through ``torch.compile``."""
+    fused_output: bool = False
+    """Fuse the output projection with the loss (alpha-ReLU transforms only):
+    ``linear_alpha_relu_loss`` never holds the N x V logits; same loss and gradients up to
+    rounding. The logged statistics are then computed on logits recomputed from the
+    decoder's output without gradients."""
 
 
 @dataclass(frozen=True)
@@ -105,6 +111,42 @@ class DecodeConfig:
     max_length_offset: int = 10
     max_tokens: int = 8192
     """Token budget of one decoding batch."""
+    beam: int = 5
+    """Beam size of ``arelu translate`` and the analyses (1: greedy); validation is greedy."""
+    length_penalty: float = 0.0
+    """GNMT length penalty exponent a: finished hypotheses rank by score / ((5 + len) / 6)^a;
+    0 ranks by the raw score (OpenNMT-py's default, which the paper used)."""
+
+
+@dataclass(frozen=True)
+class ReproduceConfig:
+    """The grid of ``arelu reproduce``: which transforms, the tau sweep, the analyses."""
+
+    corpus: str = "iwslt14"
+    """``arelu prepare`` corpus name that fills ``[data] path``."""
+    transforms: tuple[str, ...] = ("softmax", "sparsemax", "1.5-entmax", "1.5-entmax-k100",
+                                   "1.5-relu")
+    """Output transforms of Table 1, trained one after another with this recipe."""
+    train_minutes: float = 0.0
+    """Wall-clock budget of each of those runs (0: ``[train] max_minutes``)."""
+    valid_every: int = 0
+    """Validation interval of those runs (0: ``[train] valid_every``)."""
+    tau_sweep: tuple[float, ...] = (0.0, 0.1, 0.2, 0.3, 5.0, 10.0)
+    """Fixed taus of 1.5-ReLU runs for the tau-sweep figure (the paper's early training)."""
+    sweep_steps: int = 4000
+    """Optimizer steps of each tau-sweep run (the figure shows early training only)."""
+    sweep_minutes: float = 0.0
+    """Wall-clock budget of each tau-sweep run (0: none)."""
+    beams: tuple[int, ...] = (1, 2, 4, 8, 12)
+    """Beam sizes of the inference-time figure."""
+    timing_sentences: int = 0
+    """Test sentences timed per beam size (0: all)."""
+    train_sentences: int = 1000
+    """Training sentences sampled for the train-set sparsity figure."""
+    human_eval_items: int = 135
+    """Items of the blind human-evaluation sheets (the paper: 135)."""
+    gpu_watts: float = 0.0
+    """Power of one accelerator for the kWh column of training_time.csv (0: left blank)."""
 
 
 @dataclass(frozen=True)
@@ -113,6 +155,7 @@ class Config:
     model: ModelConfig = field(default_factory=ModelConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     decode: DecodeConfig = field(default_factory=DecodeConfig)
+    reproduce: ReproduceConfig = field(default_factory=ReproduceConfig)
 
     def to_dict(self) -> dict:
         """Plain nested dict (what checkpoints and ``config.json`` store)."""
@@ -120,7 +163,7 @@ class Config:
 
 
 SECTIONS = {"data": DataConfig, "model": ModelConfig, "train": TrainConfig,
-            "decode": DecodeConfig}
+            "decode": DecodeConfig, "reproduce": ReproduceConfig}
 
 
 def _coerce(section: str, key: str, hint: object, value: object) -> object:
@@ -147,6 +190,11 @@ def _coerce(section: str, key: str, hint: object, value: object) -> object:
         if not isinstance(value, str):
             raise UserError(f"{where} must be a string, got {value!r}")
         return value
+    if typing.get_origin(hint) is tuple:
+        if not isinstance(value, (list, tuple)):
+            raise UserError(f"{where} must be a list, got {value!r}")
+        item = typing.get_args(hint)[0]
+        return tuple(_coerce(section, key, item, v) for v in value)
     # str | float: alpha-ReLU's tau.
     if isinstance(value, str):
         return value
@@ -193,11 +241,29 @@ def validate(config: Config) -> Config:
             raise UserError(f"[train] {key} must be >= 0 (0 disables it), got {getattr(t, key)}")
     if isinstance(t.tau, str) and t.tau not in ("auto", "analytic"):
         raise UserError(f"[train] tau must be a number, 'auto' or 'analytic', got {t.tau!r}")
+    if t.fused_output and not t.transform.strip().lower().endswith("-relu"):
+        raise UserError(f"[train] fused_output works only with alpha-ReLU transforms (<a>-relu, "
+                        f"e.g. 1.5-relu), not {t.transform!r}; set fused_output = false")
     _positive("[data] max_tokens", config.data.max_tokens)
     _positive("[decode] max_length_ratio", d.max_length_ratio)
     _positive("[decode] max_tokens", d.max_tokens)
     if d.max_length_offset < 0:
         raise UserError(f"[decode] max_length_offset must be >= 0, got {d.max_length_offset}")
+    if d.beam < 1:
+        raise UserError(f"[decode] beam must be at least 1 (1 is greedy search), got {d.beam}")
+    if not (math.isfinite(d.length_penalty) and d.length_penalty >= 0):
+        raise UserError(f"[decode] length_penalty must be >= 0 (0 disables it), got "
+                        f"{d.length_penalty}")
+    r = config.reproduce
+    if not r.transforms:
+        raise UserError("[reproduce] transforms must name at least one output transform")
+    _positive("[reproduce] sweep_steps", r.sweep_steps)
+    if any(b < 1 for b in r.beams):
+        raise UserError(f"[reproduce] beams must be at least 1, got {list(r.beams)}")
+    for key in ("timing_sentences", "train_sentences", "human_eval_items", "gpu_watts",
+                "sweep_minutes", "train_minutes", "valid_every"):
+        if getattr(r, key) < 0:
+            raise UserError(f"[reproduce] {key} must be >= 0, got {getattr(r, key)}")
     return config
 
 

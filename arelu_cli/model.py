@@ -255,17 +255,28 @@ class Transformer(nn.Module):
                keep: torch.Tensor | None = None) -> torch.Tensor:
         """Teacher-forced decoder: logits (B, T, V), or (N, V) at the N positions where
         ``keep`` (B, T) is True (the output projection then skips padding)."""
+        return self.output(self._decode_hidden(tgt_in, memory, src_mask, keep))
+
+    def _decode_hidden(self, tgt_in: torch.Tensor, memory: torch.Tensor, src_mask: torch.Tensor,
+                       keep: torch.Tensor | None) -> torch.Tensor:
         x = self._embed(self.tgt_embed, tgt_in)
         for layer in self.decoder:
             x = layer(x, layer.cross_attn.memory_kv(memory), src_mask)
         x = self.decoder_norm(x)
-        return self.output(x if keep is None else x[keep])
+        return x if keep is None else x[keep]
+
+    def features(self, src: torch.Tensor, tgt_in: torch.Tensor,
+                 keep: torch.Tensor | None = None) -> torch.Tensor:
+        """The output projection's input: normed decoder states (B, T, D), or (N, D) with
+        ``keep``; ``self.output`` of them are the logits ``forward`` returns. For losses
+        fused with the projection (:mod:`arelu_cli.fused_output`)."""
+        memory, src_mask = self.encode(src)
+        return self._decode_hidden(tgt_in, memory, src_mask, keep)
 
     def forward(self, src: torch.Tensor, tgt_in: torch.Tensor,
                 keep: torch.Tensor | None = None) -> torch.Tensor:
         """Logits of every target position given the source: (B, T, V), or (N, V) with ``keep``."""
-        memory, src_mask = self.encode(src)
-        return self.decode(tgt_in, memory, src_mask, keep)
+        return self.output(self.features(src, tgt_in, keep))
 
     def start(self, memory: torch.Tensor, src_mask: torch.Tensor) -> DecoderState:
         """The state before the first decoding step."""

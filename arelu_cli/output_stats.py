@@ -6,12 +6,14 @@
   target positions. :func:`resolve_tau` adds a given number and the analytic estimate.
 * :func:`batch_stats`: per logging step, the quantities behind the paper's training-dynamics,
   tau/||z|| and tau-sweep figures: mean ||z||, mean 1.5-entmax ``tau(z)``, the transform's
-  own threshold, mean ``sum p`` and mean number of non-zeros of the output.
+  own threshold, mean ``sum p`` and mean number of non-zeros of the output;
+  :func:`hidden_stats` the same from the projection's input, for a fused output layer.
 """
 
 from __future__ import annotations
 
 import torch
+from torch import nn
 
 from arelu_cli.data.batching import Batch, token_batches
 from arelu_cli.data.prepared import Prepared
@@ -69,7 +71,25 @@ def batch_stats(logits: torch.Tensor, transform: OutputTransform, rows: int) -> 
     """Statistics of logits (N, V) of one batch; call before the loss's backward (alpha-ReLU
     may overwrite its logits with the gradient). ``logit_norm`` is over all N rows; the
     thresholds and outputs over ``rows`` rows spread over the batch."""
-    sample = _rows(logits.detach(), rows).float()
+    norm = float(logits.detach().float().norm(dim=-1).mean())
+    return _sample_stats(_rows(logits.detach(), rows).float(), norm, transform)
+
+
+@torch.no_grad()
+def hidden_stats(hidden: torch.Tensor, output: nn.Linear, transform: OutputTransform, rows: int,
+                 chunk: int = 256) -> dict[str, float]:
+    """:func:`batch_stats` of ``logits = output(hidden)`` for hidden states (N, D), when the
+    loss is fused with the projection and the logits never exist: ``logit_norm`` over all N
+    rows, ``chunk`` rows of logits at a time, the rest on ``rows`` rows. Outside autocast,
+    the logits are in the weight's dtype (fp32 in training)."""
+    hidden = hidden.detach().to(output.weight.dtype)
+    norm = torch.cat([output(h).float().norm(dim=-1) for h in hidden.split(chunk)]).mean()
+    return _sample_stats(output(_rows(hidden, rows)).float(), float(norm), transform)
+
+
+def _sample_stats(sample: torch.Tensor, logit_norm: float,
+                  transform: OutputTransform) -> dict[str, float]:
+    """Thresholds, ``sum p`` and non-zeros of the sampled logit rows (float32)."""
     probs = transform.probs(sample)
     if transform.family == "relu":
         tau = transform.tau
@@ -78,6 +98,6 @@ def batch_stats(logits: torch.Tensor, transform: OutputTransform, rows: int) -> 
     else:
         tau = None
     return {"tau": tau, "tau_z": empirical_tau(sample, 1.5),
-            "logit_norm": float(logits.detach().float().norm(dim=-1).mean()),
+            "logit_norm": logit_norm,
             "sum_p": float(probs.sum(-1).mean()),
             "nnz": float((probs > 0).sum(-1).float().mean())}

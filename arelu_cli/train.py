@@ -9,18 +9,22 @@ The loss of a step is the sum over all target tokens of the global batch (every 
 of every process) divided by their number, so ``N`` processes with ``accum`` micro-batches
 each train exactly like one process with ``N * accum``. Logits go straight from the model to
 the transform's loss with ``reuse_logits=True`` (alpha-ReLU writes its gradient into the
-logits' memory), so statistics of the logits are taken before ``backward``.
+logits' memory), so statistics of the logits are taken before ``backward``. With
+``[train] fused_output`` the model and alpha-ReLU's loss run fused
+(:mod:`arelu_cli.fused_output`) and the statistics come from the decoder's output.
 
 A run's folder holds ``config.json``, ``log.csv`` (:mod:`arelu_cli.train_log`), ``last.pt``
-and ``best.pt`` (:mod:`arelu_cli.checkpoint`). ``last.pt`` stores the weights, optimizer,
-average, per-process RNG states, data position and log accumulators, so a run killed at any
-moment resumes from it to the same final step with the same losses.
+and ``best.pt`` (:mod:`arelu_cli.checkpoint`), and ``summary.json`` once it has finished.
+``last.pt`` stores the weights, optimizer, average, per-process RNG states, data position and
+log accumulators, so a run killed at any moment resumes from it to the same final step with
+the same losses.
 """
 
 from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 import json
 import time
 from collections.abc import Iterator
@@ -36,12 +40,17 @@ from arelu_cli.config import Config
 from arelu_cli.data.batching import Batch, batch_indices, collate, example_sizes
 from arelu_cli.data.prepared import Prepared, load_prepared
 from arelu_cli.errors import UserError
+from arelu_cli.fused_output import FusedOutputLoss
 from arelu_cli.model import Transformer
-from arelu_cli.output_stats import batch_stats, resolve_tau
+from arelu_cli.output_stats import batch_stats, hidden_stats, resolve_tau
 from arelu_cli.registry import OutputTransform, get_transform
 from arelu_cli.results import atomic_write_text, signature, versions
 from arelu_cli.schedule import average_weight, noam_lr, update_average
 from arelu_cli.validate import validate
+
+
+SUMMARY = "summary.json"
+"""Written when a run finishes (its :class:`Summary`): a run folder without it is unfinished."""
 
 
 @dataclass
@@ -76,7 +85,8 @@ class Session:
     model: Transformer
     """The plain model (weights, checkpoints, validation without an average)."""
     forward: torch.nn.Module
-    """What the training step calls: the model, wrapped in DDP and/or compiled."""
+    """What the training step calls: the model (or, with ``fused_output``, the model and its
+    fused loss: :class:`FusedOutputLoss`), wrapped in DDP and/or compiled."""
     transform: OutputTransform
     optimizer: torch.optim.Optimizer
     average: Transformer | None
@@ -130,14 +140,15 @@ def _setup(config: Config, out: Path, ctx: distributed.Context, resume: bool,
     optimizer = torch.optim.Adam(model.parameters(), lr=0.0, betas=(t.adam_beta1, t.adam_beta2),
                                  eps=t.adam_eps)
     average = copy.deepcopy(model).requires_grad_(False) if t.average_decay > 0 else None
-    forward: torch.nn.Module = model
+    forward: torch.nn.Module = FusedOutputLoss(model, transform) if t.fused_output else model
     if ctx.distributed:
         forward = DistributedDataParallel(
-            model, device_ids=[ctx.device.index] if ctx.device.type == "cuda" else None)
+            forward, device_ids=[ctx.device.index] if ctx.device.type == "cuda" else None)
     if t.compile:
         forward = torch.compile(forward, dynamic=True)
     sig = signature(transform=transform.name, alpha=transform.alpha, tau=tau, data=data.corpus,
-                    recipe=recipe, seed=t.seed, world_size=ctx.world_size)
+                    recipe=recipe, seed=t.seed, world_size=ctx.world_size,
+                    fused_output=t.fused_output or None)
     session = Session(config, out, ctx, data, model, forward, transform, optimizer, average, sig)
     state = State()
     if ckpt:
@@ -235,6 +246,24 @@ def _autocast(s: Session):
     return contextlib.nullcontext()
 
 
+def _micro_loss(s: Session, batch: Batch, with_stats: bool) -> tuple[torch.Tensor, dict | None]:
+    """The loss of one micro-batch summed over its target tokens, in fp32, and (if
+    ``with_stats``) the statistics of its logits, taken before alpha-ReLU's backward
+    overwrites them."""
+    keep = batch.tgt_out != s.data.pad_id
+    target, rows = batch.tgt_out[keep], s.config.train.stats_rows
+    if s.config.train.fused_output:
+        with _autocast(s):
+            loss, hidden = s.forward(batch.src, batch.tgt_in, keep, target)  # (), (N, D)
+        stats = hidden_stats(hidden, s.model.output, s.transform, rows) if with_stats else None
+        return loss, stats
+    with _autocast(s):
+        logits = s.forward(batch.src, batch.tgt_in, keep)  # (N, V)
+    logits = logits.float()
+    stats = batch_stats(logits, s.transform, rows) if with_stats else None
+    return s.transform.loss(logits, target, reduction="sum", reuse_logits=True), stats
+
+
 def _step(s: Session, state: State, batches: list[Batch], with_stats: bool) -> dict | None:
     """One optimizer step over ``batches`` (this process's micro-batches)."""
     pad = s.data.pad_id
@@ -249,14 +278,8 @@ def _step(s: Session, state: State, batches: list[Batch], with_stats: bool) -> d
         sync = (contextlib.nullcontext() if last or not s.ctx.distributed
                 else getattr(s.forward, "_orig_mod", s.forward).no_sync())
         with sync:
-            keep = batch.tgt_out != pad
-            with _autocast(s):
-                logits = s.forward(batch.src, batch.tgt_in, keep)  # (N, V)
-            logits = logits.float()
-            if with_stats and i == 0:
-                stats = batch_stats(logits, s.transform, s.config.train.stats_rows)
-            loss = s.transform.loss(logits, batch.tgt_out[keep], reduction="sum",
-                                    reuse_logits=True)
+            loss, first_stats = _micro_loss(s, batch, with_stats and i == 0)
+            stats = stats or first_stats
             (loss * scale).backward()
         loss_sum += loss.detach()
     t = s.config.train
@@ -368,6 +391,11 @@ def _loop(s: Session, state: State, console: Console | None) -> Summary:
             if state.step % t.save_every == 0 or done:
                 _save_last(s, state)
             _show(bar, task, s, state, row)
-    return Summary(s.out, state.step, _clock(s, state),
-                   state.totals["tokens"] / max(state.totals["seconds"], 1e-9),
-                   state.best_bleu, state.best_step, last_bleu, s.transform.tau, s.ctx.rank)
+    summary = Summary(s.out, state.step, _clock(s, state),
+                      state.totals["tokens"] / max(state.totals["seconds"], 1e-9),
+                      state.best_bleu, state.best_step, last_bleu, s.transform.tau, s.ctx.rank)
+    if s.ctx.is_main:
+        atomic_write_text(s.out / SUMMARY, json.dumps(
+            {**dataclasses.asdict(summary), "out": str(s.out), "signature": s.signature},
+            indent=2) + "\n")
+    return summary

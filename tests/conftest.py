@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import torch
 
 from arelu_cli.config import Config, load_config
 from arelu_cli.data.prepare import PrepareRequest, prepare
@@ -38,3 +39,32 @@ def tiny_config():
     """``tiny_config(corpus, **train)``: a tiny model on ``corpus``; keyword arguments
     override [train] keys (``max_tokens`` goes to [data])."""
     return _tiny_config
+
+
+@pytest.fixture
+def one_thread():
+    """One torch thread: on a shared CPU, threads only add synchronization to tiny tensors."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+TOY_TRANSFORMS = ("softmax", "1.5-entmax", "1.5-relu")
+
+
+@pytest.fixture(scope="session")
+def toy_runs(tiny_corpus, tmp_path_factory) -> dict[str, Path]:
+    """Run folders of tiny models trained for 30 steps on ``tiny_corpus``, by transform
+    (softmax, 1.5-entmax, 1.5-relu with tau from the first batch: its outputs have zeros)."""
+    from arelu_cli.train import train
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    runs = {}
+    for name in TOY_TRANSFORMS:
+        config = _tiny_config(tiny_corpus, transform=name, tau="auto", max_steps=30, lr=2.0,
+                              warmup=10, log_every=30, valid_every=30, save_every=30)
+        runs[name] = train(config, tmp_path_factory.mktemp("runs") / name).out
+    torch.set_num_threads(threads)
+    return runs

@@ -4,6 +4,7 @@ import json
 
 import pytest
 
+from arelu_cli import checkpoint
 from arelu_cli.cli import main
 
 
@@ -35,10 +36,21 @@ def test_train_then_resume_further(monkeypatch, capsys, tiny_corpus, tmp_path):
     assert (out / "log.csv").read_text().count("\n3,") == 1
 
 
+def test_fused_output_flag_is_kept_on_resume(monkeypatch, capsys, tiny_corpus, tmp_path):
+    recipe, out = _recipe(tmp_path, tiny_corpus), tmp_path / "run"
+    code, _ = _run(monkeypatch, capsys, "train", "--recipe", recipe, "--transform", "1.5-relu",
+                   "--fused-output", "--out", out, "--device", "cpu")
+    assert code == 0 and json.loads((out / "config.json").read_text())["train"]["fused_output"]
+    code, _ = _run(monkeypatch, capsys, "train", "--resume", out, "--max-steps", "3")
+    assert code == 0 and (out / "log.csv").read_text().count("\n3,") == 1
+    assert checkpoint.load(out)["config"]["train"]["fused_output"]
+
+
 @pytest.mark.parametrize("args, message", [
     (["--tau", "big"], "--tau takes auto, analytic or a number"),
     (["--transform", "2.5-relu"], "alpha 2.5 is outside (1, 2]"),
     (["--set", "train.warmpu=3"], "unknown key(s) warmpu in [train]"),
+    (["--fused-output"], "fused_output works only with alpha-ReLU transforms"),
 ])
 def test_errors_are_one_line(monkeypatch, capsys, tiny_corpus, tmp_path, args, message):
     code, captured = _run(monkeypatch, capsys, "train", "--recipe", _recipe(tmp_path, tiny_corpus),

@@ -63,10 +63,33 @@ def test_parse_override(text, expected):
     ({"train": {"tau": "exact"}}, r"tau must be a number, 'auto' or 'analytic'"),
     ({"train": {"adam_beta2": 1.0}}, r"adam_beta2 must be in \[0, 1\)"),
     ({"decode": {"max_length_offset": -1}}, r"max_length_offset must be >= 0"),
+    ({"train": {"fused_output": True}},
+     r"fused_output works only with alpha-ReLU transforms \(<a>-relu, e.g. 1.5-relu\), "
+     r"not 'softmax'"),
+    ({"train": {"fused_output": True, "transform": "1.5-entmax"}}, r"not '1.5-entmax'"),
+    ({"reproduce": {"transforms": "softmax"}}, r"\[reproduce\] transforms must be a list"),
+    ({"reproduce": {"transforms": []}}, r"transforms must name at least one"),
+    ({"reproduce": {"beams": [1, 0]}}, r"\[reproduce\] beams must be at least 1"),
+    ({"reproduce": {"tau_sweep": [0.1, "x"]}}, r"\[reproduce\] tau_sweep must be a number"),
+    ({"reproduce": {"train_minutes": -1}}, r"train_minutes must be >= 0"),
 ])
 def test_bad_values_say_what_to_do(tables, message):
     with pytest.raises(UserError, match=message):
         from_dict(tables)
+
+
+def test_reproduce_lists_round_trip_through_checkpoints():
+    config = from_dict({"reproduce": {"transforms": ["softmax", "1.5-relu"], "tau_sweep": [0, 5],
+                                      "beams": [1, 4]}})
+    r = config.reproduce
+    assert r.transforms == ("softmax", "1.5-relu") and r.tau_sweep == (0.0, 5.0)
+    assert r.beams == (1, 4) and from_dict(config.to_dict()) == config
+    assert Config().reproduce.transforms[-1] == "1.5-relu"
+
+
+def test_fused_output_with_alpha_relu():
+    config = from_dict({"train": {"transform": "1.2-relu", "fused_output": True}})
+    assert config.train.fused_output and not from_dict({}).train.fused_output
 
 
 def test_bad_recipe_files(tmp_path):

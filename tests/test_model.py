@@ -34,6 +34,9 @@ def test_shapes_and_keep_mask():
     assert model(src, tgt).shape == (3, 5, 50)
     keep = tgt != PAD
     assert torch.allclose(model(src, tgt, keep), model(src, tgt)[keep], atol=1e-6)
+    hidden = model.features(src, tgt, keep)  # what a fused output loss takes
+    assert hidden.shape == (int(keep.sum()), 32)
+    assert torch.equal(model.output(hidden), model(src, tgt, keep))
 
 
 def test_padding_in_the_source_is_never_attended():

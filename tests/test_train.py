@@ -1,8 +1,10 @@
 """Training: the loss falls, the log has its columns, the budget holds, a SIGKILLed run
-resumes to the same result, and 2 gloo processes train like 1 process with the same batch."""
+resumes to the same result, 2 gloo processes train like 1 process with the same batch, and
+the fused output layer trains like logits + loss."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -70,7 +72,25 @@ def test_loss_decreases_and_the_log_has_every_column(tiny_corpus, tiny_config, t
     assert (log["tau"] == summary.tau).all() and log["tau_z"].notna().all()
     assert (log[["logit_norm", "sum_p", "nnz", "tokens_per_s", "lr"]] > 0).all().all()
     assert summary.steps == 40 and summary.best_step in (20, 40) and summary.tokens_per_s > 0
+    written = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert written["steps"] == 40 and written["best_bleu"] == summary.best_bleu
     assert log["signature"].str.contains("transform:1.5-relu").all()
+
+
+def test_fused_output_trains_like_logits_and_loss(tiny_corpus, tiny_config, tmp_path):
+    logs, weights = [], []
+    for fused in (False, True):
+        config = tiny_config(tiny_corpus, transform="1.5-relu", max_steps=4, log_every=1,
+                             valid_every=4, adam_eps=1e-6, fused_output=fused)
+        train(config, tmp_path / str(fused))
+        logs.append(pd.read_csv(tmp_path / str(fused) / "log.csv"))
+        weights.append(checkpoint.load(tmp_path / str(fused))["model"])
+    assert checkpoint.load(tmp_path / "True")["config"]["train"]["fused_output"]
+    assert logs[1]["step"].tolist() == [1, 2, 3, 4]
+    for column in ("train_loss", "tau", "tau_z", "logit_norm", "sum_p", "nnz", "val_loss"):
+        pd.testing.assert_series_equal(logs[0][column], logs[1][column], rtol=1e-4)
+    for key in weights[0]:  # Adam turns rounding noise in near-zero gradients into steps
+        torch.testing.assert_close(weights[1][key], weights[0][key], rtol=1e-4, atol=3e-4)
 
 
 def test_tau_auto_is_recorded(tiny_corpus, tiny_config, tmp_path):
@@ -112,7 +132,10 @@ def test_sigkill_then_resume_gives_the_uninterrupted_run(tiny_corpus, tmp_path):
         pd.testing.assert_series_equal(log_a[column], log_b[column], rtol=1e-6)
 
 
-def test_two_gloo_processes_train_like_one(tiny_corpus, tmp_path):
+@pytest.mark.parametrize("fused", [False, True], ids=["logits", "fused_output"])
+def test_two_gloo_processes_train_like_one(tiny_corpus, tmp_path, fused):
+    """With ``fused_output`` the two processes (DDP over the model and its fused loss) train
+    like one process with logits and loss."""
     recipe = _recipe(tmp_path, tiny_corpus, steps=3, valid=100)
     one, two = tmp_path / "one", tmp_path / "two"
     # No dropout (each process has its own stream); an Adam eps above float noise, because
@@ -125,7 +148,8 @@ def test_two_gloo_processes_train_like_one(tiny_corpus, tmp_path):
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
                     "--nproc_per_node=2", "--module", "arelu_cli.cli", "train", "--recipe",
-                    str(recipe), "--out", str(two), "--set", "train.accum=1", *no_dropout],
+                    str(recipe), "--out", str(two), "--set", "train.accum=1", *no_dropout,
+                    *(["--fused-output"] if fused else [])],
                    check=True, capture_output=True, env=env, timeout=300)
     a, b = checkpoint.load(one), checkpoint.load(two)
     assert (a["world_size"], b["world_size"], a["step"], b["step"]) == (1, 2, 3, 3)

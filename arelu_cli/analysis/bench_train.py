@@ -6,7 +6,10 @@ a copy of the same freshly initialized model and the same batch (the recipe's fi
 training batch); one timed call is a whole optimizer step (forward, the transform's loss,
 backward with alpha-ReLU's ``reuse_logits``, Adam), timed alternately against softmax in
 the same process (:func:`arelu_cli.analysis.timing.time_pair`), so machine noise hits
-both alike. Peak memory is the step's extra memory beyond the model and optimizer.
+both alike. Peak memory is the step's extra memory beyond the model and optimizer. With
+``fused``, each alpha-ReLU transform gets a second row, ``<name>+fused``: the same step
+with the output projection fused into the loss (``[train] fused_output``,
+:class:`arelu_cli.fused_output.FusedOutputLoss`), which never holds the N x V logits.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from arelu_cli.config import Config, TrainConfig
 from arelu_cli.data.prepared import load_prepared
 from arelu_cli.distributed import pick_device
 from arelu_cli.errors import UserError
+from arelu_cli.fused_output import FusedOutputLoss
 from arelu_cli.model import Transformer
 from arelu_cli.output_stats import first_batch, resolve_tau
 from arelu_cli.registry import PAPER_TRANSFORMS, get_transform
@@ -34,18 +38,23 @@ BASELINE = "softmax"
 DEFAULT_TRANSFORMS = PAPER_TRANSFORMS
 
 
-def _step_fn(model: Transformer, transform, batch, autocast, t: TrainConfig):
+def _step_fn(model: Transformer, transform, batch, autocast, t: TrainConfig, fused: bool):
     """A closure doing one optimizer step of ``model`` on ``batch`` (Adam at the first
-    step's learning rate)."""
+    step's learning rate), as the trainer does it (``fused``: with ``fused_output``)."""
     optimizer = torch.optim.Adam(model.parameters(), lr=noam_lr(1, t.lr, model.cfg.d_model, t.warmup),
                                  betas=(t.adam_beta1, t.adam_beta2), eps=t.adam_eps)
     keep = batch.tgt_out != batch.pad_id
     target = batch.tgt_out[keep]
+    fused_loss = FusedOutputLoss(model, transform) if fused else None
 
     def step(_state: object) -> None:
         with autocast():
-            logits = model(batch.src, batch.tgt_in, keep)  # (N, V)
-        loss = transform.loss(logits.float(), target, reduction="sum", reuse_logits=True)
+            if fused_loss is not None:
+                loss, _ = fused_loss(batch.src, batch.tgt_in, keep, target)
+            else:
+                logits = model(batch.src, batch.tgt_in, keep)  # (N, V)
+        if fused_loss is None:
+            loss = transform.loss(logits.float(), target, reduction="sum", reuse_logits=True)
         (loss / target.numel()).backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
@@ -53,8 +62,9 @@ def _step_fn(model: Transformer, transform, batch, autocast, t: TrainConfig):
 
 
 def bench_train(config: Config, transforms: list[str], repeats: int, device_name: str,
-                warmup: int = 2, console: Console | None = None) -> list[dict]:
-    """One row per transform: ms per step, tokens/s, the ratio to softmax, peak memory."""
+                warmup: int = 2, console: Console | None = None, fused: bool = False) -> list[dict]:
+    """One row per transform (and, with ``fused``, one more per alpha-ReLU transform with the
+    fused output layer): ms per step, tokens/s, the ratio to softmax, peak memory."""
     if repeats < 1:
         raise UserError(f"--repeats must be >= 1, got {repeats}")
     names = [BASELINE] + [n for n in transforms if n != BASELINE]
@@ -75,16 +85,19 @@ def bench_train(config: Config, transforms: list[str], repeats: int, device_name
         tau = resolve_tau(config.train.tau, get_transform(name), initial, data,
                           config.data.max_tokens, config.train.seed)
         transform = get_transform(name, tau=tau or 0.0)
-        steps[name] = (transform, _step_fn(copy.deepcopy(initial), transform, batch, autocast,
-                                                config.train))
+        for with_fused in (False, True) if fused and transform.family == "relu" else (False,):
+            steps[name + "+fused" * with_fused] = (transform, with_fused, _step_fn(
+                copy.deepcopy(initial), transform, batch, autocast, config.train, with_fused))
     rows = []
-    for name, (transform, step) in steps.items():
+    for label, (transform, with_fused, step) in steps.items():
         if console:
-            console.log(f"timing {name}")
-        pair = timing.time_pair(step, steps[BASELINE][1], lambda: None, device, repeats, warmup)
+            console.log(f"timing {label}")
+        pair = timing.time_pair(step, steps[BASELINE][2], lambda: None, device, repeats, warmup)
         peak = timing.peak_extra_bytes(step, lambda: None, device)
+        name = transform.name
         rows.append({
-            "transform": name, "alpha": transform.alpha, "tau": transform.tau,
+            "transform": name, "fused_output": with_fused, "alpha": transform.alpha,
+            "tau": transform.tau,
             "ms_per_step": pair.ms, "softmax_ms_per_step": pair.baseline_ms,
             "time_ratio": pair.ratio, "tokens_per_s": tokens / pair.ms * 1e3,
             "speed_ratio": 1.0 / pair.ratio, "peak_extra_mib": None if peak is None else peak / 2**20,
@@ -93,7 +106,8 @@ def bench_train(config: Config, transforms: list[str], repeats: int, device_name
             "precision": "bf16" if bf16 else "fp32", "threads": torch.get_num_threads(),
             "repeats": repeats,
             "signature": signature(transform=name, alpha=transform.alpha, tau=transform.tau,
-                                   data=data.corpus, seed=config.train.seed, device=device.type),
+                                   fused_output=with_fused or None, data=data.corpus,
+                                   seed=config.train.seed, device=device.type),
         })
     return rows
 
@@ -101,10 +115,11 @@ def bench_train(config: Config, transforms: list[str], repeats: int, device_name
 def print_table(frame: pd.DataFrame, console: Console) -> None:
     table = Table(title="training step per transform (same model and batch; ratios vs softmax)")
     for col in ("transform", "ms/step", "tokens/s", "× softmax time", "× softmax speed", "peak MiB"):
-        table.add_column(col, justify="right")
+        table.add_column(col, justify="right", no_wrap=col == "transform")
     for r in frame.to_dict("records"):
         peak = "-" if pd.isna(r["peak_extra_mib"]) else f"{r['peak_extra_mib']:,.0f}"
-        table.add_row(r["transform"], f"{r['ms_per_step']:.1f}", f"{r['tokens_per_s']:,.0f}",
+        label = r["transform"] + ("+fused" if r["fused_output"] else "")
+        table.add_row(label, f"{r['ms_per_step']:.1f}", f"{r['tokens_per_s']:,.0f}",
                       f"{r['time_ratio']:.3f}", f"{r['speed_ratio']:.3f}", peak)
     console.print(table)
 

@@ -4,11 +4,14 @@ Times are medians of repeats after a warm-up; a ratio against a baseline is the 
 per-pair ratios, the pair timed alternately in the same process so that machine noise
 hits both sides alike. Peak memory is the extra memory a call needs beyond what was
 allocated before it: the CUDA allocator's peak on GPU, the process's peak resident set
-(reset through ``/proc/self/clear_refs``) on CPU.
+(reset through ``/proc/self/clear_refs``) on CPU, after ``malloc_trim`` has handed the
+freed heap back: pages freed by an earlier call and kept by glibc would otherwise be
+reused unseen (a training step measured after another read as 0 MiB).
 """
 
 from __future__ import annotations
 
+import ctypes
 import gc
 import statistics
 import time
@@ -80,6 +83,14 @@ def _reset_peak_rss() -> bool:
         return False
 
 
+def _trim_heap() -> None:
+    """Return glibc's free heap pages to the system (a no-op without glibc)."""
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+
+
 def peak_extra_bytes(fn: Callable[[object], object], setup: Setup,
                      device: torch.device) -> float | None:
     """Extra memory (bytes) at the peak of one call ``fn(setup())`` beyond what ``setup``
@@ -93,6 +104,7 @@ def peak_extra_bytes(fn: Callable[[object], object], setup: Setup,
         fn(state)
         synchronize(device)
         return float(torch.cuda.max_memory_allocated(device) - before)
+    _trim_heap()
     if not _reset_peak_rss():
         return None
     before = _status_kib("VmRSS")

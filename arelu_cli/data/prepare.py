@@ -169,9 +169,14 @@ def _clean(texts: Texts, rules: CleanRules, train_size: int | None) -> tuple[Tex
     return {s: out[s] for s in SPLITS}, dropped
 
 
+def _toy_record(inputs: Inputs) -> dict | None:
+    """The toy config and the generator's version: a changed generator rebuilds the folder."""
+    return {**asdict(inputs.toy), "generator": toy.GENERATOR} if inputs.toy else None
+
+
 def _fingerprint(options: dict, inputs: Inputs) -> str:
     blob = json.dumps({"format": FORMAT, "options": options, "inputs": inputs.checksums,
-                       "toy": asdict(inputs.toy) if inputs.toy else None}, sort_keys=True)
+                       "toy": _toy_record(inputs)}, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
@@ -232,7 +237,7 @@ def prepare(req: PrepareRequest, log: Log = _quiet) -> PrepareResult:
         splits["train"]["dropped"] = dropped
         meta = {"format": FORMAT, "corpus": spec.name, "src_lang": src, "tgt_lang": tgt,
                 "splits": splits, "vocab": vocab, "options": options,
-                "toy": asdict(inputs.toy) if inputs.toy else None,
+                "toy": _toy_record(inputs),
                 "sources": inputs.checksums, "fingerprint": fingerprint, "versions": versions(),
                 "source_paths": {split: [str(path.resolve()) for a, b, _ in parts for path in (a, b)]
                                  for split, parts in inputs.files.items()}}

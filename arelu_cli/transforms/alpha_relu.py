@@ -24,7 +24,8 @@ from torch import nn
 
 from arelu_cli.transforms import _alpha_relu_kernels as kernels
 from arelu_cli.transforms._checks import (check_alpha, check_reduction, flatten_logits,
-                                          reduce_rows, row_scale, split_ignored)
+                                          log_with_zeros, reduce_rows, row_scale,
+                                          split_ignored)
 
 
 class _AlphaReLUFunction(torch.autograd.Function):
@@ -69,7 +70,7 @@ def alpha_relu_log_scores(logits: torch.Tensor, alpha: float = 1.5, tau: float =
     """
     del dim
     alpha = check_alpha(alpha)
-    return kernels.shifted(logits, alpha, float(tau)).log_().mul_(1.0 / (alpha - 1.0))
+    return log_with_zeros(kernels.shifted(logits, alpha, float(tau))).mul_(1.0 / (alpha - 1.0))
 
 
 class _AlphaReLULossFunction(torch.autograd.Function):

@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 
 from arelu_cli.transforms._checks import (check_alpha, check_reduction, flatten_logits,
-                                          reduce_rows, split_ignored)
+                                          log_with_zeros, reduce_rows, split_ignored)
 
 
 def _acc(logits: torch.Tensor) -> torch.Tensor:
@@ -55,7 +55,7 @@ def entmax_bisect(logits: torch.Tensor, alpha: float = 1.5, dim: int = -1,
 
 def log_probs(probs: torch.Tensor) -> torch.Tensor:
     """``log p`` with ``-inf`` where ``p = 0``: the decoding score of a normalizing transform."""
-    return torch.log(probs)
+    return log_with_zeros(probs)
 
 
 def _reduced(row_loss, logits, target, ignore_index, reduction) -> torch.Tensor:

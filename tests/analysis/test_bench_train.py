@@ -1,4 +1,5 @@
-"""``arelu bench train``: one row per transform, softmax as the baseline, a CSV written."""
+"""``arelu bench train``: one row per transform (and per fused alpha-ReLU), softmax as the
+baseline, a CSV written."""
 
 import pandas as pd
 import pytest
@@ -13,9 +14,20 @@ def test_rows_per_transform(tiny_corpus, tiny_config):
     rows = bench_train(tiny_config(tiny_corpus), ["1.5-relu", "1.5-entmax"], repeats=2,
                        device_name="cpu", warmup=1)
     assert [r["transform"] for r in rows] == ["softmax", "1.5-relu", "1.5-entmax"]
-    assert rows[0]["time_ratio"] == pytest.approx(1.0, rel=0.5)
+    for r in rows:  # ratios are of times paired in this run (never checked against a clock)
+        assert r["time_ratio"] == pytest.approx(r["ms_per_step"] / r["softmax_ms_per_step"])
     assert all(r["tokens_per_s"] > 0 and r["ms_per_step"] > 0 for r in rows)
     assert rows[1]["tau"] > 0 and rows[0]["tau"] is None
+
+
+def test_fused_rows_follow_their_transform(tiny_corpus, tiny_config):
+    rows = bench_train(tiny_config(tiny_corpus), ["1.5-relu", "sparsemax"], repeats=1,
+                       device_name="cpu", warmup=1, fused=True)
+    assert [(r["transform"], r["fused_output"]) for r in rows] == [
+        ("softmax", False), ("1.5-relu", False), ("1.5-relu", True), ("sparsemax", False)]
+    assert rows[2]["tau"] == rows[1]["tau"] and rows[2]["tokens_per_s"] > 0
+    assert "fused_output:True" in rows[2]["signature"]
+    assert "fused_output" not in rows[1]["signature"]
 
 
 def test_bad_transform_is_refused_before_timing(tiny_corpus, tiny_config):
@@ -30,8 +42,10 @@ def test_cli_writes_csv(tiny_corpus, tmp_path):
     out = tmp_path / "b.csv"
     result = CliRunner().invoke(app, ["bench", "train", "--recipe", str(recipe), "--transforms",
                                       "1.5-relu", "--repeats", "1", "--warmup", "0",
-                                      "--device", "cpu", "--out", str(out)])
+                                      "--device", "cpu", "--fused", "--out", str(out)])
     assert result.exit_code == 0, result.output
     frame = pd.read_csv(out)
-    assert frame["transform"].tolist() == ["softmax", "1.5-relu"]
+    assert frame["transform"].tolist() == ["softmax", "1.5-relu", "1.5-relu"]
+    assert frame["fused_output"].tolist() == [False, False, True]
     assert {"speed_ratio", "peak_extra_mib", "signature"} <= set(frame.columns)
+    assert "1.5-relu+fused" in result.output

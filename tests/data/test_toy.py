@@ -8,8 +8,8 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from arelu_cli.data.toy import (MAX_WORDS, MIN_WORDS, SHIFT, TGT_ADJ, TGT_FN, ToyConfig,
-                                build_lexicon, generate, render)
+from arelu_cli.data.toy import (IRREGULAR_RATE, IRREGULAR_TOP, MAX_WORDS, MIN_WORDS, SHIFT,
+                                TGT_ADJ, TGT_FN, ToyConfig, build_lexicon, generate, render)
 from arelu_cli.errors import UserError
 
 SMALL = ToyConfig(vocab=2000, train=3000, dev=200, test=200, seed=7)
@@ -99,7 +99,10 @@ def test_grammars_differ_in_word_order_and_agreement():
 def test_lexicon_mixes_sound_shifts_irregular_and_two_word_translations():
     nouns = build_lexicon(SMALL).words["noun"]
     regular = sum(e.tgt.split()[-1] == "".join(SHIFT[ch] for ch in e.src) for e in nouns)
-    assert len(nouns) == 1000 and 0.5 < regular / len(nouns) < 0.85
+    expected = (1 - IRREGULAR_TOP) * (1 - IRREGULAR_RATE)  # less a few sound-shift collisions
+    assert len(nouns) == 1000 and expected - 0.05 < regular / len(nouns) <= expected + 0.02
+    assert all(e.tgt.split()[-1] != "".join(SHIFT[ch] for ch in e.src)
+               for e in nouns[:int(len(nouns) * IRREGULAR_TOP)])  # the most frequent: irregular
     assert 0 < sum(" " in e.tgt for e in nouns) < 0.1 * len(nouns)
     assert len({e.src for e in nouns}) == len({e.tgt for e in nouns}) == len(nouns)
 

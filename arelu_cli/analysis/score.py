@@ -1,0 +1,105 @@
+"""``arelu score``: detokenized, case-sensitive corpus BLEU and chrF with sacrebleu.
+
+BLEU is the paper's (Setup, "We report detokenized case-sensitive BLEU with SacreBLEU"):
+one reference, mixed case, the 13a tokenizer, exponential smoothing; its signature
+(``nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:...``) is printed and stored with
+the score, as is chrF's. The references are a plain text file, or, for an output of
+``arelu translate --split NAME --out OUT``, found through ``OUT.json``: the raw target
+side of that split of the prepared corpus.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+from sacrebleu.metrics import BLEU, CHRF
+
+from arelu_cli.data.prepared import load_prepared
+from arelu_cli.errors import UserError
+from arelu_cli.results import atomic_write_text, signature
+from arelu_cli.translate import meta_path, read_text_lines
+
+
+@dataclass(frozen=True)
+class Score:
+    bleu: float
+    chrf: float
+    bleu_signature: str
+    chrf_signature: str
+    sentences: int
+    hyp: str
+    ref: str
+    meta: dict
+    """What ``arelu translate`` recorded about the hypotheses (empty when unknown)."""
+
+
+def bleu_chrf(hypotheses: list[str], references: list[str]) -> tuple[float, float, str, str]:
+    """Corpus BLEU and chrF of aligned lines, with their sacrebleu signatures."""
+    bleu, chrf = BLEU(tokenize="13a", smooth_method="exp", lowercase=False), CHRF()
+    b = bleu.corpus_score(hypotheses, [references])
+    c = chrf.corpus_score(hypotheses, [references])
+    return b.score, c.score, str(bleu.get_signature()), str(chrf.get_signature())
+
+
+def _translate_meta(hyp: Path) -> dict:
+    path = meta_path(hyp)
+    if not path.is_file():
+        return {}
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except ValueError:
+        raise UserError(f"{path} is not valid JSON; delete it or give --ref") from None
+
+
+def _references(hyp: Path, ref: Path | None, meta: dict) -> tuple[list[str], str]:
+    if ref is not None:
+        return read_text_lines(ref), str(ref)
+    if meta.get("split") is None:
+        raise UserError(f"give --ref: {hyp} has no {meta_path(hyp).name} naming the prepared "
+                        "split it translates (written by arelu translate --split NAME --out FILE)")
+    data = load_prepared(meta["data"])
+    return data.references(meta["split"]), f"{meta['data']}:{meta['split']}"
+
+
+def score_files(hyp: str | Path, ref: str | Path | None = None) -> Score:
+    """Score a hypothesis file against ``ref`` or the split named in ``hyp``'s ``.json``."""
+    hyp = Path(hyp)
+    meta = _translate_meta(hyp)
+    if meta.get("n_best", 1) > 1:
+        raise UserError(f"{hyp} is an n-best list (--n-best {meta['n_best']}); score the output "
+                        "of arelu translate without --n-best")
+    hypotheses = read_text_lines(hyp)
+    references, ref_name = _references(hyp, None if ref is None else Path(ref), meta)
+    if len(hypotheses) != len(references):
+        raise UserError(f"{hyp} has {len(hypotheses)} lines but the references ({ref_name}) have "
+                        f"{len(references)}; they must be line-aligned")
+    if not references:
+        raise UserError(f"nothing to score: {hyp} and {ref_name} are empty")
+    bleu, chrf, bleu_sig, chrf_sig = bleu_chrf(hypotheses, references)
+    return Score(bleu, chrf, bleu_sig, chrf_sig, len(references), str(hyp), ref_name, meta)
+
+
+def score_row(score: Score) -> dict:
+    """The CSV row of a score; the run's fields come from the translation's metadata."""
+    m = score.meta
+    run = {key: m.get(key) for key in ("transform", "alpha", "tau", "beam", "length_penalty",
+                                       "renormalize", "checkpoint", "split")}
+    return {"hyp": score.hyp, "ref": score.ref, "sentences": score.sentences,
+            "bleu": score.bleu, "chrf": score.chrf, **run,
+            "bleu_signature": score.bleu_signature, "chrf_signature": score.chrf_signature,
+            "signature": signature(transform=m.get("transform"), alpha=m.get("alpha"),
+                                   tau=m.get("tau"), checkpoint=m.get("checkpoint"),
+                                   beam=m.get("beam"))}
+
+
+def append_row(row: dict, path: str | Path) -> pd.DataFrame:
+    """Add a row to a CSV (created if missing), written atomically."""
+    path = Path(path)
+    frame = pd.DataFrame([row])
+    if path.is_file() and path.stat().st_size > 0:
+        frame = pd.concat([pd.read_csv(path), frame], ignore_index=True)
+    atomic_write_text(path, frame.to_csv(index=False))
+    return frame

@@ -1,0 +1,99 @@
+"""PNG figures of the analysis commands, each drawn from the CSV the command wrote (matplotlib,
+Agg backend). Independent functions ``plot_<what>(csv, png) -> png``; the fixed figures of
+the reproduction report live in :mod:`arelu_cli.report.plots`.
+
+* :func:`plot_sparsity` -- ``arelu sparsity --plot`` (paper Figs. sparsity, sparsity_train);
+* :func:`plot_self_norm` -- ``arelu self-norm --plot`` (paper Fig. self_norm);
+* :func:`plot_translation_time` -- ``arelu bench translate`` (paper Fig. infTime).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402  (the backend is chosen before pyplot loads)
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from arelu_cli.errors import UserError  # noqa: E402
+
+LINESTYLES = {"reference": "-", "beam": "--"}
+
+
+def _read(csv: str | Path, columns: tuple[str, ...]) -> pd.DataFrame:
+    path = Path(csv)
+    if not path.is_file():
+        raise UserError(f"{path} not found; the command that measures this figure writes it")
+    frame = pd.read_csv(path)
+    missing = [c for c in columns if c not in frame.columns]
+    if missing or frame.empty:
+        raise UserError(f"{path} has no rows or lacks the columns {missing}; regenerate it")
+    return frame
+
+
+def _save(fig, png: str | Path) -> Path:
+    png = Path(png)
+    png.parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(png, dpi=120)
+    plt.close(fig)
+    return png
+
+
+def plot_sparsity(csv: str | Path, png: str | Path, bins: int = 50) -> Path:
+    """Histogram of the proportion of zero output components per decoding step, one panel per
+    split, one line per transform (solid: teacher-forced on references, dashed: beam output)."""
+    frame = _read(csv, ("transform", "split", "along", "zero_fraction", "steps"))
+    splits = list(dict.fromkeys(frame["split"]))
+    fig, axes = plt.subplots(1, len(splits), figsize=(5 * len(splits), 3.6), squeeze=False)
+    # Shared bins over the observed range: sparse outputs crowd near 1, softmax sits at 0.
+    edges = np.linspace(frame["zero_fraction"].min(), frame["zero_fraction"].max() + 1e-9, bins + 1)
+    for ax, split in zip(axes[0], splits):
+        part = frame[frame["split"] == split]
+        for (name, along), rows in part.groupby(["transform", "along"], sort=False):
+            counts, _ = np.histogram(rows["zero_fraction"], bins=edges, weights=rows["steps"])
+            ax.stairs(counts / counts.sum(), edges, label=f"{name} ({along})",
+                      linestyle=LINESTYLES.get(along, "-"))
+        ax.set(title=split, xlabel="proportion of zero components",
+               ylabel="fraction of decoding steps")
+        ax.legend(fontsize="small")
+    return _save(fig, png)
+
+
+def plot_self_norm(csv: str | Path, png: str | Path) -> Path:
+    """Histogram of the sum of the output components per decoding step, one panel per
+    split, one line per checkpoint and walk; the means in the legend."""
+    frame = _read(csv, ("transform", "split", "along", "bin_low", "bin_high", "steps"))
+    splits = list(dict.fromkeys(frame["split"]))
+    fig, axes = plt.subplots(1, len(splits), figsize=(5 * len(splits), 3.6), squeeze=False)
+    for ax, split in zip(axes[0], splits):
+        part = frame[frame["split"] == split]
+        groups = part.groupby(["checkpoint", "transform", "along"], sort=False)
+        for (_, name, along), rows in groups:
+            steps = rows["steps"].to_numpy()
+            centers = (rows["bin_low"].to_numpy() + rows["bin_high"].to_numpy()) / 2
+            mean = float((centers * steps).sum() / steps.sum())
+            ax.stairs(steps / steps.sum(), [*rows["bin_low"], rows["bin_high"].iloc[-1]],
+                      label=f"{name} ({along}), mean ≈ {mean:.2f}",
+                      linestyle=LINESTYLES.get(along, "-"))
+        ax.set(title=split, xlabel=r"$\sum_i p_i$", ylabel="fraction of decoding steps")
+        ax.legend(fontsize="small")
+    return _save(fig, png)
+
+
+def plot_translation_time(csv: str | Path, png: str | Path) -> Path:
+    """Translation time over the fastest, per beam size, one bar per checkpoint."""
+    frame = _read(csv, ("transform", "checkpoint", "beam", "normalized"))
+    label = frame["transform"]
+    if label.nunique() < frame["checkpoint"].nunique():
+        label = frame["transform"] + " (" + frame["checkpoint"] + ")"
+    wide = frame.assign(model=label).pivot_table(index="beam", columns="model",
+                                                  values="normalized", sort=False)
+    fig, ax = plt.subplots(figsize=(5.5, 3.6))
+    wide.plot.bar(ax=ax, rot=0)
+    ax.set(xlabel="beam size", ylabel="time / fastest")
+    ax.legend(fontsize="small")
+    return _save(fig, png)

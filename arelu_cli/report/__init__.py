@@ -1,0 +1,18 @@
+"""The reproduction report: the paper's tables and figures as fixed CSVs, PNGs and REPORT.md.
+
+One module per job, all pure functions over artifacts that other commands wrote:
+
+* :mod:`~arelu_cli.report.columns` -- the catalog: every CSV's file name, the paper item it
+  redraws and its documented columns (:data:`~arelu_cli.report.columns.COLUMNS`);
+* :mod:`~arelu_cli.report.paper` -- the paper's printed numbers (SPEC.md) and tolerances;
+* :mod:`~arelu_cli.report.runs` -- training run folders -> training dynamics, tau/||z||
+  evolution, training time (with kWh) and the tau sweep;
+* :mod:`~arelu_cli.report.tables` -- Tables 1-3, inference time, sparsity and
+  self-normalization histograms, translation examples, from plain inputs;
+* :mod:`~arelu_cli.report.curves` -- the alpha-ReLU graph (pure math);
+* :mod:`~arelu_cli.report.human_eval` -- blind annotation sheets and their scoring (Cohen's kappa);
+* :mod:`~arelu_cli.report.plots` -- one PNG per figure CSV, drawn from the CSV only;
+* :mod:`~arelu_cli.report.compare` -- "matches / differs" verdicts against the paper;
+* :mod:`~arelu_cli.report.report_md` -- REPORT.md from whatever CSVs a results folder holds;
+* :mod:`~arelu_cli.report.build` -- what ``arelu report`` regenerates in a results folder.
+"""

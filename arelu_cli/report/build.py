@@ -1,0 +1,101 @@
+"""What ``arelu report RESULTS_DIR`` regenerates: the CSVs computable from what the folder
+holds, every figure PNG, and REPORT.md.
+
+Layout of a results folder (what ``arelu reproduce`` writes): the fixed CSVs of
+:mod:`arelu_cli.report.columns` at its top, training runs (one ``arelu train`` folder per
+transform) under ``runs/``, the tau-sweep runs under ``tau-sweep/`` and the commands that
+made it, one a line, in ``commands.txt``. CSVs made by measuring commands (BLEU, empty check,
+sparsity, ...) are kept as they are; missing ones are reported missing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+import pandas as pd
+
+from arelu_cli.errors import UserError
+from arelu_cli.report import plots, runs, tables
+from arelu_cli.report.columns import COLUMNS, write_csv
+from arelu_cli.report.curves import alpha_relu_curve_rows
+from arelu_cli.report.report_md import write_report
+
+COMMANDS_FILE = "commands.txt"
+
+
+@dataclass
+class Rebuilt:
+    """What :func:`regenerate` wrote."""
+
+    csvs: list[Path] = field(default_factory=list)
+    pngs: list[Path] = field(default_factory=list)
+    report: Optional[Path] = None
+
+
+def recorded_commands(folder: Path) -> list[str]:
+    """The commands of ``folder/commands.txt`` (one a line, blank lines dropped)."""
+    path = folder / COMMANDS_FILE
+    if not path.is_file():
+        return []
+    return [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def _tau_rows(tau_csvs: Sequence[Path]) -> list[dict]:
+    """The rows of ``arelu estimate-tau`` CSVs (any file name), empty cells as None."""
+    rows = []
+    for path in map(Path, tau_csvs):
+        if not path.is_file():
+            raise UserError(f"tau CSV not found: {path} (write one with `arelu estimate-tau`)")
+        frame = pd.read_csv(path)
+        if tuple(frame.columns) != COLUMNS["table3_tau.csv"]:
+            raise UserError(f"{path} is not an `arelu estimate-tau` CSV (columns "
+                            f"{list(frame.columns)})")
+        rows += frame.astype(object).where(frame.notna(), None).to_dict("records")
+    return rows
+
+
+def _load(given: Optional[Path], default: Path, option: str) -> list[runs.Run]:
+    """The runs under ``given`` (none there is an error) or under ``default`` (may be none)."""
+    found = runs.find_runs(given or default)
+    if given is not None and not found:
+        raise UserError(f"{option} {given}: no run folders (with a log.csv) in it")
+    return [runs.load_run(p) for p in found]
+
+
+def regenerate_csvs(folder: Path, runs_dir: Optional[Path] = None,
+                    sweep_dir: Optional[Path] = None, gpu_watts: Optional[float] = None,
+                    n_gpus: Optional[int] = None, tau_csvs: Sequence[Path] = ()) -> list[Path]:
+    """Write the CSVs computable here: the alpha-ReLU curves, the training figures and table
+    from run folders, and Table 3 (analytic, plus the rows of ``tau_csvs``)."""
+    write_csv(alpha_relu_curve_rows(), folder, "fig_alpha_relu_curves.csv")
+    written = [folder / "fig_alpha_relu_curves.csv"]
+    main = _load(runs_dir, folder / "runs", "--runs")
+    if main:
+        for name, rows in (("fig_training_dynamics.csv", runs.training_dynamics_rows(main)),
+                           ("fig_tau_norm_evolution.csv", runs.tau_norm_rows(main)),
+                           ("training_time.csv", runs.training_time_rows(main, gpu_watts, n_gpus))):
+            write_csv(rows, folder, name)
+            written.append(folder / name)
+    sweep = _load(sweep_dir, folder / "tau-sweep", "--sweep-runs")
+    if sweep:
+        write_csv(runs.tau_sweep_rows(sweep), folder, "fig_tau_sweep.csv")
+        written.append(folder / "fig_tau_sweep.csv")
+    if tau_csvs or not (folder / "table3_tau.csv").is_file():
+        write_csv(tables.table3_rows(_tau_rows(tau_csvs)), folder, "table3_tau.csv")
+        written.append(folder / "table3_tau.csv")
+    return written
+
+
+def regenerate(folder: str | Path, commands: Sequence[str] = (), runs_dir: Optional[Path] = None,
+               sweep_dir: Optional[Path] = None, gpu_watts: Optional[float] = None,
+               n_gpus: Optional[int] = None, tau_csvs: Sequence[Path] = ()) -> Rebuilt:
+    """CSVs, then PNGs, then REPORT.md with the recorded commands followed by ``commands``."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    out = Rebuilt(regenerate_csvs(folder, runs_dir, sweep_dir, gpu_watts, n_gpus, tau_csvs))
+    out.pngs = plots.plot_all(folder)
+    out.report = write_report(folder, [*recorded_commands(folder), *commands])
+    return out

@@ -1,0 +1,245 @@
+"""Blind human evaluation (the paper's Sec. "Human Evaluation", Table tab:human, Appendix
+"Instructions for Human Annotators").
+
+:func:`export_sheets` draws random test sentences, a ``shared_fraction`` of them given to
+every annotator (the paper: two samples of 135 with 45 shared), and writes one CSV sheet per
+annotator: item, source, the candidates -- the reference and each system -- in columns
+A, B, C, ... shuffled per item, and empty ``score_A``, ``score_B``, ... columns. Item ids say
+nothing about the systems; the private ``key.csv`` maps every (item, column) to its system.
+
+:func:`score_sheets` reads the filled sheets back with the key: mean and sample std per
+system over all judgements (shared items count once per annotator, as the paper's "270
+examples with repetitions"), and Cohen's kappa between each pair of annotators over the
+(shared item, candidate) pairs both scored. Scores are on the paper's 4-point meaning scale
+(4 = everything ... 1 = none), refined by ``+``/``-``: in means ``3+`` counts 3.25 and ``4-``
+3.75; kappa uses the integer part (4 categories), both unweighted and linearly weighted
+(weights ``|i - j| / 3``). The paper's "Cohen's kappa = 0.56" does not say which; the report
+compares it with the unweighted one. Blank cells are "don't know" and are left out.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from itertools import combinations
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from arelu_cli.errors import UserError
+from arelu_cli.results import atomic_write_text
+
+REFERENCE = "reference"
+SCALE = (1, 2, 3, 4)
+REFINE = 0.25
+"""What a ``+`` adds to (a ``-`` takes from) a score in means."""
+KEY_COLUMNS = ("item", "annotator", "index", "column", "system")
+INSTRUCTIONS = """\
+You are shown a source sentence and several candidate translations. Please indicate, for
+each, on a 4-point scale, how much of the meaning is represented in the translation,
+ignoring the language quality. Imagine you are a forgiving reader, ignoring any error that
+does not prevent you from getting the meaning of the text.
+
+The scale of meaning preservation is: 4 = Everything / 3 = Most / 2 = Little / 1 = None
+
+You can refine your judgement using + or -, e.g. 3+. When you do not know, leave the cell
+empty. Write the score of candidate A in score_A, of B in score_B, and so on.
+"""
+_SCORE = re.compile(r"^([1-4])(?:\.0*)?\s*([+\-\u2212]?)$")
+
+
+@dataclass(frozen=True)
+class ExportedSheets:
+    sheets: dict[str, Path]
+    """Annotator -> their sheet (give them this file and INSTRUCTIONS.txt)."""
+    key: Path
+    """The private key: keep it from the annotators."""
+    n_shared: int
+
+
+def _letters(n: int) -> list[str]:
+    return [chr(ord("A") + i) for i in range(n)]
+
+
+def _plan(n_sentences: int, n_items: int, annotators: Sequence[str], shared_fraction: float,
+          rng: random.Random) -> tuple[dict[str, list[int]], int]:
+    """Sentence indices per annotator: the shared ones plus their own, in random order."""
+    if n_items < 1 or not 0.0 <= shared_fraction <= 1.0:
+        raise UserError(f"need items >= 1 and a shared fraction in [0, 1], got {n_items} and "
+                        f"{shared_fraction:g}")
+    if len(set(annotators)) != len(annotators) or not annotators:
+        raise UserError(f"annotator names must be distinct and non-empty, got {list(annotators)}")
+    n_shared = round(n_items * shared_fraction) if len(annotators) > 1 else 0
+    own = n_items - n_shared
+    total = n_shared + own * len(annotators)
+    if total > n_sentences:
+        raise UserError(f"{len(annotators)} annotators x {n_items} items with {n_shared} shared "
+                        f"need {total} sentences; the test set has {n_sentences}")
+    pool = rng.sample(range(n_sentences), total)
+    plan = {}
+    for j, name in enumerate(annotators):
+        items = pool[:n_shared] + pool[n_shared + j * own:n_shared + (j + 1) * own]
+        rng.shuffle(items)
+        plan[name] = items
+    return plan, n_shared
+
+
+def export_sheets(sources: Sequence[str], references: Sequence[str],
+                  systems: Mapping[str, Sequence[str]], out_dir: str | Path, n_items: int = 135,
+                  annotators: Sequence[str] = ("a1", "a2"), seed: int = 0,
+                  shared_fraction: float = 1 / 3) -> ExportedSheets:
+    """Write ``sheet_<annotator>.csv`` per annotator, ``key.csv`` and ``INSTRUCTIONS.txt``."""
+    if REFERENCE in systems or not systems:
+        raise UserError(f"give at least one system, none named {REFERENCE!r} (the reference is "
+                        "always added as a candidate)")
+    lengths = {len(sources), len(references), *(len(h) for h in systems.values())}
+    if len(lengths) != 1:
+        raise UserError("sources, references and every system need one line per sentence")
+    rng = random.Random(seed)
+    plan, n_shared = _plan(len(sources), n_items, annotators, shared_fraction, rng)
+    texts = {REFERENCE: references, **systems}
+    letters = _letters(len(texts))
+    out_dir, sheets, key = Path(out_dir), {}, []
+    for name, indices in plan.items():
+        rows = []
+        for k, index in enumerate(indices, start=1):
+            item, order = f"{name}-{k:03d}", list(texts)
+            rng.shuffle(order)
+            rows.append({"item": item, "source": sources[index],
+                         **{c: texts[s][index] for c, s in zip(letters, order)},
+                         **{f"score_{c}": "" for c in letters}})
+            key += [{"item": item, "annotator": name, "index": index, "column": c, "system": s}
+                    for c, s in zip(letters, order)]
+        sheets[name] = out_dir / f"sheet_{name}.csv"
+        atomic_write_text(sheets[name], pd.DataFrame(rows).to_csv(index=False))
+    atomic_write_text(out_dir / "key.csv", pd.DataFrame(key, columns=KEY_COLUMNS).to_csv(index=False))
+    atomic_write_text(out_dir / "INSTRUCTIONS.txt", INSTRUCTIONS)
+    return ExportedSheets(sheets, out_dir / "key.csv", n_shared)
+
+
+def parse_score(text: str) -> tuple[float, int] | None:
+    """``"3+"`` -> ``(3.25, 3)``, ``"4-"`` -> ``(3.75, 4)``, blank -> None: (value, category)."""
+    text = str(text).strip()
+    if not text:
+        return None
+    match = _SCORE.match(text)
+    if match is None:
+        raise ValueError(f"{text!r} is not a score: use 1, 2, 3 or 4, optionally with + or -")
+    base, sign = int(match.group(1)), match.group(2)
+    return base + (REFINE if sign == "+" else -REFINE if sign else 0.0), base
+
+
+def cohen_kappa(a: Sequence[int], b: Sequence[int], categories: Sequence[int] = SCALE,
+                weights: str = "none") -> float:
+    """Cohen's kappa of two raters' paired labels; ``weights`` none or linear (|i-j|/(K-1)).
+
+    ``kappa = 1 - sum(W * O) / sum(W * E)`` with O the observed joint proportions, E the
+    product of the marginals; NaN when chance agreement is already perfect.
+    """
+    if len(a) != len(b) or not a:
+        raise ValueError("kappa needs two equally long non-empty label lists, got "
+                         f"{len(a)} and {len(b)}")
+    if weights not in ("none", "linear"):
+        raise ValueError(f"weights must be none or linear, got {weights!r}")
+    pos = {c: i for i, c in enumerate(categories)}
+    k = len(categories)
+    observed = np.zeros((k, k))
+    for x, y in zip(a, b):
+        observed[pos[x], pos[y]] += 1.0
+    observed /= observed.sum()
+    expected = np.outer(observed.sum(axis=1), observed.sum(axis=0))
+    i, j = np.indices((k, k))
+    w = (i != j).astype(float) if weights == "none" else np.abs(i - j) / (k - 1)
+    chance = float((w * expected).sum())
+    return float("nan") if chance == 0.0 else 1.0 - float((w * observed).sum()) / chance
+
+
+def _read(path: Path, what: str) -> pd.DataFrame:
+    if not Path(path).is_file():
+        raise UserError(f"{what} not found: {path}")
+    return pd.read_csv(path, dtype=str, keep_default_na=False)
+
+
+def _judgements(sheet_paths: Sequence[str | Path], key: pd.DataFrame) -> pd.DataFrame:
+    """One row per scored candidate: annotator, index, system, value, category."""
+    lookup = {(r["item"], r["column"]): r for r in key.to_dict("records")}
+    items, columns = set(key["item"]), sorted(set(key["column"]))
+    rows, seen = [], set()
+    for path in sheet_paths:
+        sheet = _read(path, "sheet")
+        for r in sheet.to_dict("records"):
+            if r.get("item") not in items:
+                raise UserError(f"{path}: item {r.get('item')!r} is not in the key; is this "
+                                "the key exported with these sheets?")
+            if r["item"] in seen:
+                raise UserError(f"{path}: item {r['item']} appears twice (a sheet given twice?)")
+            seen.add(r["item"])
+            for c in columns:
+                if (r["item"], c) not in lookup:
+                    continue
+                try:
+                    parsed = parse_score(r.get(f"score_{c}", ""))
+                except ValueError as err:
+                    raise UserError(f"{path}, item {r['item']}, score_{c}: {err}") from None
+                if parsed is not None:
+                    k = lookup[(r["item"], c)]
+                    rows.append({"annotator": k["annotator"], "index": int(k["index"]),
+                                 "system": k["system"], "value": parsed[0], "category": parsed[1]})
+    if not rows:
+        raise UserError("the sheets hold no scores yet: fill the score_* columns")
+    return pd.DataFrame(rows)
+
+
+def _agreement(judged: pd.DataFrame) -> list[dict]:
+    rows = []
+    for x, y in combinations(sorted(judged["annotator"].unique()), 2):
+        both = judged[judged["annotator"] == x].merge(
+            judged[judged["annotator"] == y], on=("index", "system"), suffixes=("_a", "_b"))
+        if both.empty:
+            continue
+        a, b = both["category_a"].tolist(), both["category_b"].tolist()
+        rows.append({"annotator_a": x, "annotator_b": y, "n_items": both["index"].nunique(),
+                     "n_judgements": len(both), "kappa": cohen_kappa(a, b),
+                     "kappa_linear": cohen_kappa(a, b, weights="linear")})
+    return rows
+
+
+def score_sheets(sheet_paths: Sequence[str | Path],
+                 key_path: str | Path) -> tuple[list[dict], list[dict]]:
+    """Rows of ``table_human_eval.csv`` (mean, std per system) and ``human_eval_kappa.csv``
+    (kappa per annotator pair with shared items) from filled sheets and their key."""
+    key = _read(key_path, "key file")
+    if tuple(key.columns) != KEY_COLUMNS:
+        raise UserError(f"{key_path} is not a key file (columns {list(key.columns)}, expected "
+                        f"{list(KEY_COLUMNS)})")
+    judged = _judgements(sheet_paths, key)
+    order = [REFERENCE] + sorted(s for s in judged["system"].unique() if s != REFERENCE)
+    systems = []
+    for name in order:
+        values = judged.loc[judged["system"] == name, "value"]
+        if len(values):
+            systems.append({"system": name, "n": len(values), "mean": float(values.mean()),
+                            "std": float(values.std(ddof=1)) if len(values) > 1 else None})
+    return systems, _agreement(judged)
+
+
+def print_scores(systems: Sequence[Mapping], agreement: Sequence[Mapping], console) -> None:
+    """Mean ± std per system and kappa per annotator pair, as rich tables."""
+    from rich.table import Table
+
+    table = Table(title="human evaluation, 4-point meaning scale (paper Table tab:human)")
+    for col in ("system", "judgements", "mean", "std"):
+        table.add_column(col, justify="right")
+    for r in systems:
+        table.add_row(r["system"], str(r["n"]), f"{r['mean']:.2f}",
+                      "-" if r["std"] is None else f"{r['std']:.2f}")
+    console.print(table)
+    for r in agreement:
+        console.print(f"Cohen's kappa {r['annotator_a']}/{r['annotator_b']}: {r['kappa']:.3f} "
+                      f"unweighted, {r['kappa_linear']:.3f} linear, over {r['n_judgements']} "
+                      f"judgements of {r['n_items']} shared items (paper: 0.56)")
+    if not agreement:
+        console.print("no shared item was scored by two annotators: no kappa")

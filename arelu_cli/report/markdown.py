@@ -1,0 +1,74 @@
+"""Markdown pieces of REPORT.md: number formatting, tables, and computed verdict lines."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Optional
+
+
+@dataclass(frozen=True)
+class Section:
+    """One table or figure of the report: our numbers beside the paper's, and verdicts."""
+
+    title: str
+    source: str
+    """The CSV the section is computed from."""
+    table: str = ""
+    verdicts: list[str] = field(default_factory=list)
+    figure: Optional[str] = None
+    """PNG file name (relative to the results folder) to embed, when it exists."""
+
+
+def missing(value: object) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def fmt(value: object, digits: int = 2) -> str:
+    """A number to ``digits`` decimals, ``-`` for missing; other values as text."""
+    if missing(value):
+        return "-"
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return f"{value:,.{digits}f}"
+    return str(value)
+
+
+def signed(value: Optional[float], digits: int = 2) -> str:
+    return "-" if missing(value) else f"{value:+.{digits}f}"
+
+
+def md_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    """A GitHub Markdown table; cells are already formatted strings or plain values."""
+    def cell(v: object) -> str:
+        return str(v).replace("|", "\\|").replace("\n", " ")
+    lines = ["| " + " | ".join(map(cell, headers)) + " |",
+             "|" + "|".join("---" for _ in headers) + "|"]
+    lines += ["| " + " | ".join(map(cell, row)) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def match_line(matches: Sequence[str], differs: Sequence[str], tolerance: str) -> str:
+    """``Matches the paper (|Δ| ≤ tol): ...; differs: ...`` from labelled comparisons."""
+    if not matches and not differs:
+        return "No number here has a paper counterpart to compare with."
+    ok = ", ".join(matches) or "none"
+    bad = ", ".join(differs) or "none"
+    return f"**Matches the paper** ({tolerance}): {ok}. **Differs**: {bad}."
+
+
+def compare_numbers(label: str, ours: object, theirs: object, tolerance: float, digits: int = 2,
+                    matches: Optional[list] = None, differs: Optional[list] = None) -> None:
+    """Append ``label (ours vs paper, Δ)`` to ``matches`` or ``differs``; skip missing numbers."""
+    if missing(ours) or missing(theirs):
+        return
+    delta = float(ours) - float(theirs)
+    text = f"{label} ({fmt(ours, digits)} vs {fmt(theirs, digits)}, Δ {signed(delta, digits)})"
+    (matches if abs(delta) <= tolerance + 1e-12 else differs).append(text)
+
+
+def claim(text: str, holds: Optional[bool], evidence: str) -> str:
+    """A claim of the paper checked on our numbers: ✓ holds, ✗ does not, ? cannot be checked."""
+    mark = "?" if holds is None else ("✓" if holds else "✗")
+    word = "cannot be checked" if holds is None else ("holds" if holds else "does not hold")
+    return f"{mark} Paper's claim — {text}: {word} here ({evidence})."

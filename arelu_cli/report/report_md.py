@@ -1,0 +1,113 @@
+"""REPORT.md of a results folder: every table beside the paper's numbers, every figure
+embedded, a computed "matches / differs" line per table, the exact commands, and the CSVs
+that are missing -- listed as missing, never filled in.
+
+The paper's numbers come from :mod:`arelu_cli.report.paper` (as quoted in SPEC.md); the
+verdicts from :mod:`arelu_cli.report.compare_tables` and :mod:`~.compare_figures`; the CSV
+columns are documented in :mod:`arelu_cli.report.columns` (appended to the report too, and
+below: the section is generated from the catalog).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import pandas as pd
+
+from arelu_cli.report import compare_figures as figs
+from arelu_cli.report import compare_tables as tables
+from arelu_cli.report.columns import CATALOG, catalog_markdown, read_csv
+from arelu_cli.report.markdown import Section, fmt, md_table
+from arelu_cli.results import atomic_write_text
+
+SECTIONS: dict[str, Callable[[pd.DataFrame], Section]] = {
+    "table1_bleu.csv": tables.table1_section,
+    "table2_empty.csv": tables.table2_section,
+    "table3_tau.csv": tables.table3_section,
+    "training_time.csv": tables.training_time_section,
+    "fig_alpha_relu_curves.csv": figs.curves_section,
+    "fig_training_dynamics.csv": figs.dynamics_section,
+    "fig_inference_time.csv": figs.inference_section,
+    "fig_sparsity.csv": figs.sparsity_section,
+    "fig_tau_norm_evolution.csv": figs.tau_norm_section,
+    "fig_tau_sweep.csv": figs.tau_sweep_section,
+    "fig_self_norm.csv": figs.self_norm_section,
+}
+"""CSV -> the section it makes, in the report's order (human evaluation and examples last)."""
+
+
+def _examples_section(frame: pd.DataFrame) -> Section:
+    rows = [[r["index"], r["source"], r["reference"], f"{r['system_a']}: {r['hypothesis_a']}",
+             fmt(r["bleu_a"], 1), f"{r['system_b']}: {r['hypothesis_b']}", fmt(r["bleu_b"], 1)]
+            for r in frame.to_dict("records")]
+    table = md_table(["line", "source", "reference", "a", "BLEU a", "b", "BLEU b"], rows)
+    return Section("Translation examples where two transforms disagree (appendix)",
+                   "translation_examples.csv", table,
+                   ["Chosen by the largest sentence-BLEU gap each way; the paper's examples "
+                    "were chosen by hand, so only the kind of table is comparable."])
+
+
+def sections(folder: Path) -> list[Section]:
+    """The sections of every CSV present in ``folder``, in report order."""
+    out = []
+    for name, build in SECTIONS.items():
+        frame = read_csv(folder, name)
+        if frame is not None and len(frame):
+            out.append(build(frame))
+    human = read_csv(folder, "table_human_eval.csv")
+    if human is not None and len(human):
+        out.append(tables.human_eval_section(human, read_csv(folder, "human_eval_kappa.csv")))
+    examples = read_csv(folder, "translation_examples.csv")
+    if examples is not None and len(examples):
+        out.append(_examples_section(examples))
+    return out
+
+
+def _render(section: Section, folder: Path) -> str:
+    parts = [f"## {section.title}", f"Source: `{section.source}`.", section.table]
+    if section.figure:
+        if (folder / section.figure).is_file():
+            parts.append(f"![{section.title}]({section.figure})")
+        else:
+            parts.append(f"`{section.figure}` is not drawn yet (`arelu report {folder}` draws it).")
+    parts.append("\n".join(f"- {line}" for line in section.verdicts))
+    return "\n\n".join(p for p in parts if p)
+
+
+def missing_csvs(folder: str | Path) -> list[str]:
+    """The catalog's CSVs that ``folder`` does not hold (or holds with no rows)."""
+    folder = Path(folder)
+    out = []
+    for name in CATALOG:
+        path = folder / name
+        if not path.is_file() or pd.read_csv(path).empty:
+            out.append(name)
+    return out
+
+
+def render_report(folder: str | Path, commands: Sequence[str], title: str | None = None) -> str:
+    """The text of REPORT.md for ``folder``; ``commands`` are the exact commands that made it."""
+    folder = Path(folder)
+    head = [f"# {title or 'Reproduction report: ' + folder.name}",
+            "Every number below is read from the CSVs of this folder; the paper's numbers are "
+            "those of *Speeding Up Entmax* (Tables 1-3, appendix), and every verdict is "
+            "computed from the two."]
+    body = [_render(s, folder) for s in sections(folder)]
+    gone = missing_csvs(folder)
+    absent = ("## Missing\n\nNot measured in this folder (no CSV, so nothing is reported):\n\n"
+              + "\n".join(f"- `{name}`: {CATALOG[name].paper}" for name in gone)) if gone else \
+        "## Missing\n\nNothing: every CSV of the catalog is present."
+    shown = "\n".join(commands) if commands else "(no commands were recorded)"
+    cmds = ("## Commands\n\nThe exact commands that produced this folder, in order:\n\n"
+            f"```\n{shown}\n```")
+    cols = "## CSV columns\n\n" + catalog_markdown().replace("### ", "#### ")
+    return "\n\n".join([*head, *body, absent, cmds, cols]) + "\n"
+
+
+def write_report(folder: str | Path, commands: Sequence[str], title: str | None = None) -> Path:
+    """Write ``folder/REPORT.md`` atomically and return its path."""
+    return atomic_write_text(Path(folder) / "REPORT.md", render_report(folder, commands, title))
+
+
+__doc__ = f"{__doc__}\n## CSV columns\n\n{catalog_markdown()}"

@@ -1,0 +1,162 @@
+"""Training run folders -> the paper's training figures and its training-time table.
+
+A run folder is what ``arelu train`` writes: ``config.json`` (the config plus the resolved
+tau and world size) and ``log.csv`` (:data:`arelu_cli.train_log.COLUMNS`). Builders:
+
+* :func:`training_dynamics_rows` -- Figs. train_dyn_rel / train_dyn_abs (BLEU, loss vs step
+  and vs wall time);
+* :func:`tau_norm_rows` -- Fig. tau_z_evo (mean tau(z) of 1.5-entmax and ||z|| vs step);
+* :func:`training_time_rows` -- the appendix table "Power consumed by GPUs for training";
+* :func:`tau_sweep_rows` -- Fig. tau (validation BLEU of alpha-ReLU runs with different tau).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+import pandas as pd
+
+from arelu_cli.errors import UserError
+from arelu_cli.train_log import COLUMNS as LOG_COLUMNS
+
+
+@dataclass(frozen=True)
+class Run:
+    """One finished (or stopped) training run, read back from its folder."""
+
+    name: str
+    """The folder's name (``runs/iwslt14/1.5-relu`` -> ``1.5-relu``)."""
+    corpus: str
+    transform: str
+    tau: Optional[float]
+    """alpha-ReLU's fixed threshold (config ``resolved.tau``); None for other transforms."""
+    n_gpus: int
+    """Processes that trained (``resolved.world_size``)."""
+    log: pd.DataFrame
+    signature: str
+
+
+def signature_field(signature: str, key: str) -> Optional[str]:
+    """The value of ``key`` in a ``key:value|key:value`` signature, or None."""
+    for part in str(signature).split("|"):
+        name, _, value = part.partition(":")
+        if name == key:
+            return value
+    return None
+
+
+def load_run(folder: str | Path) -> Run:
+    """Read ``folder/config.json`` and ``folder/log.csv``; a clear error when either is unusable."""
+    folder = Path(folder)
+    config_path, log_path = folder / "config.json", folder / "log.csv"
+    for path in (config_path, log_path):
+        if not path.is_file():
+            raise UserError(f"{folder} is not a training run: {path.name} is missing "
+                            "(a run folder is what `arelu train --out FOLDER` writes)")
+    config = json.loads(config_path.read_text(encoding="utf-8"))
+    log = pd.read_csv(log_path)
+    if tuple(log.columns) != LOG_COLUMNS:
+        raise UserError(f"{log_path} has columns {list(log.columns)}, expected {list(LOG_COLUMNS)}")
+    if log.empty:
+        raise UserError(f"{log_path} has no rows yet: train for at least log_every steps")
+    resolved = config.get("resolved", {})
+    sig = str(log["signature"].iloc[-1])
+    corpus = signature_field(sig, "data") or Path(config["data"]["path"]).name
+    transform = config["train"]["transform"]
+    tau = resolved.get("tau") if "relu" in transform else None
+    return Run(folder.name, corpus, transform, tau, int(resolved.get("world_size", 1)), log, sig)
+
+
+def find_runs(parent: str | Path) -> list[Path]:
+    """The run folders (those holding a ``log.csv``) directly under ``parent``, sorted by name."""
+    parent = Path(parent)
+    if not parent.is_dir():
+        return []
+    return sorted(p for p in parent.iterdir() if (p / "log.csv").is_file())
+
+
+def _value(x: object) -> object:
+    """NaN -> None so that empty cells stay empty in the CSV."""
+    return None if isinstance(x, float) and math.isnan(x) else x
+
+
+def _rows(run: Run, columns: Sequence[str], mask: Optional[pd.Series] = None) -> list[dict]:
+    log = run.log if mask is None else run.log[mask]
+    head = {"corpus": run.corpus, "run": run.name, "transform": run.transform}
+    return [{**head, **{c: _value(r[c]) for c in columns}, "signature": r["signature"]}
+            for r in log.to_dict("records")]
+
+
+def training_dynamics_rows(runs: Iterable[Run]) -> list[dict]:
+    """Every log row of every run: BLEU/loss vs step and wall time (Figs. train_dyn_*)."""
+    cols = ("step", "wall_s", "train_loss", "val_loss", "val_bleu")
+    return [row for run in runs for row in _rows(run, cols)]
+
+
+def tau_norm_rows(runs: Iterable[Run]) -> list[dict]:
+    """The rows with logit statistics: mean tau(z), the transform's tau and ||z|| (Fig. tau_z_evo)."""
+    cols = ("step", "tau", "tau_z", "logit_norm")
+    return [row for run in runs for row in _rows(run, cols, run.log["logit_norm"].notna())]
+
+
+def _best(log: pd.DataFrame) -> tuple[Optional[float], Optional[int]]:
+    valid = log.dropna(subset=["val_bleu"])
+    if valid.empty:
+        return None, None
+    best = valid.loc[valid["val_bleu"].idxmax()]
+    return float(best["val_bleu"]), int(best["step"])
+
+
+def training_time_rows(runs: Iterable[Run], gpu_watts: Optional[float] = None,
+                       n_gpus: Optional[int] = None) -> list[dict]:
+    """Hours, tokens/s and kWh per run (the appendix's GPU power table).
+
+    ``gpu_watts`` is the power of one GPU; ``kwh = hours * gpu_watts / 1000 * n_gpus`` with
+    ``n_gpus`` given or the run's world size. Without ``gpu_watts`` (a CPU run) kWh is empty.
+    """
+    if gpu_watts is not None and gpu_watts <= 0:
+        raise UserError(f"--gpu-watts must be positive (watts per GPU), got {gpu_watts:g}")
+    if n_gpus is not None and n_gpus < 1:
+        raise UserError(f"--n-gpus must be >= 1, got {n_gpus}")
+    rows = []
+    for run in runs:
+        log, gpus = run.log, n_gpus or run.n_gpus
+        hours = float(log["wall_s"].iloc[-1]) / 3600.0
+        speed = log["tokens_per_s"].dropna()
+        best_bleu, best_step = _best(log)
+        rows.append({
+            "corpus": run.corpus, "run": run.name, "transform": run.transform,
+            "steps": int(log["step"].iloc[-1]), "hours": hours,
+            "tokens_per_s": float(speed.median()) if len(speed) else None,
+            "best_bleu": best_bleu, "best_step": best_step, "n_gpus": gpus,
+            "gpu_watts": gpu_watts,
+            "kwh": hours * gpu_watts / 1000.0 * gpus if gpu_watts is not None else None,
+            "signature": run.signature})
+    return rows
+
+
+def tau_sweep_rows(runs: Iterable[Run]) -> list[dict]:
+    """Validation rows of alpha-ReLU runs trained with different fixed tau (Fig. tau).
+
+    Each row repeats its run's best and last validation BLEU, so the figure's "final BLEU
+    vs tau" panel needs no second file. Runs of other transforms are a UserError.
+    """
+    rows = []
+    for run in sorted(runs, key=lambda r: (r.tau is None, r.tau, r.name)):
+        if run.tau is None:
+            raise UserError(f"run {run.name} ({run.transform}) has no fixed tau: the tau sweep "
+                            "takes alpha-ReLU runs only")
+        valid = run.log.dropna(subset=["val_bleu"])
+        best, _ = _best(run.log)
+        final = float(valid["val_bleu"].iloc[-1]) if len(valid) else None
+        for r in valid.to_dict("records"):
+            rows.append({"corpus": run.corpus, "run": run.name, "transform": run.transform,
+                         "tau": run.tau, "step": int(r["step"]), "wall_s": r["wall_s"],
+                         "val_bleu": r["val_bleu"], "val_loss": _value(r["val_loss"]),
+                         "best_bleu": best, "final_bleu": final, "signature": r["signature"]})
+    return rows

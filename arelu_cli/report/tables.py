@@ -1,0 +1,91 @@
+"""Rows of the paper's Tables 1-3 and of its inference-time figure, from plain inputs.
+
+The measuring commands (score, empty-check, estimate-tau, bench-translate) each have
+their own output; these builders take the few numbers each table needs, so that the
+reproduction's fixed CSVs (:mod:`arelu_cli.report.columns`) do not depend on those formats:
+
+* :func:`table1_rows` -- Table 1 (detokenized test BLEU per transform);
+* :func:`table2_rows` -- Table 2 (% of dev sentences whose empty string wins);
+* :func:`table3_rows` -- Table 3 (tau: analytic at the paper's vocabularies + empirical rows);
+* :func:`inference_time_rows` -- Fig. infTime (translation time vs beam, normalized).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Optional
+
+from arelu_cli.analysis import tau_table
+from arelu_cli.errors import UserError
+from arelu_cli.report import paper
+from arelu_cli.results import signature
+
+
+@dataclass(frozen=True)
+class BleuScore:
+    """One transform's test score, as ``arelu score`` prints it."""
+
+    bleu: float
+    chrf: Optional[float] = None
+    bleu_signature: str = ""
+    signature: Optional[str] = None
+    """The run's signature; default: a signature naming the transform and corpus."""
+
+
+@dataclass(frozen=True)
+class EmptyCount:
+    """One transform's empty-translation check over a split."""
+
+    n_empty_better: int
+    n_sentences: int
+    signature: Optional[str] = None
+
+
+def _sig(given: Optional[str], transform: str, corpus: str) -> str:
+    return given or signature(transform=transform, data=corpus)
+
+
+def table1_rows(corpus: str, scores: Mapping[str, BleuScore],
+                split: str = "test") -> list[dict]:
+    """Table 1: one row per transform (in the order given) with BLEU, chrF and signatures."""
+    return [{"corpus": corpus, "transform": name, "split": split, "bleu": float(s.bleu),
+             "chrf": s.chrf, "bleu_signature": s.bleu_signature,
+             "signature": _sig(s.signature, name, corpus)} for name, s in scores.items()]
+
+
+def table2_rows(corpus: str, counts: Mapping[str, EmptyCount], split: str = "dev") -> list[dict]:
+    """Table 2: the percentage of sentences whose empty string outscores the beam hypothesis."""
+    rows = []
+    for name, c in counts.items():
+        if c.n_sentences < 1 or not 0 <= c.n_empty_better <= c.n_sentences:
+            raise UserError(f"{name}: {c.n_empty_better} empty wins out of {c.n_sentences} "
+                            "sentences is impossible")
+        rows.append({"corpus": corpus, "transform": name, "split": split,
+                     "n_sentences": c.n_sentences, "n_empty_better": c.n_empty_better,
+                     "percent_empty": 100.0 * c.n_empty_better / c.n_sentences,
+                     "signature": _sig(c.signature, name, corpus)})
+    return rows
+
+
+def table3_rows(extra_rows: Iterable[Mapping[str, object]] = (), d_model: int = 512,
+                d_vocabs: Sequence[int] = tuple(paper.TABLE3_TAU)) -> list[dict]:
+    """Table 3: the analytic p* and tau-hat at the paper's vocabularies (alpha 1.5, the
+    paper's rule), then ``extra_rows`` (e.g. :func:`arelu_cli.analysis.tau_table.empirical_rows`
+    or rows of an ``arelu estimate-tau`` CSV: tau-tilde of a real corpus)."""
+    rows = tau_table.tau_rows("analytic", list(d_vocabs), [1.5], ("paper",), d_model=d_model)
+    return rows + [dict(row) for row in extra_rows]
+
+
+def inference_time_rows(corpus: str, seconds: Mapping[tuple[str, int], float],
+                        signatures: Optional[Mapping[str, str]] = None) -> list[dict]:
+    """Fig. infTime: seconds per (transform, beam) and the same normalized by the smallest."""
+    if not seconds:
+        raise UserError("no inference timings to tabulate")
+    if min(seconds.values()) <= 0:
+        raise UserError("inference timings must be positive seconds")
+    fastest = min(seconds.values())
+    return [{"corpus": corpus, "transform": name, "beam": int(beam), "seconds": float(sec),
+             "normalized": float(sec) / fastest,
+             "signature": _sig((signatures or {}).get(name), name, corpus)}
+            for (name, beam), sec in sorted(seconds.items(), key=lambda kv: (kv[0][1], kv[0][0]))]

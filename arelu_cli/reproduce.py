@@ -1,0 +1,175 @@
+"""``arelu reproduce RECIPE``: the paper's whole grid for one recipe, resumable.
+
+prepare -> tau (Table 3) -> train each transform (Table 1's models, the training-dynamics,
+tau/||z|| and training-time figures) -> the tau sweep (Fig. tau) -> translate the test set
+with beam search -> score (Table 1) -> empty-check (Table 2) -> sparsity (Figs. sparsity)
+-> self-normalization (Fig. self_norm) -> inference time (Fig. infTime) -> translation
+examples and blind human-evaluation sheets -> every other CSV, the PNGs and ``REPORT.md``
+(:mod:`arelu_cli.report.build`).
+
+Every step writes its outputs atomically and is skipped when they are already there, and a
+training run that was killed resumes from its ``last.pt``, so running the same command again
+after an interruption continues where it stopped. The layout of ``--out`` is the one
+:mod:`arelu_cli.report.build` reads: CSVs at the top, ``runs/TRANSFORM/``,
+``tau-sweep/tau-T/``, ``translations/``, ``analysis/`` (the raw CSVs of the analysis
+commands), ``human_eval/`` and ``commands.txt``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.console import Console
+
+from arelu_cli import checkpoint
+from arelu_cli.config import Config, load_config
+from arelu_cli.errors import UserError
+from arelu_cli.registry import get_transform
+from arelu_cli.results import atomic_write_text
+from arelu_cli.train import SUMMARY, train
+
+TEST, DEV = "test", "dev"
+
+
+@dataclass(frozen=True)
+class Request:
+    """The options of ``arelu reproduce``; ``None`` keeps the recipe's ``[reproduce]`` value."""
+
+    recipe: Path
+    out: Path
+    source: Path | None = None
+    transforms: tuple[str, ...] | None = None
+    train_minutes: float | None = None
+    tau_sweep: tuple[float, ...] | None = None
+    device: str = "auto"
+    gpu_watts: float | None = None
+    command: str = ""
+    """The command line that asked for this (recorded in ``commands.txt``)."""
+
+
+@dataclass(frozen=True)
+class Step:
+    name: str
+    done: Callable[[], bool]
+    run: Callable[[], None]
+
+
+def resolve_recipe(name: str | Path) -> Path:
+    """A recipe path; a bare name like ``toy`` means ``recipes/toy.toml``."""
+    path = Path(name)
+    if path.is_file():
+        return path
+    named = Path("recipes") / f"{name}.toml"
+    if named.is_file():
+        return named
+    known = sorted(p.stem for p in Path("recipes").glob("*.toml"))
+    raise UserError(f"no recipe {name!r}: give a TOML file or one of {', '.join(known) or '(none)'}"
+                    " (names are looked up in ./recipes)")
+
+
+def load_request_config(req: Request) -> Config:
+    """The recipe with the request's overrides applied and checked (transform names too)."""
+    overrides = {("train", "device"): None if req.device == "auto" else req.device,
+                 ("reproduce", "transforms"): list(req.transforms) if req.transforms else None,
+                 ("reproduce", "tau_sweep"): None if req.tau_sweep is None else list(req.tau_sweep),
+                 ("reproduce", "train_minutes"): req.train_minutes,
+                 ("reproduce", "gpu_watts"): req.gpu_watts}
+    config = load_config(req.recipe, overrides)
+    for name in config.reproduce.transforms:
+        get_transform(name)  # an unknown name fails here, before any work
+    return config
+
+
+def _run_config(config: Config, **train: object) -> Config:
+    return dataclasses.replace(config, train=dataclasses.replace(config.train, **train))
+
+
+def _train_step(config: Config, out: Path, recipe: str, console: Console) -> Callable[[], None]:
+    def run() -> None:
+        train(config, out, resume=(out / checkpoint.LAST).is_file(), recipe=recipe,
+              console=console)
+    return run
+
+
+def training_steps(config: Config, out: Path, recipe: str, console: Console) -> list[Step]:
+    """One training run per transform, then the tau-sweep runs (1.5-ReLU with a fixed tau)."""
+    r, steps = config.reproduce, []
+    minutes = r.train_minutes or config.train.max_minutes
+    valid_every = r.valid_every or config.train.valid_every
+    for name in r.transforms:
+        folder = out / "runs" / name
+        run = _run_config(config, transform=name, max_minutes=minutes, valid_every=valid_every,
+                          save_every=min(config.train.save_every, valid_every))
+        steps.append(Step(f"train {name}", (folder / SUMMARY).is_file,
+                          _train_step(run, folder, recipe, console)))
+    every = max(1, r.sweep_steps // 4)
+    for tau in r.tau_sweep:
+        folder = out / "tau-sweep" / f"tau-{tau:g}"
+        run = _run_config(config, transform="1.5-relu", tau=float(tau), max_steps=r.sweep_steps,
+                          max_minutes=r.sweep_minutes, valid_every=every, save_every=every,
+                          average_decay=0.0)
+        steps.append(Step(f"tau sweep {tau:g}", (folder / SUMMARY).is_file,
+                          _train_step(run, folder, recipe, console)))
+    return steps
+
+
+def _prepared(config: Config) -> bool:
+    """``[data] path`` holds a prepared folder of the recipe's corpus (rebuild it with
+    ``arelu prepare --force``, or pass ``--source`` to check it against the source files)."""
+    meta = Path(config.data.path) / "meta.json"
+    if not meta.is_file():
+        return False
+    return json.loads(meta.read_text(encoding="utf-8")).get("corpus") == config.reproduce.corpus
+
+
+def write_commands(out: Path, config: Config, req: Request) -> None:
+    """``commands.txt``: the reproduce command and the single commands each step amounts to."""
+    lines = [req.command or f"arelu reproduce {req.recipe} --out {out}"]
+    source = f" --source {req.source}" if req.source else ""
+    lines.append(f"arelu prepare {config.reproduce.corpus} --out {config.data.path}{source}")
+    for name in config.reproduce.transforms:
+        lines.append(f"arelu train --recipe {req.recipe} --transform {name} --out {out}/runs/{name}")
+        lines.append(f"arelu translate --checkpoint {out}/runs/{name} --split {TEST} "
+                     f"--beam {config.decode.beam} --out {out}/translations/{name}.{TEST}.txt")
+    lines.append(f"arelu report {out}")
+    atomic_write_text(out / "commands.txt", "\n".join(lines) + "\n")
+
+
+def reproduce(req: Request, console: Console | None = None) -> Path:
+    """Run (or continue) the grid of ``req.recipe`` into ``req.out``; returns REPORT.md."""
+    from arelu_cli import reproduce_steps as rs  # the analysis half (imports the decoders)
+
+    console = console or Console()
+    config = load_request_config(req)
+    out = Path(req.out)
+    out.mkdir(parents=True, exist_ok=True)
+    recipe = Path(req.recipe).stem
+    write_commands(out, config, req)
+    steps = [Step("prepare", lambda: req.source is None and _prepared(config),
+                  lambda: rs.prepare_data(config, req.source, console)),
+             Step("tau (Table 3)", (out / "table3_tau.csv").is_file,
+                  lambda: rs.tau_table(config, out))]
+    steps += training_steps(config, out, recipe, console)
+    steps += rs.analysis_steps(config, out, req.device)
+    began = time.perf_counter()
+    for i, step in enumerate(steps, 1):
+        if step.done():
+            console.print(f"[{i}/{len(steps)}] {step.name}: done already, skipped")
+            continue
+        console.rule(f"[{i}/{len(steps)}] {step.name}")
+        started = time.perf_counter()
+        step.run()
+        console.print(f"{step.name}: {time.perf_counter() - started:.0f} s")
+    report = rs.write_report(config, out, gpu_watts=config.reproduce.gpu_watts or None)
+    elapsed = time.perf_counter() - began
+    atomic_write_text(out / "reproduce.json", json.dumps(
+        {"recipe": str(req.recipe), "seconds_this_call": elapsed,
+         "config": config.to_dict()}, indent=2) + "\n")
+    console.print(f"grid finished in {elapsed / 60:.1f} min; report: {report}")
+    return report
+

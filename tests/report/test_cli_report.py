@@ -1,0 +1,55 @@
+"""``arelu report`` and ``arelu human-eval export/score`` from the command line."""
+
+import pandas as pd
+import pytest
+
+from arelu_cli.cli import main
+
+
+def _run(monkeypatch, capsys, *args):
+    monkeypatch.setattr("sys.argv", ["arelu", *map(str, args)])
+    with pytest.raises(SystemExit) as exited:
+        main()
+    return exited.value.code or 0, capsys.readouterr()
+
+
+def test_report_command_writes_csvs_pngs_and_report(monkeypatch, capsys, tmp_path, run_folder):
+    run_folder(tmp_path / "runs" / "softmax", "softmax")
+    code, out = _run(monkeypatch, capsys, "report", tmp_path, "--gpu-watts", "250",
+                     "--command", "arelu train --transform softmax")
+    assert code == 0, out.err
+    assert (tmp_path / "REPORT.md").is_file() and (tmp_path / "fig_training_dynamics.png").is_file()
+    report = (tmp_path / "REPORT.md").read_text()
+    assert f"arelu train --transform softmax\narelu report {tmp_path} --gpu-watts 250.0" in report
+    assert pd.read_csv(tmp_path / "training_time.csv")["kwh"].notna().all()
+
+
+def test_human_eval_export_then_score(monkeypatch, capsys, tmp_path):
+    n = 8
+    for name in ("src", "ref", "soft", "relu"):
+        (tmp_path / f"{name}.txt").write_text("".join(f"{name} {i}\n" for i in range(n)))
+    out = tmp_path / "he"
+    code, printed = _run(monkeypatch, capsys, "human-eval", "export", "--source", tmp_path / "src.txt",
+                         "--reference", tmp_path / "ref.txt", "--system",
+                         f"softmax={tmp_path / 'soft.txt'}", "--system",
+                         f"1.5-relu={tmp_path / 'relu.txt'}", "--out", out, "--items", "3")
+    assert code == 0, printed.err
+    for sheet in ("sheet_a1.csv", "sheet_a2.csv"):
+        frame = pd.read_csv(out / sheet, keep_default_na=False, dtype=str)
+        for col in ("score_A", "score_B", "score_C"):
+            frame[col] = "4"
+        frame.to_csv(out / sheet, index=False)
+    code, printed = _run(monkeypatch, capsys, "human-eval", "score", out / "sheet_a1.csv",
+                         out / "sheet_a2.csv", "--key", out / "key.csv")
+    assert code == 0, printed.err
+    assert "Cohen's kappa a1/a2" in printed.out
+    table = pd.read_csv(out / "table_human_eval.csv")
+    assert table["mean"].tolist() == [4.0, 4.0, 4.0] and table["n"].tolist() == [6, 6, 6]
+
+
+def test_bad_system_option_is_one_line(monkeypatch, capsys, tmp_path):
+    (tmp_path / "a.txt").write_text("x\n")
+    code, printed = _run(monkeypatch, capsys, "human-eval", "export", "--source", tmp_path / "a.txt",
+                         "--reference", tmp_path / "a.txt", "--system", "softmax")
+    assert code == 2 and "--system takes NAME=FILE" in printed.err
+    assert "Traceback" not in printed.err

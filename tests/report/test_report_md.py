@@ -1,0 +1,73 @@
+"""REPORT.md: sections beside the paper, computed verdicts, missing CSVs, commands."""
+
+import pytest
+
+from arelu_cli.errors import UserError
+from arelu_cli.report import report_md, tables
+from arelu_cli.report.build import regenerate
+from arelu_cli.report.columns import CATALOG, write_csv
+
+
+def _table1(folder, relu_bleu):
+    scores = {"softmax": 35.3, "sparsemax": 30.0, "1.5-entmax": 36.6, "1.5-relu": relu_bleu}
+    write_csv(tables.table1_rows("iwslt14", {t: tables.BleuScore(b) for t, b in scores.items()}),
+              folder, "table1_bleu.csv")
+
+
+def test_empty_folder_lists_every_csv_as_missing(tmp_path):
+    text = report_md.render_report(tmp_path, ["arelu reproduce recipes/toy.toml"])
+    missing = text.split("## Missing")[1].split("## Commands")[0]
+    assert all(f"`{name}`" in missing for name in CATALOG)
+    assert "## Table 1" not in text and "![" not in text
+    assert "```\narelu reproduce recipes/toy.toml\n```" in text
+
+
+def test_table1_verdicts_are_computed_from_the_numbers(tmp_path):
+    _table1(tmp_path, 37.3)
+    text = report_md.render_report(tmp_path, [])
+    assert "| iwslt14 | sparsemax | 30.0 | - | 35.5 | -5.5 |" in text
+    assert "**Differs**: iwslt14 sparsemax (30.0 vs 35.5, Δ -5.5)" in text
+    assert "iwslt14 1.5-relu (37.3 vs 37.3, Δ +0.0)" in text.split("**Differs**")[0]
+    assert "✓ Paper's claim — 1.5-ReLU performs on par with 1.5-entmax" in text
+    assert "`table1_bleu.csv`" not in text.split("## Missing")[1].split("## Commands")[0]
+    _table1(tmp_path, 34.0)
+    assert "✗ Paper's claim — 1.5-ReLU performs on par" in report_md.render_report(tmp_path, [])
+
+
+def test_corpus_without_paper_numbers_checks_only_claims(tmp_path):
+    write_csv(tables.table1_rows("toy", {"1.5-relu": tables.BleuScore(20.0)}), tmp_path,
+              "table1_bleu.csv")
+    text = report_md.render_report(tmp_path, [])
+    assert "No number here has a paper counterpart" in text
+    assert "? Paper's claim — 1.5-ReLU performs on par" in text
+
+
+def test_every_csv_makes_a_section_and_figures_embed_only_when_drawn(all_csvs):
+    text = report_md.render_report(all_csvs, [])
+    assert "Nothing: every CSV of the catalog is present." in text
+    assert "![" not in text and "is not drawn yet" in text
+    done = regenerate(all_csvs, ["arelu train ..."])
+    text = done.report.read_text()
+    for png in done.pngs:
+        assert f"]({png.name})" in text
+    assert text.count("## ") >= len(report_md.SECTIONS) + 3
+
+
+def test_regenerate_builds_from_runs_and_records_commands(tmp_path, run_folder):
+    for transform, tau in (("softmax", None), ("1.5-relu", 0.3)):
+        run_folder(tmp_path / "runs" / transform, transform, tau=tau)
+    run_folder(tmp_path / "tau-sweep" / "tau-0.1", "1.5-relu", tau=0.1)
+    (tmp_path / "commands.txt").write_text("arelu prepare toy\n\narelu train --transform softmax\n")
+    done = regenerate(tmp_path, ["arelu report ."], gpu_watts=250.0)
+    assert sorted(p.name for p in done.csvs) == [
+        "fig_alpha_relu_curves.csv", "fig_tau_norm_evolution.csv", "fig_tau_sweep.csv",
+        "fig_training_dynamics.csv", "table3_tau.csv", "training_time.csv"]
+    assert len(done.pngs) == 4
+    text = done.report.read_text()
+    assert "```\narelu prepare toy\narelu train --transform softmax\narelu report .\n```" in text
+    assert "`table1_bleu.csv`" in text.split("## Missing")[1]
+
+
+def test_regenerate_refuses_an_explicit_runs_folder_without_runs(tmp_path):
+    with pytest.raises(UserError, match="--runs .* no run folders"):
+        regenerate(tmp_path / "out", runs_dir=tmp_path)
