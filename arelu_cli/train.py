@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
+import gc
 import json
 import time
 from collections.abc import Iterator
@@ -116,7 +117,13 @@ def train(config: Config, out: str | Path, *, resume: bool = False, recipe: str 
     ctx = distributed.setup(config.train.device)
     try:
         session, state = _setup(config, Path(out), ctx, resume, recipe)
-        return _loop(session, state, console if ctx.is_main else None)
+        summary = _loop(session, state, console if ctx.is_main else None)
+        # DDP's reducer holds the process group: free it while every process is still here
+        # (a gloo group destroyed after its peer left can hang in its destructor).
+        del session, state
+        gc.collect()
+        distributed.barrier(ctx)
+        return summary
     finally:
         distributed.teardown(ctx)
 

@@ -14,8 +14,8 @@ def test_rows_per_transform(tiny_corpus, tiny_config):
     rows = bench_train(tiny_config(tiny_corpus), ["1.5-relu", "1.5-entmax"], repeats=2,
                        device_name="cpu", warmup=1)
     assert [r["transform"] for r in rows] == ["softmax", "1.5-relu", "1.5-entmax"]
-    for r in rows:  # ratios are of times paired in this run (never checked against a clock)
-        assert r["time_ratio"] == pytest.approx(r["ms_per_step"] / r["softmax_ms_per_step"])
+    for r in rows:  # medians of paired ratios: timings are never checked against a clock
+        assert r["time_ratio"] > 0 and r["speed_ratio"] == pytest.approx(1 / r["time_ratio"])
     assert all(r["tokens_per_s"] > 0 and r["ms_per_step"] > 0 for r in rows)
     assert rows[1]["tau"] > 0 and rows[0]["tau"] is None
 
