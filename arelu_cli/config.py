@@ -141,6 +141,8 @@ class ReproduceConfig:
     """Beam sizes of the inference-time figure."""
     timing_sentences: int = 0
     """Test sentences timed per beam size (0: all)."""
+    timing_repeats: int = 3
+    """Timings per transform and beam size, interleaved; the figure keeps the median."""
     train_sentences: int = 1000
     """Training sentences sampled for the train-set sparsity figure."""
     human_eval_items: int = 135
@@ -258,6 +260,7 @@ def validate(config: Config) -> Config:
     if not r.transforms:
         raise UserError("[reproduce] transforms must name at least one output transform")
     _positive("[reproduce] sweep_steps", r.sweep_steps)
+    _positive("[reproduce] timing_repeats", r.timing_repeats)
     if any(b < 1 for b in r.beams):
         raise UserError(f"[reproduce] beams must be at least 1, got {list(r.beams)}")
     for key in ("timing_sentences", "train_sentences", "human_eval_items", "gpu_watts",

@@ -140,10 +140,12 @@ def self_norm_figure(config: Config, out: Path, device: str) -> None:
 
 
 def inference_time(config: Config, out: Path, device: str) -> None:
-    """Fig. infTime: time to translate the test set per transform and beam, one run."""
+    """Fig. infTime: time to translate the test set per transform and beam, the median of
+    ``timing_repeats`` interleaved timings."""
     r = config.reproduce
     rows = bench_translate([_run(out, n) for n in r.transforms], list(r.beams), TEST,
-                           device=device, max_sentences=r.timing_sentences or None)
+                           device=device, max_sentences=r.timing_sentences or None,
+                           repeats=r.timing_repeats)
     write_rows(rows, out / "analysis" / "bench_translate.csv")
     seconds = {(row["transform"], row["beam"]): row["seconds"] for row in rows}
     sigs = {row["transform"]: row["signature"] for row in rows}

@@ -72,6 +72,7 @@ def test_parse_override(text, expected):
     ({"reproduce": {"beams": [1, 0]}}, r"\[reproduce\] beams must be at least 1"),
     ({"reproduce": {"tau_sweep": [0.1, "x"]}}, r"\[reproduce\] tau_sweep must be a number"),
     ({"reproduce": {"train_minutes": -1}}, r"train_minutes must be >= 0"),
+    ({"reproduce": {"timing_repeats": 0}}, r"\[reproduce\] timing_repeats must be positive"),
 ])
 def test_bad_values_say_what_to_do(tables, message):
     with pytest.raises(UserError, match=message):

@@ -38,7 +38,8 @@ def write_recipe(path: Path, corpus: Path, model: dict) -> Path:
         "decode": {"beam": 2, "max_tokens": 2048},
         "reproduce": {"corpus": "toy", "transforms": ["softmax", "1.5-entmax", "1.5-relu"],
                       "tau_sweep": [0.0, 0.3], "sweep_steps": 4, "beams": [1, 2],
-                      "timing_sentences": 5, "train_sentences": 10, "human_eval_items": 6},
+                      "timing_sentences": 5, "timing_repeats": 2, "train_sentences": 10,
+                      "human_eval_items": 6},
     }
     path.write_text("".join(f"[{name}]\n" + "".join(f"{k} = {_toml(v)}\n" for k, v in t.items())
                             + "\n" for name, t in tables.items()), encoding="utf-8")
@@ -77,6 +78,7 @@ def test_every_csv_png_and_the_report(grid):
     assert sorted(pd.read_csv(out / "fig_tau_sweep.csv")["tau"].unique()) == [0.0, 0.3]
     timing = pd.read_csv(out / "fig_inference_time.csv")
     assert len(timing) == 3 * 2 and timing["normalized"].min() == pytest.approx(1.0)
+    assert set(pd.read_csv(out / "analysis" / "bench_translate.csv")["repeats"]) == {2}
     assert list(out.glob("*.png")) and report == out / "REPORT.md"
     text = report.read_text(encoding="utf-8")
     assert "arelu reproduce" in text and "table1_bleu.csv" in text

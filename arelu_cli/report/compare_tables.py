@@ -90,7 +90,9 @@ def table3_section(frame: pd.DataFrame) -> Section:
             compare_numbers(f"{label} {col}", r[col], printed["tau"], TOL["tau"], 3, matches, differs)
         if not missing(r["tau_empirical"]) and not missing(r["tau_analytic"]):
             gap = abs(r["tau_empirical"] - r["tau_analytic"])
-            verdicts.append(claim(f"τ̂ (no data) practically coincides with τ̃ for {label}",
+            rule = str(r["method"]).rpartition("analytic:")[2] or "analytic"
+            verdicts.append(claim(f"τ̂ (no data, {rule} rule) practically coincides with τ̃ "
+                                  f"for {label}",
                                   gap <= TOL["tau"], f"|τ̃ − τ̂| = {gap:.4f}; "
                                   f"coincide = within {TOL['tau']:g}"))
     verdicts.insert(0, match_line(matches, differs, f"|Δp*| ≤ {TOL['p_star']:g}, "
