@@ -7,9 +7,11 @@ with beam search -> score (Table 1) -> empty-check (Table 2) -> sparsity (Figs. 
 examples and blind human-evaluation sheets -> every other CSV, the PNGs and ``REPORT.md``
 (:mod:`arelu_cli.report.build`).
 
-Every step writes its outputs atomically and is skipped when they are already there, and a
-training run that was killed resumes from its ``last.pt``, so running the same command again
-after an interruption continues where it stopped. The layout of ``--out`` is the one
+Every step writes its outputs atomically and is skipped when they are already there and no
+older than what they were computed from (a retrained model redoes its translations and
+analyses), and a training run that was killed resumes from its ``last.pt``, so running the
+same command again after an interruption continues where it stopped. A run counts as
+finished only with its checkpoint, so a fresh clone of committed results trains again. The layout of ``--out`` is the one
 :mod:`arelu_cli.report.build` reads: CSVs at the top, ``runs/TRANSFORM/``,
 ``tau-sweep/tau-T/``, ``translations/``, ``analysis/`` (the raw CSVs of the analysis
 commands), ``human_eval/`` and ``commands.txt``.
@@ -20,7 +22,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -57,6 +59,22 @@ class Step:
     name: str
     done: Callable[[], bool]
     run: Callable[[], None]
+
+
+def up_to_date(output: Path, inputs: Iterable[Path] = ()) -> bool:
+    """make's rule: ``output`` exists, every input exists and none is newer than it, so that a
+    retrained model or a new translation redoes what was computed from the old one."""
+    if not output.is_file():
+        return False
+    made = output.stat().st_mtime_ns
+    return all(p.is_file() and p.stat().st_mtime_ns <= made for p in inputs)
+
+
+def finished(run: Path) -> bool:
+    """A training run is finished when it wrote ``summary.json`` and its checkpoint is there: a
+    clone of committed results has the summary without the (git-ignored) checkpoints, so the
+    grid trains again rather than reporting on models it does not have."""
+    return (run / SUMMARY).is_file() and (run / checkpoint.LAST).is_file()
 
 
 def resolve_recipe(name: str | Path) -> Path:
@@ -105,7 +123,7 @@ def training_steps(config: Config, out: Path, recipe: str, console: Console) -> 
         folder = out / "runs" / name
         run = _run_config(config, transform=name, max_minutes=minutes, valid_every=valid_every,
                           save_every=min(config.train.save_every, valid_every))
-        steps.append(Step(f"train {name}", (folder / SUMMARY).is_file,
+        steps.append(Step(f"train {name}", lambda folder=folder: finished(folder),
                           _train_step(run, folder, recipe, console)))
     every = max(1, r.sweep_steps // 4)
     for tau in r.tau_sweep:
@@ -113,7 +131,7 @@ def training_steps(config: Config, out: Path, recipe: str, console: Console) -> 
         run = _run_config(config, transform="1.5-relu", tau=float(tau), max_steps=r.sweep_steps,
                           max_minutes=r.sweep_minutes, valid_every=every, save_every=every,
                           average_decay=0.0)
-        steps.append(Step(f"tau sweep {tau:g}", (folder / SUMMARY).is_file,
+        steps.append(Step(f"tau sweep {tau:g}", lambda folder=folder: finished(folder),
                           _train_step(run, folder, recipe, console)))
     return steps
 
@@ -152,7 +170,8 @@ def reproduce(req: Request, console: Console | None = None) -> Path:
     write_commands(out, config, req)
     steps = [Step("prepare", lambda: req.source is None and _prepared(config),
                   lambda: rs.prepare_data(config, req.source, console)),
-             Step("tau (Table 3)", (out / "table3_tau.csv").is_file,
+             Step("tau (Table 3)",
+                  lambda: up_to_date(out / "table3_tau.csv", [Path(config.data.path) / "meta.json"]),
                   lambda: rs.tau_table(config, out))]
     steps += training_steps(config, out, recipe, console)
     steps += rs.analysis_steps(config, out, req.device)

@@ -26,9 +26,10 @@ from arelu_cli.report.build import regenerate
 from arelu_cli.report.columns import write_csv
 from arelu_cli.report.distributions import self_norm_rows, sparsity_rows
 from arelu_cli.report.examples import translation_examples_rows
-from arelu_cli.reproduce import DEV, TEST, Step
+from arelu_cli.reproduce import DEV, TEST, Step, up_to_date
 from arelu_cli.results import write_rows
-from arelu_cli.translate import Decoder, open_checkpoint, translate, write_translation
+from arelu_cli.translate import (Decoder, open_checkpoint, resolve_checkpoint, translate,
+                                 write_translation)
 
 SPARSE_FIRST = ("1.5-relu", "1.5-entmax")
 """The pair the paper compares in its sparsity figures and translation examples."""
@@ -66,7 +67,9 @@ def _translate_step(config: Config, out: Path, name: str, device: str) -> Step:
         decoder = _open(out, name, device)
         found = translate(decoder, config.decode, split=TEST)
         write_translation(found, _hyp_path(out, name))
-    return Step(f"translate {name} (beam {config.decode.beam})", _hyp_path(out, name).is_file, run)
+    return Step(f"translate {name} (beam {config.decode.beam})",
+                lambda: up_to_date(_hyp_path(out, name), [resolve_checkpoint(_run(out, name))]),
+                run)
 
 
 def _hypotheses(out: Path, name: str) -> list[str]:
@@ -167,19 +170,31 @@ def examples_and_sheets(config: Config, out: Path) -> None:
 
 
 def analysis_steps(config: Config, out: Path, device: str) -> list[Step]:
-    """Translate, then every analysis; each is done when its CSV exists."""
+    """Translate, then every analysis; each is done when its CSV exists and is newer than the
+    checkpoints (or translations) it was computed from."""
     names = config.reproduce.transforms
     steps = [_translate_step(config, out, name, device) for name in names]
-    table: list[tuple[str, str, Callable[[], None]]] = [
-        ("score (Table 1)", "table1_bleu.csv", lambda: score(config, out, device)),
-        ("empty check (Table 2)", "table2_empty.csv", lambda: empty(config, out, device)),
-        ("sparsity", "fig_sparsity.csv", lambda: sparsity_figure(config, out, device)),
-        ("self-normalization", "fig_self_norm.csv", lambda: self_norm_figure(config, out, device)),
-        ("inference time", "fig_inference_time.csv", lambda: inference_time(config, out, device)),
-        ("examples and human-eval sheets", "translation_examples.csv",
+
+    def models() -> list[Path]:
+        return [resolve_checkpoint(_run(out, name)) for name in names]
+
+    def hypotheses() -> list[Path]:
+        return [_hyp_path(out, name) for name in names]
+
+    table: list[tuple[str, str, Callable[[], list[Path]], Callable[[], None]]] = [
+        ("score (Table 1)", "table1_bleu.csv", hypotheses, lambda: score(config, out, device)),
+        ("empty check (Table 2)", "table2_empty.csv", models,
+         lambda: empty(config, out, device)),
+        ("sparsity", "fig_sparsity.csv", models, lambda: sparsity_figure(config, out, device)),
+        ("self-normalization", "fig_self_norm.csv", models,
+         lambda: self_norm_figure(config, out, device)),
+        ("inference time", "fig_inference_time.csv", models,
+         lambda: inference_time(config, out, device)),
+        ("examples and human-eval sheets", "translation_examples.csv", hypotheses,
          lambda: examples_and_sheets(config, out)),
     ]
-    steps += [Step(name, (out / csv).is_file, run) for name, csv, run in table]
+    steps += [Step(name, lambda csv=csv, inputs=inputs: up_to_date(out / csv, inputs()), run)
+              for name, csv, inputs, run in table]
     return steps
 
 

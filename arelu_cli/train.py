@@ -164,6 +164,8 @@ def _setup(config: Config, out: Path, ctx: distributed.Context, resume: bool,
             train_log.truncate_after(out / "log.csv", state.step)
     elif ctx.is_main:
         out.mkdir(parents=True, exist_ok=True)
+        for stale in (out / "log.csv", out / SUMMARY):  # an earlier run's, its checkpoints gone
+            stale.unlink(missing_ok=True)
         atomic_write_text(out / "config.json", json.dumps(
             {**config.to_dict(), "resolved": {"tau": tau, "world_size": ctx.world_size}},
             indent=2) + "\n")

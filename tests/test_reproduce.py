@@ -111,10 +111,30 @@ def test_lost_outputs_and_an_unfinished_run_are_redone(grid):
     reproduce(request, console)
     text = console.export_text()
     redone = set(re.findall(r"^(.+): \d+ s$", text, re.M))
-    assert redone == {"train softmax", "translate 1.5-relu (beam 2)", "empty check (Table 2)"}
+    assert {"train softmax", "translate 1.5-relu (beam 2)", "empty check (Table 2)",
+            "score (Table 1)", "examples and human-eval sheets"} <= redone
     assert "[4/16] train 1.5-entmax: done already, skipped" in text
+    assert "[9/16] translate 1.5-entmax (beam 2): done already, skipped" in text
     assert (out / "runs" / "softmax" / "summary.json").is_file()
     assert (out / "table2_empty.csv").is_file()
+    assert json.loads((out / "runs" / "softmax" / "summary.json").read_text())["steps"] == 6
+
+
+def test_a_clone_without_checkpoints_trains_again_and_redoes_what_depends_on_it(grid):
+    """Committed results hold summary.json but no *.pt: the model is trained again, and every
+    output computed from the old model is redone; the other transforms are left alone."""
+    request, _, _ = grid
+    out = request.out
+    for ckpt in (out / "runs" / "softmax").glob("*.pt"):
+        ckpt.unlink()
+    console = Console(record=True, width=120)
+    reproduce(request, console)
+    text = console.export_text()
+    redone = set(re.findall(r"^(.+): \d+ s$", text, re.M))
+    assert redone == {"train softmax", "translate softmax (beam 2)", "score (Table 1)",
+                      "empty check (Table 2)", "sparsity", "self-normalization",
+                      "inference time", "examples and human-eval sheets"}
+    assert (out / "runs" / "softmax" / "last.pt").is_file()
     assert json.loads((out / "runs" / "softmax" / "summary.json").read_text())["steps"] == 6
 
 
