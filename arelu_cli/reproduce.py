@@ -13,9 +13,9 @@ analyses), and a training run that was killed resumes from its ``last.pt``, so r
 same command again after an interruption continues where it stopped. A run counts as
 finished only with its checkpoint, so a fresh clone of committed results trains again.
 
-The layout of ``--out`` is the one :mod:`arelu_cli.report.build` reads: CSVs at the top, ``runs/TRANSFORM/``,
-``tau-sweep/tau-T/``, ``translations/``, ``analysis/`` (the raw CSVs of the analysis
-commands), ``human_eval/`` and ``commands.txt``.
+The layout of ``--out`` is the one :mod:`arelu_cli.report.build` reads: CSVs at the top,
+``runs/TRANSFORM/``, ``tau-sweep/tau-T/``, ``translations/``, ``analysis/`` (the raw CSVs of
+the analysis commands), ``human_eval/`` and ``commands.txt``.
 """
 
 from __future__ import annotations
