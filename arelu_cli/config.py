@@ -90,6 +90,10 @@ class TrainConfig:
     """Steps between validations (loss and greedy BLEU)."""
     save_every: int = 1000
     """Steps between resumable checkpoints (``last.pt``)."""
+    keep_every: int = 0
+    """Steps between kept weight snapshots ``steps/step-N.pt`` (the weights decoding uses),
+    so that a model can be evaluated at any of those steps later, e.g. at equal steps or at
+    the step another transform reaches in equal time; 0 keeps none."""
     stats_rows: int = 256
     """Logit rows per logging step on which tau(z), Sum p and non-zeros are measured."""
     device: Device = "auto"
@@ -238,6 +242,8 @@ def validate(config: Config) -> Config:
     for key in ("adam_beta1", "adam_beta2", "average_decay"):
         if not 0.0 <= getattr(t, key) < 1.0:
             raise UserError(f"[train] {key} must be in [0, 1), got {getattr(t, key)}")
+    if t.keep_every < 0:
+        raise UserError(f"[train] keep_every must be >= 0 (0 keeps no snapshots), got {t.keep_every}")
     for key in ("max_minutes", "clip_norm"):
         if not (math.isfinite(getattr(t, key)) and getattr(t, key) >= 0):
             raise UserError(f"[train] {key} must be >= 0 (0 disables it), got {getattr(t, key)}")

@@ -54,6 +54,11 @@ SUMMARY = "summary.json"
 """Written when a run finishes (its :class:`Summary`): a run folder without it is unfinished."""
 
 
+def snapshot_path(run: str | Path, step: int) -> Path:
+    """Where ``[train] keep_every`` keeps the decoding weights of ``step``."""
+    return Path(run) / "steps" / f"step-{step}.pt"
+
+
 @dataclass
 class State:
     """Where training stands; everything here goes into ``last.pt``."""
@@ -207,6 +212,8 @@ def _payload(s: Session, state: State, kind: str) -> dict:
             "world_size": s.ctx.world_size, "versions": versions()}
     if kind == "best":
         return {**base, "model": weights.state_dict(), "average": None, "bleu": state.best_bleu}
+    if kind == "snapshot":
+        return {**base, "model": weights.state_dict(), "average": None}
     t = s.config.train
     schedule = {"kind": "noam", "lr": t.lr, "warmup": t.warmup, "d_model": s.config.model.d_model,
                 "current_lr": noam_lr(max(state.step, 1), t.lr, s.config.model.d_model, t.warmup)}
@@ -397,6 +404,8 @@ def _loop(s: Session, state: State, console: Console | None) -> Summary:
                 row.update(_validate(s, state))
                 last_bleu = row.get("val_bleu", last_bleu)
             _write_row(s, state, row)
+            if t.keep_every and state.step % t.keep_every == 0 and s.ctx.is_main:
+                checkpoint.save(_payload(s, state, "snapshot"), snapshot_path(s.out, state.step))
             if state.step % t.save_every == 0 or done:
                 _save_last(s, state)
             _show(bar, task, s, state, row)
