@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-import tempfile
+import re
 from pathlib import Path
 
 import torch
@@ -28,6 +28,7 @@ from arelu_cli.data.prepared import Prepared
 from arelu_cli.errors import UserError
 from arelu_cli.model import Transformer
 from arelu_cli.registry import OutputTransform, get_transform
+from arelu_cli.results import open_temp
 
 FORMAT = 1
 LAST, BEST = "last.pt", "best.pt"
@@ -48,10 +49,11 @@ def vocab_record(data: Prepared) -> dict:
 
 
 def save(payload: dict, path: str | Path) -> Path:
-    """``torch.save`` to a temporary file in the same folder, fsync, then rename."""
+    """``torch.save`` to a temporary file in the same folder, fsync, then rename; the file
+    gets the mode of the one it replaces, or 0666 less the umask."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp = open_temp(path)  # the umask's mode (or the replaced file's), not mkstemp's 0600
     try:
         with os.fdopen(fd, "wb") as handle:
             torch.save({"format": FORMAT, **payload}, handle)
@@ -75,7 +77,11 @@ def load(path: str | Path) -> dict:
     try:
         ckpt = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # torch raises many types for a corrupt or foreign file
-        raise UserError(f"{path} is not a readable arelu checkpoint ({err})") from None
+        # Some of its messages run over lines of advice (in colour): keep what went wrong.
+        lines = re.sub(r"\x1b\[[0-9;]*m", "", str(err)).strip().splitlines()
+        why = f"{type(err).__name__}: {(lines or [''])[0].split('. ')[0][:200]}"
+        raise UserError(f"{path} is not a readable arelu checkpoint ({why}); give a last.pt "
+                        "or best.pt that arelu train wrote") from None
     if not isinstance(ckpt, dict) or ckpt.get("format") != FORMAT:
         raise UserError(f"{path} is not an arelu checkpoint of format {FORMAT}")
     return ckpt

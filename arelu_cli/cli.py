@@ -60,11 +60,13 @@ def prepare(
     seed: int = typer.Option(0, help="Seed of the toy generator."),
     train_size: Optional[int] = typer.Option(
         None, help="Toy: training pairs to generate (50000); others: keep the first N cleaned pairs."),
-    eval_size: Optional[int] = typer.Option(None, help="Toy: dev and test pairs each (1000)."),
-    toy_vocab: Optional[int] = typer.Option(None, help="Toy: content words per language (6000)."),
+    eval_size: Optional[int] = typer.Option(None, help="Toy: dev and test pairs each, at least 1 (1000)."),
+    toy_vocab: Optional[int] = typer.Option(None, help="Toy: content words per language, at least 1 (6000)."),
     max_words: Optional[int] = typer.Option(None, help="Drop training pairs with a side longer than this."),
     max_ratio: Optional[float] = typer.Option(None, help="Drop training pairs whose word-count ratio exceeds this."),
-    force: bool = typer.Option(False, "--force", help="Rebuild, replacing whatever --out holds."),
+    force: bool = typer.Option(
+        False, "--force", help="Rebuild, even replacing a folder prepared from another corpus "
+        "or other files (never a folder or file that arelu prepare did not write)."),
 ) -> None:
     """Get a corpus, clean it, learn BPE and write a prepared folder (a no-op when up to date)."""
     from arelu_cli.data import prepare as prep
@@ -113,13 +115,14 @@ def estimate_tau(
     """
     from arelu_cli.analysis import tau_table
     from arelu_cli.config import load_config
+    from arelu_cli.reproduce import resolve_recipe
     from arelu_cli.results import write_rows
 
     if method in ("empirical", "both"):
         if recipe is None and data is None:
             raise UserError(f"--method {method} needs a model and data: give --recipe "
                             "(recipes/*.toml) and/or --data (a prepared folder)")
-        config = load_config(recipe, {("data", "path"): data})
+        config = load_config(recipe and resolve_recipe(recipe), {("data", "path"): data})
         rows = tau_table.empirical_rows(
             method, config, tau_table.parse_list(alpha, float, "--alpha"),
             tau_table.parse_list(rule, str, "--rule"), batches=batches)
@@ -175,21 +178,31 @@ def train(
 
     Multi-process: torchrun --nproc_per_node=N $(which arelu) train ... (gloo on CPU, nccl on GPU).
     """
-    from arelu_cli import checkpoint
     from arelu_cli.config import load_config, parse_override
+    from arelu_cli.reproduce import resolve_recipe
     from arelu_cli.train import train as run_training
+    from arelu_cli.train_guard import Interrupted, read_last
 
+    recipe = recipe and resolve_recipe(recipe)
     overrides = {(sec, key): value for sec, key, value in map(parse_override, set_)}
     overrides |= {("train", "transform"): transform, ("train", "tau"): _tau_option(tau),
                   ("data", "path"): data, ("train", "max_steps"): max_steps,
                   ("train", "max_minutes"): max_minutes, ("train", "seed"): seed,
                   ("train", "device"): device, ("train", "precision"): precision,
                   ("train", "compile"): compile, ("train", "fused_output"): fused_output}
-    base = checkpoint.load(resume)["config"] if resume is not None and recipe is None else None
+    if resume is not None and out is not None and out.resolve() != resume.resolve():
+        raise UserError(f"--resume continues the run in its own folder ({resume}); drop --out "
+                        f"{out}, or copy the run folder there and resume that")
+    base = read_last(resume)["config"] if resume is not None and recipe is None else None
     config = load_config(recipe, overrides, base=base)
     folder = resume or out or Path("runs") / (recipe.stem if recipe else "default") / config.train.transform
-    summary = run_training(config, folder, resume=resume is not None,
-                           recipe=recipe.stem if recipe else None, console=console)
+    try:
+        summary = run_training(config, folder, resume=resume is not None,
+                               recipe=recipe.stem if recipe else None, console=console)
+    except Interrupted as stopped:  # last.pt saved (or kept): say where, and how to go on
+        if stopped.rank == 0:
+            Console(stderr=True).print(escape(str(stopped)), highlight=False, soft_wrap=True)
+        raise typer.Exit(stopped.code) from None
     if summary.rank == 0:
         tau_text = "" if summary.tau is None else f", tau {summary.tau:.4f}"
         console.print(f"{summary.steps} steps in {summary.seconds / 60:.1f} min "
@@ -214,21 +227,57 @@ def reproduce(
     device: str = typer.Option("auto", help="auto, cpu or cuda."),
     gpu_watts: Optional[float] = typer.Option(
         None, help="Watts per GPU for the kWh column of training_time.csv."),
+    seeds: Optional[str] = typer.Option(
+        None, help="Comma-separated training seeds, e.g. 1,2,3: every run is trained and "
+        "analysed once per seed, tables report mean ± std (default: the recipe's [reproduce] "
+        "seeds, else its [train] seed)."),
 ) -> None:
     """The paper's whole grid for one recipe: prepare, tau, train every transform, translate,
     score, empty-check, sparsity, self-norm, timing, then every CSV, PNG and REPORT.md.
 
     Steps whose outputs exist are skipped, so running it again continues an interrupted grid.
     """
-    from arelu_cli.reproduce import Request, reproduce as run_grid, resolve_recipe
+    from arelu_cli.reproduce import Request, parse_seeds, reproduce as run_grid, resolve_recipe
 
     path = resolve_recipe(recipe)
     request = Request(
         path, out or Path("results") / path.stem, source,
         tuple(t.strip() for t in transforms.split(",") if t.strip()) if transforms else None,
-        minutes, _float_list(tau_sweep, "--tau-sweep"), device, gpu_watts,
+        minutes, _float_list(tau_sweep, "--tau-sweep"), device, gpu_watts, parse_seeds(seeds),
         command="arelu " + " ".join(sys.argv[1:]))
     run_grid(request, console)
+
+
+@app.command()
+def study(
+    recipe: str = typer.Argument(..., help="Recipe with \\[sweep] and \\[study] tables, e.g. "
+                                 "multi30k-study (recipes/NAME.toml) or a TOML file."),
+    out: Optional[Path] = typer.Option(None, help="Results folder (default results/NAME)."),
+    source: Optional[Path] = typer.Option(
+        None, help="Corpus files in the publisher's layout: prepare \\[data] path from them first."),
+    corpus: str = typer.Option("multi30k", help="`arelu prepare` corpus name used with --source."),
+    set_: list[str] = typer.Option([], "--set", help="SECTION.KEY=VALUE: override any recipe "
+                                   "key, e.g. --set study.seeds=[1,2]. Repeatable."),
+) -> None:
+    """A comparison a reviewer accepts: a tuning sweep selected on dev BLEU, every transform
+    at several seeds, convergence, test BLEU at equal steps and equal time, paired bootstrap.
+
+    Every run has a step budget, so its BLEU cannot depend on what else the machine runs; the
+    one timing stage (bench_train.csv, for equal time) wants an idle machine. Stages whose
+    outputs exist are skipped: run the same command again to continue.
+    """
+    from arelu_cli.config import load_config, parse_override
+    from arelu_cli.data.prepare import PrepareRequest, prepare as run_prepare
+    from arelu_cli.reproduce import resolve_recipe
+    from arelu_cli.study import study as run_study
+
+    path = resolve_recipe(recipe)
+    config = load_config(path, {(sec, key): value for sec, key, value in map(parse_override, set_)})
+    if source is not None:
+        run_prepare(PrepareRequest(corpus, Path(config.data.path), source=source),
+                    log=console.print)
+    report = run_study(config, out or Path("results") / path.stem, console, recipe=path.stem)
+    console.print(f"study report: {report}")
 
 
 def _float_list(text: Optional[str], option: str) -> tuple[float, ...] | None:
@@ -258,10 +307,12 @@ def bench_loss(
 ) -> None:
     """Time forward+backward and forward-only of every loss against F.cross_entropy; write CSV."""
     from arelu_cli.analysis import bench_loss as bench
+    from arelu_cli.analysis.timing import device_path
 
     plan = bench.make_plan(quick=quick, transforms=transforms, sizes=sizes, repeats=repeats,
                            dtypes=dtype, device=device, threads=threads,
                            max_seconds=max_seconds, modes=modes)
+    out = device_path(out, plan.device)
     frame = bench.run(plan, out, console=console)
     bench.print_table(frame, console)
     console.print(f"wrote {out}")
@@ -273,16 +324,19 @@ def bench_fused_linear(
     quick: bool = typer.Option(False, "--quick", help="A seconds-long case (256x4000, d=64)."),
     sizes: Optional[str] = typer.Option(None, help="Comma-separated NxV cases (default: 8192x40000)."),
     d: Optional[int] = typer.Option(None, "--d", help="Model width d (default: 512)."),
-    dtype: str = typer.Option("float32", help="float32, bfloat16 or float16."),
+    dtype: Optional[str] = typer.Option(
+        None, help="float32, bfloat16 or float16 (default: bfloat16 on CUDA, float32 on CPU)."),
     alpha: float = typer.Option(1.5, help="alpha of alpha-ReLU; tau is the paper's analytic estimate for V."),
     repeats: Optional[int] = typer.Option(None, min=1, help="Timed pairs per case (median is reported)."),
     device: str = typer.Option("auto", help="cpu, cuda or auto."),
 ) -> None:
     """Time and peak memory of the fused linear + alpha-ReLU loss against Linear + loss; write CSV."""
     from arelu_cli.analysis import bench_fused as bench
+    from arelu_cli.analysis.timing import device_path
 
     plan = bench.make_plan(quick=quick, sizes=sizes, width=d, dtype=dtype, alpha=alpha,
                            repeats=repeats, device=device)
+    out = device_path(out, plan.device)
     frame = bench.run(plan, out)
     bench.print_table(frame, console)
     console.print(f"wrote {out}")
@@ -300,20 +354,46 @@ def bench_train(
     max_tokens: Optional[int] = typer.Option(None, help="Batch token budget (default: the recipe's)."),
     fused: bool = typer.Option(False, "--fused", help="Add a row <a>-relu+fused per alpha-ReLU "
                                "transform: the step with the fused output layer (--fused-output)."),
-    out: Path = typer.Option(Path("results/bench/train.csv"), help="CSV file to write."),
+    out: Optional[Path] = typer.Option(
+        None, help="CSV file to write (default results/bench/train.csv, with --under-load "
+        "results/bench/train_under_load.csv)."),
+    under_load: bool = typer.Option(
+        False, "--under-load", help="Instead: real training steps quiet, then beside a competing "
+        "PyTorch process of the same priority, with torch's thread count fixed and with the "
+        "thread governor (\\[train] threads = auto); CPU only."),
+    load_steps: int = typer.Option(100, help="--under-load: measured steps per phase."),
+    load_warmup: int = typer.Option(20, help="--under-load: unmeasured steps before the quiet phase."),
+    load_threads: int = typer.Option(2, help="--under-load: threads of the competing process."),
+    load_size: int = typer.Option(1024, help="--under-load: matrix size of the competitor's matmuls."),
 ) -> None:
-    """Time whole training steps (tokens/s, peak memory) of each transform on one model and batch."""
+    """Time whole training steps (tokens/s, peak memory) of each transform on one model and batch;
+    with --under-load, training speed quiet and beside a competing process instead."""
     from arelu_cli.analysis import bench_train as bench
     from arelu_cli.analysis.tau_table import parse_list
     from arelu_cli.config import load_config
+    from arelu_cli.reproduce import resolve_recipe
     from arelu_cli.results import write_rows
 
-    config = load_config(recipe, {("train", "precision"): precision,
+    config = load_config(resolve_recipe(recipe), {("train", "precision"): precision,
                                   ("data", "max_tokens"): max_tokens})
     names = parse_list(transforms, str, "--transforms") if transforms else list(bench.DEFAULT_TRANSFORMS)
-    rows = bench.bench_train(config, names, repeats, device, warmup=warmup, console=console,
-                             fused=fused)
-    bench.print_table(write_rows(rows, out), console)
+    if under_load:
+        from arelu_cli.analysis import bench_load
+
+        if fused:
+            raise UserError("--fused does not apply to --under-load, which trains each transform "
+                            "as the recipe does; drop --fused")
+        out = out or Path("results/bench/train_under_load.csv")
+        rows = bench_load.bench_under_load(config, names, load_steps, load_warmup, load_threads,
+                                           load_size, device, console=console)
+        bench_load.print_table(write_rows(rows, out), console)
+    else:
+        out = out or Path("results/bench/train.csv")
+        rows = bench.bench_train(config, names, repeats, device, warmup=warmup, console=console,
+                                 fused=fused)
+        from arelu_cli.analysis.timing import device_path
+        out = device_path(out, rows[0]["device"])  # the GPU's name in it on CUDA
+        bench.print_table(write_rows(rows, out), console)
     console.print(f"wrote {out}")
 
 
@@ -349,9 +429,15 @@ def human_eval_export(
         if not sep or not name or not path:
             raise UserError(f"--system takes NAME=FILE, got {item!r}")
         systems[name] = read_lines(Path(path))
+    names = parse_list(annotators, str, "--annotators")
+    # Filled-in sheets are the annotators' work, and a new key would no longer match them.
+    taken = [path for path in (out / "key.csv", out / "INSTRUCTIONS.txt",
+                               *(out / f"sheet_{name}.csv" for name in names)) if path.exists()]
+    if taken:
+        raise UserError(f"{out} already holds {taken[0].name} of an earlier export (its sheets may "
+                        "be filled in); choose another --out or move those files away")
     done = human_eval.export_sheets(sources, references, systems, out, n_items=items,
-                                    annotators=parse_list(annotators, str, "--annotators"),
-                                    seed=seed, shared_fraction=shared)
+                                    annotators=names, seed=seed, shared_fraction=shared)
     for name, path in done.sheets.items():
         console.print(f"wrote {path} for {name} ({items} items, {done.n_shared} shared)")
     console.print(f"wrote {done.key}: keep it from the annotators; give them "
@@ -411,7 +497,8 @@ def report(
 
 
 _DECODE_HELP = {
-    "checkpoint": "A checkpoint file, or a run folder (its best.pt, else last.pt).",
+    "checkpoint": "A checkpoint file, or a run folder (its best.pt, else last.pt); default: "
+                  "the run trained most recently under ./runs.",
     "data": "Prepared corpus folder (default: the one the checkpoint was trained on).",
     "beam": "Beam size; 1 is greedy search (default: the checkpoint's \\[decode] beam, 5).",
     "length_penalty": "GNMT length penalty exponent for ranking finished hypotheses "
@@ -423,6 +510,20 @@ _DECODE_HELP = {
                      "1000 of train).",
     "device": "auto, cpu or cuda.",
 }
+
+
+def _checkpoints(given: list[Path]) -> list[Path]:
+    """The checkpoints given, else the run ``arelu train`` made most recently under ./runs
+    (named on stderr, so that stdout keeps only what the command writes there)."""
+    if given:
+        return given
+    from arelu_cli.translate import RUNS, latest_run
+
+    run = latest_run()
+    Console(stderr=True).print(f"using {escape(str(run))}, the most recently trained run under "
+                               f"{RUNS}/ (--checkpoint chooses another)", highlight=False,
+                               soft_wrap=True)
+    return [run]
 
 
 def _progress(total: int):
@@ -437,10 +538,13 @@ def _progress(total: int):
 
 @app.command()
 def translate(
-    checkpoint: Path = typer.Option(..., help=_DECODE_HELP["checkpoint"]),
-    input: Optional[Path] = typer.Option(None, "--input", help="Raw source text, one sentence a line."),
+    checkpoint: Optional[Path] = typer.Option(None, help=_DECODE_HELP["checkpoint"]),
+    input: Optional[Path] = typer.Option(None, "--input", help="Raw source text, one sentence a "
+                                         "line; - reads stdin (the default when it is a pipe "
+                                         "and --split is not given)."),
     split: Optional[str] = typer.Option(None, help="Translate this split of the prepared corpus instead."),
-    out: Optional[Path] = typer.Option(None, help="Output file (default: stdout); OUT.json records the run."),
+    out: Optional[Path] = typer.Option(None, help="Output file, or - for stdout (the default); "
+                                       "OUT.json records the run. Messages go to stderr."),
     beam: Optional[int] = typer.Option(None, help=_DECODE_HELP["beam"]),
     n_best: int = typer.Option(1, "--n-best", help="Write the K best hypotheses per line as "
                                "'i ||| translation ||| score' (K <= beam)."),
@@ -453,24 +557,37 @@ def translate(
     """Translate raw text (--input) or a prepared split (--split) by greedy or beam search.
 
     Scores: the transform's own log outputs; zero-probability tokens are pruned from the beam.
+    Lines longer than the model's positions are cut (a warning names them; OUT.json counts them).
     """
     from arelu_cli import translate as tr
 
+    if input is None and split is None and tr.stdin_is_piped():
+        input = Path(tr.STDIO)  # `cat x.de | arelu translate > x.en`
     if (input is None) == (split is None):
-        raise UserError("give exactly one of --input FILE (raw text) and --split NAME (a split "
-                        "of the prepared corpus)")
-    decoder = tr.open_checkpoint(checkpoint, data, device)
+        raise UserError("give exactly one of --input FILE (raw text, - for stdin) and --split "
+                        "NAME (a split of the prepared corpus)")
+    decoder = tr.open_checkpoint(_checkpoints([checkpoint] if checkpoint else [])[0], data, device)
     cfg = tr.decode_config(decoder, beam=beam, length_penalty=length_penalty, max_tokens=batch_tokens)
-    total = len(tr.read_text_lines(input)) if input is not None else len(decoder.data.split(split))
-    bar, advance = _progress(total)
+    if (input is not None and out is not None and tr.STDIO not in (str(input), str(out))
+            and input.exists() and out.exists() and out.samefile(input)):
+        raise UserError(f"--out {out} is the --input file: translating would overwrite the "
+                        "source text; choose another --out")
+    lines = tr.read_text_lines(input) if input is not None else None
+    bar, advance = _progress(len(lines) if lines is not None else len(decoder.data.split(split)))
     with bar:
-        result = tr.translate(decoder, cfg, input_path=input, split=split, n_best=n_best,
+        result = tr.translate(decoder, cfg, lines=lines, split=split, n_best=n_best,
+                              input_name=None if input is None else str(input),
                               renormalize=renormalize, progress=advance)
     tr.write_translation(result, out)
-    Console(stderr=True).print(
+    stderr = Console(stderr=True)
+    warning = tr.truncation_warning(result)
+    if warning:
+        stderr.print(f"[bold yellow]warning:[/] {escape(warning)}", highlight=False, soft_wrap=True)
+    to_file = out is not None and str(out) != tr.STDIO
+    stderr.print(
         f"{decoder.transform.name}, beam {cfg.beam}: {len(result.hypotheses)} sentences in "
         f"{result.seconds:.2f} s ({result.sentences_per_s:.1f} sentences/s)"
-        + (f"; wrote {out}" if out is not None else ""), soft_wrap=True)
+        + (f"; wrote {escape(str(out))}" if to_file else ""), highlight=False, soft_wrap=True)
 
 
 @app.command()
@@ -478,7 +595,8 @@ def score(
     hyp: Path = typer.Option(..., help="Detokenized translations, one a line (arelu translate --out)."),
     ref: Optional[Path] = typer.Option(
         None, help="References, one a line (default: the split named in HYP.json by arelu translate)."),
-    out: Path = typer.Option(Path("results/scores.csv"), help="CSV to append the score's row to."),
+    out: Path = typer.Option(Path("results/scores.csv"), help="CSV to append the score's row to "
+                             "(created if missing; an existing one must be an arelu score CSV)."),
 ) -> None:
     """Detokenized, case-sensitive BLEU and chrF (sacrebleu); append a row to a CSV.
 
@@ -495,7 +613,7 @@ def score(
 
 @app.command("empty-check")
 def empty_check(
-    checkpoint: list[Path] = typer.Option(..., help=_DECODE_HELP["checkpoint"] + " Repeatable."),
+    checkpoint: list[Path] = typer.Option([], help=_DECODE_HELP["checkpoint"] + " Repeatable."),
     split: list[str] = typer.Option(["dev"], help="Split(s) to check (paper: dev). Repeatable."),
     beam: Optional[int] = typer.Option(None, help=_DECODE_HELP["beam"]),
     length_penalty: Optional[float] = typer.Option(None, help=_DECODE_HELP["length_penalty"]),
@@ -514,7 +632,7 @@ def empty_check(
     from arelu_cli.translate import decode_config, open_checkpoint
 
     summaries, details = [], []
-    for path in checkpoint:
+    for path in _checkpoints(checkpoint):
         decoder = open_checkpoint(path, data, device)
         cfg = decode_config(decoder, beam=beam, length_penalty=length_penalty, max_tokens=batch_tokens)
         rows, sentences = check.measure(decoder, split, cfg, renormalize=renormalize,
@@ -533,7 +651,7 @@ def empty_check(
 
 @app.command()
 def sparsity(
-    checkpoint: list[Path] = typer.Option(..., help=_DECODE_HELP["checkpoint"] + " Repeatable."),
+    checkpoint: list[Path] = typer.Option([], help=_DECODE_HELP["checkpoint"] + " Repeatable."),
     split: list[str] = typer.Option(["test"], help="Split(s) to measure, e.g. --split test "
                                     "--split train. Repeatable."),
     along: str = typer.Option("both", help="Steps teacher-forced on the references, along the "
@@ -555,7 +673,7 @@ def sparsity(
     from arelu_cli.translate import decode_config, open_checkpoint
 
     alongs, rows = parse_along(along), []
-    for path in checkpoint:
+    for path in _checkpoints(checkpoint):
         decoder = open_checkpoint(path, data, device)
         cfg = decode_config(decoder, beam=beam, max_tokens=batch_tokens)
         rows += sp.measure(decoder, split, alongs, cfg, max_sentences=max_sentences, seed=seed)
@@ -571,7 +689,7 @@ def sparsity(
 
 @app.command("self-norm")
 def self_norm(
-    checkpoint: list[Path] = typer.Option(..., help=_DECODE_HELP["checkpoint"] + " Repeatable."),
+    checkpoint: list[Path] = typer.Option([], help=_DECODE_HELP["checkpoint"] + " Repeatable."),
     split: list[str] = typer.Option(["test"], help="Split(s) to measure. Repeatable."),
     along: str = typer.Option("beam", help="Steps along the beam output (the paper's), "
                               "teacher-forced on the references, or both."),
@@ -593,7 +711,7 @@ def self_norm(
     from arelu_cli.translate import decode_config, open_checkpoint
 
     alongs, summaries, histograms = parse_along(along), [], []
-    for path in checkpoint:
+    for path in _checkpoints(checkpoint):
         decoder = open_checkpoint(path, data, device)
         cfg = decode_config(decoder, beam=beam, max_tokens=batch_tokens)
         rows, hist = sn.measure(decoder, split, alongs, cfg, max_sentences=max_sentences, seed=seed)
@@ -612,7 +730,9 @@ def self_norm(
 
 @bench_app.command("translate")
 def bench_translate(
-    checkpoints: str = typer.Option(..., help="Comma-separated checkpoints or run folders."),
+    checkpoints: Optional[str] = typer.Option(
+        None, help="Comma-separated checkpoints or run folders (default: the run trained most "
+        "recently under ./runs)."),
     beams: str = typer.Option("1,2,4,8,12", help="Comma-separated beam sizes."),
     split: str = typer.Option("test", help="Split of the prepared corpus to translate."),
     max_sentences: Optional[int] = typer.Option(None, help="Translate only this many sentences (seeded sample)."),
@@ -627,7 +747,8 @@ def bench_translate(
     from arelu_cli.analysis import bench_translate as bench
     from arelu_cli.results import write_rows
 
-    paths = [part.strip() for part in checkpoints.split(",") if part.strip()]
+    paths = _checkpoints([Path(part.strip()) for part in (checkpoints or "").split(",")
+                          if part.strip()])
     rows = bench.bench_translate(paths, bench.parse_beams(beams), split, data=data, device=device,
                                  max_sentences=max_sentences, repeats=repeats,
                                  max_tokens=batch_tokens, log=console.log)

@@ -81,6 +81,12 @@ class TrainConfig:
     """Wall-clock budget in minutes, validation included; 0 means no limit."""
     clip_norm: float = 0.0
     """Clip the gradient's global L2 norm to this; 0 disables clipping."""
+    label_smoothing: float = 0.0
+    """Label smoothing epsilon in [0, 1) of the training loss, for every output transform:
+    the target becomes ``(1 - eps) e_y + eps / V`` (cross-entropy to it for softmax, the
+    Fenchel-Young / alpha-ReLU loss with it in place of the one-hot otherwise; gradient
+    ``p - q``). 0 is the paper's setting. The logged ``train_loss`` is the smoothed loss;
+    ``val_loss`` is always the unsmoothed one, comparable across settings."""
     average_decay: float = 0.0
     """Exponential moving average of the weights (OpenNMT's ``average_decay``), used for
     validation and the saved best model; 0 disables it."""
@@ -106,6 +112,12 @@ class TrainConfig:
     ``linear_alpha_relu_loss`` never holds the N x V logits; same loss and gradients up to
     rounding. The logged statistics are then computed on logits recomputed from the
     decoder's output without gradients."""
+    threads: str | int = "auto"
+    """torch intra-op CPU threads of training: ``auto`` starts at torch's count and lets
+    :mod:`arelu_cli.threads` switch to fewer while another process competes for the cores
+    (and back when it leaves), from measured tokens/s; single-process CPU training only,
+    elsewhere torch's count stays. An integer fixes the count (bitwise-identical reruns:
+    a switch changes the rounding of sums)."""
 
 
 @dataclass(frozen=True)
@@ -153,6 +165,53 @@ class ReproduceConfig:
     """Items of the blind human-evaluation sheets (the paper: 135)."""
     gpu_watts: float = 0.0
     """Power of one accelerator for the kWh column of training_time.csv (0: left blank)."""
+    seeds: tuple[int, ...] = ()
+    """Training seeds: every run of the grid (each transform, each tau of the sweep) is
+    trained, translated and analysed once per seed; empty: the ``[train] seed`` only."""
+
+
+@dataclass(frozen=True)
+class SweepConfig:
+    """The tuning sweep of ``arelu study`` (:mod:`arelu_cli.sweep`): per transform, the
+    training configurations tried, selected on dev BLEU only. An empty list keeps the
+    ``[train]`` value."""
+
+    transforms: tuple[str, ...] = ("softmax", "1.5-relu")
+    """Transforms tuned, each on its own."""
+    lr: tuple[float, ...] = ()
+    """Noam learning-rate factors tried."""
+    warmup: tuple[int, ...] = ()
+    """Noam warmup steps tried."""
+    label_smoothing: tuple[float, ...] = ()
+    """Label smoothing epsilons tried (the first is the starting point of a sequential sweep)."""
+    order: Literal["sequential", "grid"] = "sequential"
+    """``sequential``: lr first, then warmup, then label smoothing, each at the best so far;
+    ``grid``: every combination."""
+
+
+@dataclass(frozen=True)
+class StudyConfig:
+    """The stages of ``arelu study`` after the sweep: seeds, convergence, equal steps and
+    equal time, significance."""
+
+    seeds: tuple[int, ...] = (1, 2, 3)
+    """Seeds of every compared transform at its selected configuration (the sweep's runs are
+    the ``[train] seed`` ones)."""
+    borrow: tuple[str, ...] = ()
+    """``NAME=TUNED``: also train NAME at every seed with TUNED's selected configuration,
+    e.g. ``1.5-entmax-k100=1.5-relu`` (k100 computes 1.5-entmax exactly while its support
+    stays under 100)."""
+    convergence_steps: int = 3000
+    """The sweep's transforms at seed ``[train] seed`` continue to this many steps (0: no
+    convergence stage)."""
+    equal_time_minutes: float = 0.0
+    """Training minutes of the equal-time comparison, converted to steps with the quiet
+    ``bench train`` step times; 0: the time the fastest transform needs for ``[train]
+    max_steps`` steps."""
+    baseline: str = "softmax"
+    """The transform every other one is tested against (paired bootstrap)."""
+    bootstrap_samples: int = 1000
+    """Resamples of the paired bootstrap test."""
 
 
 @dataclass(frozen=True)
@@ -162,6 +221,8 @@ class Config:
     train: TrainConfig = field(default_factory=TrainConfig)
     decode: DecodeConfig = field(default_factory=DecodeConfig)
     reproduce: ReproduceConfig = field(default_factory=ReproduceConfig)
+    sweep: SweepConfig = field(default_factory=SweepConfig)
+    study: StudyConfig = field(default_factory=StudyConfig)
 
     def to_dict(self) -> dict:
         """Plain nested dict (what checkpoints and ``config.json`` store)."""
@@ -169,7 +230,8 @@ class Config:
 
 
 SECTIONS = {"data": DataConfig, "model": ModelConfig, "train": TrainConfig,
-            "decode": DecodeConfig, "reproduce": ReproduceConfig}
+            "decode": DecodeConfig, "reproduce": ReproduceConfig, "sweep": SweepConfig,
+            "study": StudyConfig}
 
 
 def _coerce(section: str, key: str, hint: object, value: object) -> object:
@@ -201,6 +263,10 @@ def _coerce(section: str, key: str, hint: object, value: object) -> object:
             raise UserError(f"{where} must be a list, got {value!r}")
         item = typing.get_args(hint)[0]
         return tuple(_coerce(section, key, item, v) for v in value)
+    if hint == str | int:  # [train] threads
+        if isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool)):
+            return value
+        raise UserError(f"{where} must be an integer or a string, got {value!r}")
     # str | float: alpha-ReLU's tau.
     if isinstance(value, str):
         return value
@@ -220,8 +286,8 @@ def _section(name: str, table: Mapping[str, object]) -> object:
 
 
 def _positive(where: str, value: float) -> None:
-    if not value > 0:
-        raise UserError(f"{where} must be positive, got {value}")
+    if not (value > 0 and math.isfinite(value)):  # an infinite lr trains to NaN
+        raise UserError(f"{where} must be positive and finite, got {value}")
 
 
 def validate(config: Config) -> Config:
@@ -249,9 +315,20 @@ def validate(config: Config) -> Config:
             raise UserError(f"[train] {key} must be >= 0 (0 disables it), got {getattr(t, key)}")
     if isinstance(t.tau, str) and t.tau not in ("auto", "analytic"):
         raise UserError(f"[train] tau must be a number, 'auto' or 'analytic', got {t.tau!r}")
+    if not isinstance(t.tau, str) and not math.isfinite(t.tau):
+        raise UserError(f"[train] tau must be a finite number, 'auto' or 'analytic', got {t.tau}")
     if t.fused_output and not t.transform.strip().lower().endswith("-relu"):
         raise UserError(f"[train] fused_output works only with alpha-ReLU transforms (<a>-relu, "
                         f"e.g. 1.5-relu), not {t.transform!r}; set fused_output = false")
+    if not 0.0 <= t.label_smoothing < 1.0:
+        raise UserError(f"[train] label_smoothing must be in [0, 1) (0 disables it), got "
+                        f"{t.label_smoothing}")
+    if t.fused_output and t.label_smoothing:
+        raise UserError("[train] label_smoothing is not available with fused_output yet; set "
+                        "fused_output = false or label_smoothing = 0")
+    if t.threads != "auto" and not (isinstance(t.threads, int) and t.threads >= 1):
+        raise UserError(f"[train] threads must be 'auto' or a positive integer (torch's CPU "
+                        f"threads), got {t.threads!r}")
     _positive("[data] max_tokens", config.data.max_tokens)
     _positive("[decode] max_length_ratio", d.max_length_ratio)
     _positive("[decode] max_tokens", d.max_tokens)
@@ -273,7 +350,30 @@ def validate(config: Config) -> Config:
                 "sweep_minutes", "train_minutes", "valid_every"):
         if getattr(r, key) < 0:
             raise UserError(f"[reproduce] {key} must be >= 0, got {getattr(r, key)}")
+    _validate_study(config)
     return config
+
+
+def _validate_study(config: Config) -> None:
+    sw, st = config.sweep, config.study
+    if not sw.transforms:
+        raise UserError("[sweep] transforms must name at least one output transform")
+    for key in ("lr", "warmup"):
+        if any(not v > 0 for v in getattr(sw, key)):
+            raise UserError(f"[sweep] {key} values must be positive, got {list(getattr(sw, key))}")
+    if any(not 0.0 <= v < 1.0 for v in sw.label_smoothing):
+        raise UserError(f"[sweep] label_smoothing values must be in [0, 1), got "
+                        f"{list(sw.label_smoothing)}")
+    if not st.seeds:
+        raise UserError("[study] seeds must list at least one seed")
+    for item in st.borrow:
+        name, sep, tuned = item.partition("=")
+        if not (sep and name.strip() and tuned.strip() in sw.transforms):
+            raise UserError(f"[study] borrow takes NAME=TUNED with TUNED one of [sweep] "
+                            f"transforms {list(sw.transforms)}, got {item!r}")
+    if st.convergence_steps < 0 or st.equal_time_minutes < 0 or st.bootstrap_samples < 1:
+        raise UserError("[study] convergence_steps and equal_time_minutes must be >= 0 and "
+                        "bootstrap_samples >= 1")
 
 
 def from_dict(tables: Mapping[str, Mapping[str, object]]) -> Config:

@@ -8,6 +8,8 @@
   tau/||z|| and tau-sweep figures: mean ||z||, mean 1.5-entmax ``tau(z)``, the transform's
   own threshold, mean ``sum p`` and mean number of non-zeros of the output;
   :func:`hidden_stats` the same from the projection's input, for a fused output layer.
+  Logits holding NaN or inf (a diverging run's) give NaN statistics, never an error, so
+  that the trainer can report the divergence.
 """
 
 from __future__ import annotations
@@ -69,10 +71,12 @@ def _rows(logits: torch.Tensor, count: int) -> torch.Tensor:
 @torch.no_grad()
 def batch_stats(logits: torch.Tensor, transform: OutputTransform, rows: int) -> dict[str, float]:
     """Statistics of logits (N, V) of one batch; call before the loss's backward (alpha-ReLU
-    may overwrite its logits with the gradient). ``logit_norm`` is over all N rows; the
-    thresholds and outputs over ``rows`` rows spread over the batch."""
-    norm = float(logits.detach().float().norm(dim=-1).mean())
-    return _sample_stats(_rows(logits.detach(), rows).float(), norm, transform)
+    may overwrite its logits with the gradient). ``logit_norm`` is over all N rows, in fp32
+    without an fp32 copy of bf16 logits; the thresholds and outputs over ``rows`` rows
+    spread over the batch."""
+    logits = logits.detach()
+    norm = float(torch.linalg.vector_norm(logits, dim=-1, dtype=torch.float32).mean())
+    return _sample_stats(_rows(logits, rows).float(), norm, transform)
 
 
 @torch.no_grad()
@@ -89,14 +93,19 @@ def hidden_stats(hidden: torch.Tensor, output: nn.Linear, transform: OutputTrans
 
 def _sample_stats(sample: torch.Tensor, logit_norm: float,
                   transform: OutputTransform) -> dict[str, float]:
-    """Thresholds, ``sum p`` and non-zeros of the sampled logit rows (float32)."""
-    probs = transform.probs(sample)
+    """Thresholds, ``sum p`` and non-zeros of the sampled logit rows (float32); NaN where
+    a row is not finite: the sort-based entmax transforms index out of range on NaN."""
+    finite = bool(torch.isfinite(sample).all())
     if transform.family == "relu":
         tau = transform.tau
     elif transform.family == "entmax":
-        tau = float(entmax_threshold(sample, transform.alpha).mean())
+        tau = float(entmax_threshold(sample, transform.alpha).mean())  # NaN if not finite
     else:
         tau = None
+    if not finite:
+        nan = float("nan")
+        return {"tau": tau, "tau_z": nan, "logit_norm": logit_norm, "sum_p": nan, "nnz": nan}
+    probs = transform.probs(sample)
     return {"tau": tau, "tau_z": empirical_tau(sample, 1.5),
             "logit_norm": logit_norm,
             "sum_p": float(probs.sum(-1).mean()),

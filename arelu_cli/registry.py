@@ -4,8 +4,8 @@ Names:
   ``softmax``; ``sparsemax`` (= ``2-entmax``); ``<a>-entmax`` (exact sort for a = 1.5,
   sparsemax for a = 2, bisection otherwise); ``<a>-entmax-k<k>`` (partial sort over the
   top k, for a = 1.5 or 2); ``<a>-entmax-bisect``; ``<a>-relu`` (alpha-ReLU, ``tau=``).
-  ``a`` lies in (1, 2]. The paper's five: softmax, sparsemax, 1.5-entmax,
-  1.5-entmax-k100, 1.5-relu.
+  ``a`` lies in (1, 2] (alpha-ReLU: [1.05, 2], see :data:`RELU_MIN_ALPHA`). The paper's
+  five: softmax, sparsemax, 1.5-entmax, 1.5-entmax-k100, 1.5-relu.
 """
 
 from __future__ import annotations
@@ -23,6 +23,13 @@ from arelu_cli.errors import UserError
 PAPER_TRANSFORMS = ("softmax", "sparsemax", "1.5-entmax", "1.5-entmax-k100", "1.5-relu")
 NAME_FORMS = ("softmax", "sparsemax", "<a>-relu", "<a>-entmax", "<a>-entmax-k<k>",
               "<a>-entmax-bisect")
+# alpha-ReLU's float32 kernels compute p = (alpha-1)^e [z - c]_+^e and the loss from
+# (alpha-1)^(e+1) sum_j [z_j - c]_+^(e+1), with e = 1/(alpha-1) and c = tau/(alpha-1). Where the
+# outputs are O(1), z - c is about e on the support, so those factors are about e^-(e+1) and
+# e^(e+1): they leave float32 (1.2e-38 .. 3.4e38) at e ~ 26 (alpha ~ 1.038) for outputs
+# summing to 1, and any output above 1 or any sum over the vocabulary overflows sooner.
+# alpha >= 1.05 (e <= 20, factors within 1e+-28) leaves 10 orders of magnitude for those.
+RELU_MIN_ALPHA = 1.05
 _PATTERN = re.compile(r"^(?P<alpha>\d+(?:\.\d+)?)-(?P<kind>relu|entmax)"
                       r"(?:-(?:k(?P<k>\d+)|(?P<bisect>bisect)))?$")
 
@@ -32,8 +39,9 @@ class OutputTransform:
     """A named output layer: its transform, its loss and its decoding scores.
 
     ``probs`` maps logits ``(..., V)`` to outputs; ``loss(logits, target, ignore_index=-100,
-    reduction="mean")`` has gradient ``probs - e_y``; ``log_scores`` is ``log probs`` with
-    ``-inf`` at zeros. ``normalized`` is False only for alpha-ReLU, whose output need not sum
+    reduction="mean", label_smoothing=0.0)`` has gradient ``probs - q``, with
+    ``q = (1 - eps) e_y + eps / V`` the label-smoothed target (``e_y`` for ``eps = 0``);
+    ``log_scores`` is ``log probs`` with ``-inf`` at zeros. ``normalized`` is False only for alpha-ReLU, whose output need not sum
     to one.
     """
 
@@ -43,6 +51,10 @@ class OutputTransform:
     tau: float | None = None
     k: int | None = None
     method: Literal["dense", "sort", "bisect", "elementwise"] = "dense"
+    half_logits: bool = False
+    """Whether the loss reads bf16/fp16 logits as they are, with fp32 math and no fp32 copy
+    of them (alpha-ReLU's kernels). Softmax's cross-entropy would compute its log-probabilities
+    in bf16 and the entmax losses copy to fp32 anyway, so a trainer gives those fp32 logits."""
     _probs: Callable[[torch.Tensor], torch.Tensor] = field(repr=False, compare=False, default=None)
     _loss: Callable[..., torch.Tensor] = field(repr=False, compare=False, default=None)
     _log_scores: Callable[[torch.Tensor], torch.Tensor] = field(repr=False, compare=False,
@@ -63,12 +75,15 @@ class OutputTransform:
         return self._log_scores(logits)
 
     def loss(self, logits: torch.Tensor, target: torch.Tensor, ignore_index: int = -100,
-             reduction: str = "mean", reuse_logits: bool = False) -> torch.Tensor:
-        """The paired loss; ``reuse_logits`` is honoured by alpha-ReLU and ignored otherwise."""
+             reduction: str = "mean", reuse_logits: bool = False,
+             label_smoothing: float = 0.0) -> torch.Tensor:
+        """The paired loss, to the target smoothed by ``label_smoothing`` (in [0, 1); 0: none);
+        ``reuse_logits`` is honoured by alpha-ReLU and ignored otherwise."""
         if self.family == "relu":
             return self._loss(logits, target, ignore_index=ignore_index, reduction=reduction,
-                              reuse_logits=reuse_logits)
-        return self._loss(logits, target, ignore_index=ignore_index, reduction=reduction)
+                              reuse_logits=reuse_logits, label_smoothing=label_smoothing)
+        return self._loss(logits, target, ignore_index=ignore_index, reduction=reduction,
+                          label_smoothing=label_smoothing)
 
 
 def _bad_name(name: str, why: str) -> UserError:
@@ -101,7 +116,7 @@ def _entmax(name: str, alpha: float, k: int | None, bisect: bool, n_iter: int) -
 
 
 def _relu(name: str, alpha: float, tau: float) -> OutputTransform:
-    return OutputTransform(name, "relu", alpha, tau=tau, method="elementwise",
+    return OutputTransform(name, "relu", alpha, tau=tau, method="elementwise", half_logits=True,
                            _probs=partial(T.alpha_relu, alpha=alpha, tau=tau),
                            _loss=partial(T.alpha_relu_loss, alpha=alpha, tau=tau),
                            _log_scores=partial(T.alpha_relu_log_scores, alpha=alpha, tau=tau))
@@ -111,7 +126,8 @@ def get_transform(name: str, *, tau: float = 0.0, n_iter: int = 50) -> OutputTra
     """Look up an output transform by name (see the module docstring for the forms).
 
     ``tau`` is alpha-ReLU's threshold; ``n_iter`` the bisection steps of ``-bisect``.
-    Unknown names and alpha outside (1, 2] raise :class:`UserError` listing what is valid.
+    Unknown names and alpha outside (1, 2] (alpha-ReLU: [:data:`RELU_MIN_ALPHA`, 2]) raise
+    :class:`UserError` listing what is valid.
     """
     key = name.strip().lower()
     if key == "softmax":
@@ -127,6 +143,10 @@ def get_transform(name: str, *, tau: float = 0.0, n_iter: int = 50) -> OutputTra
     if match["kind"] == "relu":
         if match["k"] or match["bisect"]:
             raise _bad_name(name, "alpha-ReLU takes no -k or -bisect suffix")
+        if alpha < RELU_MIN_ALPHA:
+            raise _bad_name(name, f"alpha-ReLU needs alpha in [{RELU_MIN_ALPHA:g}, 2]: below it "
+                                  "its float32 loss overflows, as the power 1/(alpha - 1) of "
+                                  f"its outputs exceeds {1 / (RELU_MIN_ALPHA - 1):g}")
         return _relu(key, alpha, float(tau))
     k = int(match["k"]) if match["k"] else None
     if k is not None and k < 1:

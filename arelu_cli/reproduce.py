@@ -13,9 +13,19 @@ analyses), and a training run that was killed resumes from its ``last.pt``, so r
 same command again after an interruption continues where it stopped. A run counts as
 finished only with its checkpoint, so a fresh clone of committed results trains again.
 
+Seeds (``--seeds 1,2,3`` or ``[reproduce] seeds``; default the ``[train] seed`` alone):
+every run -- each transform and each tau of the sweep -- is trained once per seed, and
+translated, scored and analysed per (transform, seed); the tables and figures report the
+mean, standard deviation and per-seed values, and Table 1 tests each transform against
+softmax per seed and on the seeds' outputs concatenated
+(:mod:`arelu_cli.analysis.significance`). The translation examples and the human-evaluation
+sheets use the first seed's translations.
+
 The layout of ``--out`` is the one :mod:`arelu_cli.report.build` reads: CSVs at the top,
 ``runs/TRANSFORM/``, ``tau-sweep/tau-T/``, ``translations/``, ``analysis/`` (the raw CSVs of
-the analysis commands), ``human_eval/`` and ``commands.txt``.
+the analysis commands), ``human_eval/`` and ``commands.txt``; with several seeds each run,
+translation and analysis folder has one ``seed-S`` per seed
+(:mod:`arelu_cli.report.layout`).
 """
 
 from __future__ import annotations
@@ -33,10 +43,13 @@ from arelu_cli import checkpoint
 from arelu_cli.config import Config, load_config
 from arelu_cli.errors import UserError
 from arelu_cli.registry import get_transform
+from arelu_cli.report import layout
 from arelu_cli.results import atomic_write_text
 from arelu_cli.train import SUMMARY, train
 
 TEST, DEV = "test", "dev"
+RECIPES = Path(__file__).resolve().parent / "recipes"
+"""The recipes that ship with the package (the repository's ``recipes/`` links here)."""
 
 
 @dataclass(frozen=True)
@@ -51,6 +64,7 @@ class Request:
     tau_sweep: tuple[float, ...] | None = None
     device: str = "auto"
     gpu_watts: float | None = None
+    seeds: tuple[int, ...] | None = None
     command: str = ""
     """The command line that asked for this (recorded in ``commands.txt``)."""
 
@@ -60,6 +74,42 @@ class Step:
     name: str
     done: Callable[[], bool]
     run: Callable[[], None]
+
+
+def grid_seeds(config: Config) -> tuple[int, ...]:
+    """The training seeds of the grid: ``[reproduce] seeds``, else ``[train] seed`` alone."""
+    return config.reproduce.seeds or (config.train.seed,)
+
+
+@dataclass(frozen=True)
+class Grid:
+    """One grid of ``arelu reproduce``: its checked config, results folder, decoding device
+    and recipe name; where each (transform, seed) cell lives (:mod:`arelu_cli.report.layout`)."""
+
+    config: Config
+    out: Path
+    device: str = "auto"
+    recipe: str = ""
+
+    @property
+    def seeds(self) -> tuple[int, ...]:
+        return grid_seeds(self.config)
+
+    def run(self, name: str, seed: int) -> Path:
+        return layout.run_dir(self.out, name, seed, self.seeds)
+
+    def sweep(self, tau: float, seed: int) -> Path:
+        return layout.sweep_dir(self.out, tau, seed, self.seeds)
+
+    def translation(self, name: str, seed: int) -> Path:
+        return layout.translation(self.out, name, seed, self.seeds, TEST)
+
+    def analysis(self, seed: int) -> Path:
+        return layout.analysis_dir(self.out, seed, self.seeds)
+
+    def label(self, name: str, seed: int) -> str:
+        """A step's subject: ``softmax``, or ``softmax seed 2`` in a grid of several seeds."""
+        return name if len(self.seeds) <= 1 else f"{name} seed {seed}"
 
 
 def up_to_date(output: Path, inputs: Iterable[Path] = ()) -> bool:
@@ -79,16 +129,21 @@ def finished(run: Path) -> bool:
 
 
 def resolve_recipe(name: str | Path) -> Path:
-    """A recipe path; a bare name like ``toy`` means ``recipes/toy.toml``."""
+    """A recipe file: ``name`` itself when it is a file, else ``./recipes/NAME.toml``, else
+    the recipe of that name that ships with the package (``toy``, ``toy.toml`` and
+    ``recipes/toy.toml`` all mean ``arelu_cli/recipes/toy.toml`` then), so the documented
+    commands work from any folder."""
     path = Path(name)
     if path.is_file():
         return path
-    named = Path("recipes") / f"{name}.toml"
-    if named.is_file():
-        return named
-    known = sorted(p.stem for p in Path("recipes").glob("*.toml"))
-    raise UserError(f"no recipe {name!r}: give a TOML file or one of {', '.join(known) or '(none)'}"
-                    " (names are looked up in ./recipes)")
+    if path.parent in (Path("."), Path("recipes")):
+        for folder in (Path("recipes"), RECIPES):
+            candidate = folder / f"{path.name.removesuffix('.toml')}.toml"
+            if candidate.is_file():
+                return candidate
+    known = sorted(p.stem for p in RECIPES.glob("*.toml"))
+    raise UserError(f"no recipe {str(name)!r}: give a TOML file or one of "
+                    f"{', '.join(known) or '(none)'} (the recipes that ship with arelu)")
 
 
 def load_request_config(req: Request) -> Config:
@@ -97,11 +152,35 @@ def load_request_config(req: Request) -> Config:
                  ("reproduce", "transforms"): list(req.transforms) if req.transforms else None,
                  ("reproduce", "tau_sweep"): None if req.tau_sweep is None else list(req.tau_sweep),
                  ("reproduce", "train_minutes"): req.train_minutes,
-                 ("reproduce", "gpu_watts"): req.gpu_watts}
+                 ("reproduce", "gpu_watts"): req.gpu_watts,
+                 ("reproduce", "seeds"): None if req.seeds is None else list(req.seeds)}
     config = load_config(req.recipe, overrides)
     for name in config.reproduce.transforms:
         get_transform(name)  # an unknown name fails here, before any work
+    check_seeds(config.reproduce.seeds)
     return config
+
+
+def parse_seeds(text: str | None) -> tuple[int, ...] | None:
+    """``--seeds 1,2,3`` -> (1, 2, 3); None keeps the recipe's."""
+    if text is None:
+        return None
+    try:
+        seeds = tuple(int(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise UserError(f"--seeds takes comma-separated integers, e.g. 1,2,3; "
+                        f"got {text!r}") from None
+    if not seeds:
+        raise UserError("--seeds needs at least one seed, e.g. --seeds 1,2,3")
+    check_seeds(seeds)
+    return seeds
+
+
+def check_seeds(seeds: tuple[int, ...]) -> None:
+    """Seeds name folders (``seed-S``) and runs: each at most once, none negative."""
+    if any(s < 0 for s in seeds) or len(set(seeds)) != len(seeds):
+        raise UserError(f"seeds must be distinct integers >= 0 (e.g. --seeds 1,2,3), got "
+                        f"{list(seeds)}")
 
 
 def _run_config(config: Config, **train: object) -> Config:
@@ -115,25 +194,31 @@ def _train_step(config: Config, out: Path, recipe: str, console: Console) -> Cal
     return run
 
 
-def training_steps(config: Config, out: Path, recipe: str, console: Console) -> list[Step]:
-    """One training run per transform, then the tau-sweep runs (1.5-ReLU with a fixed tau)."""
-    r, steps = config.reproduce, []
+def training_steps(grid: Grid, console: Console) -> list[Step]:
+    """Per seed, one training run per transform, then the tau-sweep runs (1.5-ReLU with a
+    fixed tau): a first seed's runs are complete before the next seed starts."""
+    config, steps = grid.config, []
+    r = config.reproduce
     minutes = r.train_minutes or config.train.max_minutes
     valid_every = r.valid_every or config.train.valid_every
-    for name in r.transforms:
-        folder = out / "runs" / name
-        run = _run_config(config, transform=name, max_minutes=minutes, valid_every=valid_every,
-                          save_every=min(config.train.save_every, valid_every))
-        steps.append(Step(f"train {name}", lambda folder=folder: finished(folder),
-                          _train_step(run, folder, recipe, console)))
     every = max(1, r.sweep_steps // 4)
-    for tau in r.tau_sweep:
-        folder = out / "tau-sweep" / f"tau-{tau:g}"
-        run = _run_config(config, transform="1.5-relu", tau=float(tau), max_steps=r.sweep_steps,
-                          max_minutes=r.sweep_minutes, valid_every=every, save_every=every,
-                          average_decay=0.0)
-        steps.append(Step(f"tau sweep {tau:g}", lambda folder=folder: finished(folder),
-                          _train_step(run, folder, recipe, console)))
+    for seed in grid.seeds:
+        for name in r.transforms:
+            folder = grid.run(name, seed)
+            run = _run_config(config, transform=name, seed=seed, max_minutes=minutes,
+                              valid_every=valid_every,
+                              save_every=min(config.train.save_every, valid_every))
+            steps.append(Step(f"train {grid.label(name, seed)}",
+                              lambda folder=folder: finished(folder),
+                              _train_step(run, folder, grid.recipe, console)))
+        for tau in r.tau_sweep:
+            folder = grid.sweep(tau, seed)
+            run = _run_config(config, transform="1.5-relu", tau=float(tau), seed=seed,
+                              max_steps=r.sweep_steps, max_minutes=r.sweep_minutes,
+                              valid_every=every, save_every=every, average_decay=0.0)
+            steps.append(Step(f"tau sweep {grid.label(f'{tau:g}', seed)}",
+                              lambda folder=folder: finished(folder),
+                              _train_step(run, folder, grid.recipe, console)))
     return steps
 
 
@@ -146,15 +231,19 @@ def _prepared(config: Config) -> bool:
     return json.loads(meta.read_text(encoding="utf-8")).get("corpus") == config.reproduce.corpus
 
 
-def write_commands(out: Path, config: Config, req: Request) -> None:
+def write_commands(grid: Grid, req: Request) -> None:
     """``commands.txt``: the reproduce command and the single commands each step amounts to."""
+    config, out = grid.config, grid.out
     lines = [req.command or f"arelu reproduce {req.recipe} --out {out}"]
     source = f" --source {req.source}" if req.source else ""
     lines.append(f"arelu prepare {config.reproduce.corpus} --out {config.data.path}{source}")
-    for name in config.reproduce.transforms:
-        lines.append(f"arelu train --recipe {req.recipe} --transform {name} --out {out}/runs/{name}")
-        lines.append(f"arelu translate --checkpoint {out}/runs/{name} --split {TEST} "
-                     f"--beam {config.decode.beam} --out {out}/translations/{name}.{TEST}.txt")
+    for seed in grid.seeds:
+        seeded = f" --seed {seed}" if len(grid.seeds) > 1 else ""
+        for name in config.reproduce.transforms:
+            lines.append(f"arelu train --recipe {req.recipe} --transform {name}{seeded} "
+                         f"--out {grid.run(name, seed)}")
+            lines.append(f"arelu translate --checkpoint {grid.run(name, seed)} --split {TEST} "
+                         f"--beam {config.decode.beam} --out {grid.translation(name, seed)}")
     lines.append(f"arelu report {out}")
     atomic_write_text(out / "commands.txt", "\n".join(lines) + "\n")
 
@@ -167,15 +256,13 @@ def reproduce(req: Request, console: Console | None = None) -> Path:
     config = load_request_config(req)
     out = Path(req.out)
     out.mkdir(parents=True, exist_ok=True)
-    recipe = Path(req.recipe).stem
-    write_commands(out, config, req)
+    grid = Grid(config, out, req.device, Path(req.recipe).stem)
+    write_commands(grid, req)
     steps = [Step("prepare", lambda: req.source is None and _prepared(config),
                   lambda: rs.prepare_data(config, req.source, console)),
-             Step("tau (Table 3)",
-                  lambda: up_to_date(out / "table3_tau.csv", [Path(config.data.path) / "meta.json"]),
-                  lambda: rs.tau_table(config, out))]
-    steps += training_steps(config, out, recipe, console)
-    steps += rs.analysis_steps(config, out, req.device)
+             Step("tau (Table 3)", lambda: rs.tau_table_done(grid), lambda: rs.tau_table(grid))]
+    steps += training_steps(grid, console)
+    steps += rs.analysis_steps(grid)
     began = time.perf_counter()
     for i, step in enumerate(steps, 1):
         if step.done():
@@ -185,7 +272,7 @@ def reproduce(req: Request, console: Console | None = None) -> Path:
         started = time.perf_counter()
         step.run()
         console.print(f"{step.name}: {time.perf_counter() - started:.0f} s")
-    report = rs.write_report(config, out, gpu_watts=config.reproduce.gpu_watts or None)
+    report = rs.write_report(out, gpu_watts=config.reproduce.gpu_watts or None)
     elapsed = time.perf_counter() - began
     atomic_write_text(out / "reproduce.json", json.dumps(
         {"recipe": str(req.recipe), "seconds_this_call": elapsed,

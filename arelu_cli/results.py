@@ -4,19 +4,27 @@ Every command that measures something turns its measurements into a list of dict
 dict per measurement) and hands them to :func:`write_rows`. The signature names what the
 number depends on (transform, alpha, tau, data, recipe, seed, versions) so that a row can
 be traced back to the run that made it.
+
+Files are replaced atomically (a temporary sibling, then a rename) with the permissions a
+plain ``open`` would give them, or those of the file they replace; a CSV is replaced only
+when this tool wrote it (:func:`check_replaceable`), never a user's file of the same name.
 """
 
 from __future__ import annotations
 
+import csv
 import os
 import platform
-import tempfile
-from collections.abc import Iterable, Mapping
+import secrets
+import stat
+from collections.abc import Iterable, Mapping, Sequence
 from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
 
 import pandas as pd
+
+from arelu_cli.errors import UserError
 
 # Fields in the order they appear in a signature; absent or None fields are left out.
 SIGNATURE_FIELDS = ("transform", "alpha", "tau", "data", "recipe", "seed")
@@ -54,23 +62,99 @@ def signature(**fields: object) -> str:
     return "|".join(parts)
 
 
+def open_temp(path: Path) -> tuple[int, Path]:
+    """A new, empty temporary file beside ``path`` (a write descriptor and its name).
+
+    Created with mode 0666 less the umask, as ``open`` would (``tempfile.mkstemp`` makes it
+    0600), or with the mode of the file at ``path`` when replacing one: an atomic write
+    changes the contents of a file, never who may read it.
+    """
+    try:
+        mode = stat.S_IMODE(path.stat().st_mode)
+    except FileNotFoundError:
+        mode = None
+    for _ in range(100):
+        tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        except FileExistsError:
+            continue
+        if mode is not None:
+            try:
+                os.fchmod(fd, mode)
+            except OSError:
+                os.close(fd)
+                tmp.unlink(missing_ok=True)
+                raise
+        return fd, tmp
+    raise FileExistsError(f"no free temporary name beside {path}")
+
+
+def cannot_write(path: Path, err: OSError) -> UserError:
+    """A one-line error for a path that cannot be written, naming a file where a folder
+    would have to be."""
+    blocker = next((p for p in reversed(path.parents) if p.exists() and not p.is_dir()), None)
+    why = f"{blocker} is a file, not a folder" if blocker else err.strerror or str(err)
+    return UserError(f"cannot write {path}: {why}; choose another path")
+
+
 def atomic_write_text(path: str | Path, text: str) -> Path:
-    """Write ``text`` to ``path`` via a temporary file and a rename: never half a file."""
+    """Write ``text`` to ``path`` via a temporary file and a rename: never half a file.
+
+    A path that cannot be written (a folder, a read-only place, a file where a folder is
+    needed) is a one-line UserError.
+    """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    if path.is_dir():
+        raise UserError(f"cannot write {path}: it is a folder; give a file name")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = open_temp(path)
+    except OSError as err:
+        raise cannot_write(path, err) from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
             handle.write(text)
         os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+    except BaseException as err:
+        tmp.unlink(missing_ok=True)
+        if isinstance(err, OSError):
+            raise cannot_write(path, err) from None
         raise
     return path
 
 
-def write_rows(rows: Iterable[Mapping[str, object]], path: str | Path) -> pd.DataFrame:
-    """Write measurement rows to a CSV atomically and return them as a DataFrame."""
-    frame = pd.DataFrame(list(rows))
+def csv_header(path: Path) -> list[str] | None:
+    """The column names of an existing file read as CSV; ``None`` when there is no such
+    file or it is empty (nothing in it to lose)."""
+    try:
+        with open(path, encoding="utf-8", newline="") as handle:
+            return next(csv.reader(handle), None)
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+        return None
+    except (OSError, UnicodeDecodeError, csv.Error):
+        return ["<not UTF-8 text>"]
+
+
+def check_replaceable(path: Path, columns: Sequence[str]) -> None:
+    """Refuse to replace a file this tool did not write: an existing non-empty file must be
+    a CSV with exactly ``columns`` (an earlier run of the same command) or one with a
+    ``signature`` column (every results CSV of arelu has one)."""
+    header = csv_header(path)
+    if header is None or header == list(columns) or "signature" in header:
+        return
+    raise UserError(f"{path} exists and is not a CSV this command writes (header "
+                    f"{','.join(header)[:60]!r}); choose another --out or move that file away")
+
+
+def write_frame(frame: pd.DataFrame, path: str | Path) -> pd.DataFrame:
+    """Write a DataFrame to a CSV atomically, replacing only a CSV of this tool."""
+    path = Path(path)
+    check_replaceable(path, [str(c) for c in frame.columns])
     atomic_write_text(path, frame.to_csv(index=False))
     return frame
+
+
+def write_rows(rows: Iterable[Mapping[str, object]], path: str | Path) -> pd.DataFrame:
+    """Write measurement rows to a CSV atomically and return them as a DataFrame."""
+    return write_frame(pd.DataFrame(list(rows)), path)

@@ -14,7 +14,9 @@ var_transformer). This module implements, with the convention
 * :func:`logit_sigma`: ``sigma^2 = 2 d_model / (d_model + d_vocab)`` (Lemma var_transformer);
 * :func:`paper_threshold`: the Lemma's equation for ``p*``, as printed (alpha = 1.5 only);
 * :func:`standardized_threshold` / :func:`analytic_tau`: the same order-statistics argument
-  for any alpha in (1, 2], under two quadrature rules (see :func:`standardized_threshold`).
+  for any alpha in (1, 2], under two quadrature rules (see :func:`standardized_threshold`);
+* :func:`relu_tau_range` / :func:`check_relu_tau`: the taus alpha-ReLU can train with, i.e.
+  for which its float32 loss stays finite.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from scipy import integrate, optimize
 from scipy.stats import norm
 
 from arelu_cli.errors import UserError
+from arelu_cli.transforms import _checks
 
 Rule = Literal["paper", "tail"]
 RULES: tuple[str, ...] = ("paper", "tail")
@@ -37,6 +40,11 @@ _Z_MAX = 40.0
 # Rows of float64 logits handled at once (about 16 MiB per copy), to bound memory.
 _CHUNK_ELEMENTS = 1 << 21
 BISECTION_TOL = 1e-10
+_F32_MAX = float(torch.finfo(torch.float32).max)
+LOGIT_BOUND = 10.0
+"""``|z|`` of an untrained model's logits, with room: their std is at most sqrt(2) (Lemma
+var_transformer), so 10 is beyond 7 std. :func:`relu_tau_range` refuses what cannot train
+even from there; a loss that overflows later is a divergence the trainer stops at."""
 
 
 @dataclass(frozen=True)
@@ -74,12 +82,12 @@ class MonteCarloTau:
 
 
 def check_alpha(alpha: float) -> float:
-    """alpha must lie in (1, 2]: 1 is softmax (no threshold), above 2 is not entmax."""
-    alpha = float(alpha)
-    if not 1.0 < alpha <= 2.0:
-        raise UserError(f"alpha must be in (1, 2] (1.5 is the paper's choice, 2 is sparsemax), "
-                        f"got {alpha:g}")
-    return alpha
+    """alpha must lie in (1, 2]: 1 is softmax (no threshold), above 2 is not entmax. The
+    transforms' own check, as a :class:`UserError`."""
+    try:
+        return _checks.check_alpha(alpha)
+    except ValueError as err:
+        raise UserError(str(err)) from None
 
 
 def check_d_vocab(d_vocab: int) -> int:
@@ -253,14 +261,16 @@ def analytic_tau(d_vocab: int, sigma: Optional[float] = None, d_model: Optional[
 
 
 def _entmax15_threshold(x: torch.Tensor) -> torch.Tensor:
-    """Exact 1.5-entmax tau of each row (eq. tau_peters with the support condition cond_k)."""
+    """Exact 1.5-entmax tau of each row (eq. tau_peters with the support condition cond_k);
+    NaN for a row where no k meets it (a row of NaN, +inf or only -inf)."""
     z, _ = torch.sort(x, dim=-1, descending=True)  # (N, V)
     k = torch.arange(1, x.shape[-1] + 1, dtype=x.dtype, device=x.device)
     mean = z.cumsum(-1) / k
     var = (z * z).cumsum(-1) / k - mean * mean
     tau = mean / 2 - torch.sqrt(torch.clamp(1.0 / k - var / 4, min=0.0))  # (N, V)
     support = (z / 2 >= tau).sum(-1, keepdim=True)  # (N, 1), the largest k meeting cond_k
-    return tau.gather(-1, support - 1).squeeze(-1)
+    found = tau.gather(-1, support.clamp_min(1) - 1).squeeze(-1)
+    return torch.where(support.squeeze(-1) > 0, found, torch.nan)
 
 
 def _bisect_threshold(x: torch.Tensor, alpha: float) -> torch.Tensor:
@@ -279,15 +289,19 @@ def _bisect_threshold(x: torch.Tensor, alpha: float) -> torch.Tensor:
 
 
 def entmax_threshold(logits: torch.Tensor, alpha: float = 1.5) -> torch.Tensor:
-    """Exact ``tau(z)`` of alpha-entmax over the last dim, in float64; ``logits.shape[:-1]``."""
+    """Exact ``tau(z)`` of alpha-entmax over the last dim, in float64; ``logits.shape[:-1]``.
+
+    A row holding NaN or +inf (a diverged model's), or only -inf, has NaN; ``-inf`` entries
+    are outside the support like any very low logit."""
     alpha = check_alpha(alpha)
     if logits.dim() == 0 or logits.shape[-1] < 2:
         raise UserError("logits need a last (vocabulary) dimension of size >= 2")
     x = logits.detach().to(torch.float64).reshape(-1, logits.shape[-1])  # (N, V)
     rows = max(1, _CHUNK_ELEMENTS // x.shape[-1])
     solve = _entmax15_threshold if alpha == 1.5 else (lambda c: _bisect_threshold(c, alpha))
-    taus = [solve(chunk) for chunk in x.split(rows)]
-    return torch.cat(taus).reshape(logits.shape[:-1])
+    taus = torch.cat([solve(chunk) for chunk in x.split(rows)])
+    broken = (torch.isnan(x) | torch.isposinf(x)).any(-1) | ~torch.isfinite(taus)
+    return torch.where(broken, torch.nan, taus).reshape(logits.shape[:-1])
 
 
 def empirical_tau(logits: torch.Tensor, alpha: float = 1.5) -> float:
@@ -313,3 +327,36 @@ def monte_carlo_tau(d_vocab: int, sigma: float, alpha: float = 1.5, n_samples: i
     tau = torch.cat(taus)
     return MonteCarloTau(mean=float(tau.mean()), std=float(tau.std()), n_samples=n_samples,
                          seed=int(seed))
+
+
+def relu_tau_range(alpha: float, d_vocab: int, tokens: int) -> tuple[float, float]:
+    """The taus for which alpha-ReLU's float32 loss of a batch of ``tokens`` rows of
+    ``d_vocab`` logits within :data:`LOGIT_BOUND` ``Z`` stays finite.
+
+    With ``a = alpha - 1``, ``e = 1/a``, ``c = tau/a`` the kernels compute a row's loss as
+    ``a^(e+1)/alpha * sum_j [z_j - c]_+^(e+1) + 1/(alpha a) + c - z_y``, and a batch sums
+    ``tokens`` rows, in float32 (largest value ``F``). High tau: once ``c >= Z`` the sum is 0
+    and a row is about ``c``, so ``tokens (c + 1/(alpha a) + Z) <= F``. Low tau: every entry
+    is on the support and the sum reaches ``d_vocab (Z - c)^(e+1)``, which must stay below
+    ``F``, also once scaled by ``tokens a^(e+1) / alpha``.
+    """
+    alpha, d_vocab = check_alpha(alpha), check_d_vocab(d_vocab)
+    a, e, z = alpha - 1.0, 1.0 / (alpha - 1.0), LOGIT_BOUND
+    high = a * (_F32_MAX / tokens - z - 1.0 / (alpha * a))
+    scale = max(1.0, tokens * a ** (e + 1.0) / alpha)
+    reach = (_F32_MAX / (d_vocab * scale)) ** (1.0 / (e + 1.0))  # the largest z - c
+    return a * (z - reach), high
+
+
+def check_relu_tau(tau: float, name: str, alpha: float, d_vocab: int, tokens: int) -> float:
+    """``tau`` if alpha-ReLU ``name`` can train with it (:func:`relu_tau_range`), else a
+    :class:`UserError` that gives the valid range."""
+    low, high = relu_tau_range(alpha, d_vocab, tokens)
+    tau = float(tau)
+    if not low <= tau <= high:  # NaN fails too
+        raise UserError(
+            f"tau {tau:g} is impossible for {name}: with a vocabulary of {d_vocab} and batches "
+            f"of {tokens} tokens its float32 loss is finite only for tau in [{low:.4g}, "
+            f"{high:.4g}] (logits within +-{LOGIT_BOUND:g}); give a tau in that range, or "
+            "auto (the paper's, from the first batch)")
+    return tau

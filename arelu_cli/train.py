@@ -9,15 +9,23 @@ The loss of a step is the sum over all target tokens of the global batch (every 
 of every process) divided by their number, so ``N`` processes with ``accum`` micro-batches
 each train exactly like one process with ``N * accum``. Logits go straight from the model to
 the transform's loss with ``reuse_logits=True`` (alpha-ReLU writes its gradient into the
-logits' memory), so statistics of the logits are taken before ``backward``. With
+logits' memory), so statistics of the logits are taken before ``backward``; under bf16
+autocast they are copied to fp32 only for losses that do not read bf16 with fp32 math
+(``OutputTransform.half_logits``), and per-token losses are summed in fp32. With
 ``[train] fused_output`` the model and alpha-ReLU's loss run fused
 (:mod:`arelu_cli.fused_output`) and the statistics come from the decoder's output.
 
 A run's folder holds ``config.json``, ``log.csv`` (:mod:`arelu_cli.train_log`), ``last.pt``
-and ``best.pt`` (:mod:`arelu_cli.checkpoint`), and ``summary.json`` once it has finished.
+and ``best.pt`` (:mod:`arelu_cli.checkpoint`), and ``summary.json`` once it has finished
+(``diverged.json`` instead if it stopped on a non-finite loss).
 ``last.pt`` stores the weights, optimizer, average, per-process RNG states, data position and
 log accumulators, so a run killed at any moment resumes from it to the same final step with
 the same losses.
+
+Nothing passes for a good run that is not (:mod:`arelu_cli.train_guard`): impossible alpha
+and tau are refused before a model exists, a step with a non-finite loss or gradient norm
+is never applied and stops the run (``diverged.json``, exit 2, ``last.pt`` kept as it
+was), and SIGINT/SIGTERM save ``last.pt`` after the current step and say how to resume.
 """
 
 from __future__ import annotations
@@ -36,7 +44,7 @@ import torch
 from rich.console import Console
 from torch.nn.parallel import DistributedDataParallel
 
-from arelu_cli import checkpoint, distributed, train_log
+from arelu_cli import checkpoint, distributed, threads, train_log
 from arelu_cli.config import Config
 from arelu_cli.data.batching import Batch, batch_indices, collate, example_sizes
 from arelu_cli.data.prepared import Prepared, load_prepared
@@ -47,6 +55,10 @@ from arelu_cli.output_stats import batch_stats, hidden_stats, resolve_tau
 from arelu_cli.registry import OutputTransform, get_transform
 from arelu_cli.results import atomic_write_text, signature, versions
 from arelu_cli.schedule import average_weight, noam_lr, update_average
+from arelu_cli.tau import check_relu_tau
+from arelu_cli.train_guard import (DIVERGED, Diverged, Interrupted, StopSignals,
+                                   check_run_folder, diverged, grad_norm, is_finite, read_last,
+                                   resume_hint)
 from arelu_cli.validate import validate
 
 
@@ -98,6 +110,8 @@ class Session:
     average: Transformer | None
     signature: str
     started: float = field(default_factory=time.perf_counter)
+    saved_step: int | None = None
+    """The step ``last.pt`` holds (None before the first save)."""
 
 
 @dataclass(frozen=True)
@@ -122,13 +136,23 @@ def train(config: Config, out: str | Path, *, resume: bool = False, recipe: str 
     ctx = distributed.setup(config.train.device)
     try:
         session, state = _setup(config, Path(out), ctx, resume, recipe)
-        summary = _loop(session, state, console if ctx.is_main else None)
+        try:
+            with StopSignals(announce=ctx.is_main) as signals:
+                outcome = _loop(session, state, console if ctx.is_main else None, signals)
+        except (Diverged, Interrupted) as stopped:  # raised by every process alike
+            outcome = stopped.with_traceback(None)  # its frames would keep DDP alive
+        except KeyboardInterrupt:  # a second Ctrl-C: abort at once
+            raise Interrupted(f"aborted by a second Ctrl-C after step {state.step}; "
+                              f"{resume_hint(session.out, session.saved_step)}", 130,
+                              ctx.rank) from None
         # DDP's reducer holds the process group: free it while every process is still here
         # (a gloo group destroyed after its peer left can hang in its destructor).
         del session, state
         gc.collect()
         distributed.barrier(ctx)
-        return summary
+        if isinstance(outcome, Exception):
+            raise outcome
+        return outcome
     finally:
         distributed.teardown(ctx)
 
@@ -139,6 +163,10 @@ def _setup(config: Config, out: Path, ctx: distributed.Context, resume: bool,
     t = config.train
     transform = get_transform(t.transform)
     ckpt = _load_for_resume(out, config, data, transform) if resume else None
+    check_run_folder(out, ctx.is_main)
+    if transform.family == "relu" and not ckpt and not isinstance(t.tau, str):
+        check_relu_tau(t.tau, transform.name, transform.alpha, data.tgt_vocab_size,
+                       config.data.max_tokens)  # before building any model
     if not resume and (out / checkpoint.LAST).exists():
         raise UserError(f"{out} already holds a run; continue it with --resume {out} or "
                         "choose another --out")
@@ -147,6 +175,9 @@ def _setup(config: Config, out: Path, ctx: distributed.Context, resume: bool,
     model.to(ctx.device)
     tau = ckpt["tau"] if ckpt else resolve_tau(t.tau, transform, model, data,
                                                config.data.max_tokens, t.seed)
+    if tau is not None and not ckpt:  # auto and analytic too: a broken model gives NaN
+        check_relu_tau(tau, transform.name, transform.alpha, data.tgt_vocab_size,
+                       config.data.max_tokens)
     transform = get_transform(t.transform, tau=tau or 0.0)
     torch.manual_seed(t.seed + ctx.rank)  # dropout streams differ across processes
     optimizer = torch.optim.Adam(model.parameters(), lr=0.0, betas=(t.adam_beta1, t.adam_beta2),
@@ -160,17 +191,20 @@ def _setup(config: Config, out: Path, ctx: distributed.Context, resume: bool,
         forward = torch.compile(forward, dynamic=True)
     sig = signature(transform=transform.name, alpha=transform.alpha, tau=tau, data=data.corpus,
                     recipe=recipe, seed=t.seed, world_size=ctx.world_size,
-                    fused_output=t.fused_output or None)
+                    fused_output=t.fused_output or None,
+                    label_smoothing=t.label_smoothing or None)
     session = Session(config, out, ctx, data, model, forward, transform, optimizer, average, sig)
     state = State()
     if ckpt:
         _restore(session, state, ckpt)
+        session.saved_step = state.step
         if ctx.is_main:
             train_log.truncate_after(out / "log.csv", state.step)
+            (out / DIVERGED).unlink(missing_ok=True)  # an earlier attempt's, now taken up again
     elif ctx.is_main:
         out.mkdir(parents=True, exist_ok=True)
-        for stale in (out / "log.csv", out / SUMMARY):  # an earlier run's, its checkpoints gone
-            stale.unlink(missing_ok=True)
+        for stale in (out / "log.csv", out / SUMMARY, out / DIVERGED):  # an earlier run's,
+            stale.unlink(missing_ok=True)  # its checkpoints gone
         atomic_write_text(out / "config.json", json.dumps(
             {**config.to_dict(), "resolved": {"tau": tau, "world_size": ctx.world_size}},
             indent=2) + "\n")
@@ -179,7 +213,7 @@ def _setup(config: Config, out: Path, ctx: distributed.Context, resume: bool,
 
 def _load_for_resume(out: Path, config: Config, data: Prepared,
                      transform: OutputTransform) -> dict:
-    ckpt = checkpoint.load(out / checkpoint.LAST)
+    ckpt = read_last(out)
     tau = config.train.tau if not isinstance(config.train.tau, str) else None
     checkpoint.check_compatible(ckpt, out / checkpoint.LAST, data=data, transform=transform.name,
                                 tau=tau)
@@ -233,6 +267,7 @@ def _save_last(s: Session, state: State) -> None:
         state_now = copy.copy(state)
         state_now.elapsed = _clock(s, state)
         checkpoint.save({**_payload(s, state_now, "last"), "rng": rngs}, s.out / checkpoint.LAST)
+    s.saved_step = state.step
 
 
 def _clock(s: Session, state: State) -> float:
@@ -265,7 +300,8 @@ def _autocast(s: Session):
 def _micro_loss(s: Session, batch: Batch, with_stats: bool) -> tuple[torch.Tensor, dict | None]:
     """The loss of one micro-batch summed over its target tokens, in fp32, and (if
     ``with_stats``) the statistics of its logits, taken before alpha-ReLU's backward
-    overwrites them."""
+    overwrites them. Non-finite logits give a non-finite loss without calling the
+    transform's loss, and the step then stops the run (:func:`_step`)."""
     keep = batch.tgt_out != s.data.pad_id
     target, rows = batch.tgt_out[keep], s.config.train.stats_rows
     if s.config.train.fused_output:
@@ -275,9 +311,17 @@ def _micro_loss(s: Session, batch: Batch, with_stats: bool) -> tuple[torch.Tenso
         return loss, stats
     with _autocast(s):
         logits = s.forward(batch.src, batch.tgt_in, keep)  # (N, V)
-    logits = logits.float()
+    if not s.transform.half_logits:  # e.g. softmax's cross-entropy would compute in bf16
+        logits = logits.float()
     stats = batch_stats(logits, s.transform, rows) if with_stats else None
-    return s.transform.loss(logits, target, reduction="sum", reuse_logits=True), stats
+    total = logits.detach().sum(dtype=torch.float32)  # NaN or inf if any logit is
+    if not is_finite(total):  # the sort-based entmax losses index out of range on NaN
+        return logits.sum(dtype=torch.float32), stats  # backward runs on every process
+    loss = s.transform.loss(logits, target, reduction="none", reuse_logits=True,
+                            label_smoothing=s.config.train.label_smoothing)  # (N,)
+    # Per-token losses come in the logits' dtype; a bf16 sum of a whole batch would keep
+    # only 8 significant bits, so they are summed in fp32.
+    return loss.sum(dtype=torch.float32), stats
 
 
 def _step(s: Session, state: State, batches: list[Batch], with_stats: bool) -> dict | None:
@@ -299,8 +343,11 @@ def _step(s: Session, state: State, batches: list[Batch], with_stats: bool) -> d
             (loss * scale).backward()
         loss_sum += loss.detach()
     t = s.config.train
-    if t.clip_norm > 0:
-        torch.nn.utils.clip_grad_norm_(s.model.parameters(), t.clip_norm)
+    norm = grad_norm(list(s.model.parameters()), t.clip_norm)
+    # The gradient norm is global (DDP has summed the gradients); the loss is this process's.
+    if distributed.any_true(s.ctx, not is_finite(loss_sum)) or not is_finite(norm):
+        diverged(s.out, state.step + 1, {"loss": loss_sum, "grad_norm": norm}, s.saved_step,
+                 s.ctx.is_main)
     lr = noam_lr(state.step + 1, t.lr, s.config.model.d_model, t.warmup)
     for group in s.optimizer.param_groups:
         group["lr"] = lr
@@ -315,6 +362,14 @@ def _step(s: Session, state: State, batches: list[Batch], with_stats: bool) -> d
     state.interval["tokens"] += tokens
     state.totals["tokens"] += tokens
     return {**(stats or {}), "lr": lr}
+
+
+def _check_weights(s: Session, state: State) -> None:
+    """Before weights are validated or saved: an update with a finite gradient can still
+    overflow them (a huge learning rate)."""
+    norm = torch.nn.utils.get_total_norm(list(s.model.parameters()))
+    if not is_finite(norm):
+        diverged(s.out, state.step, {"weight_norm": norm}, s.saved_step, s.ctx.is_main)
 
 
 def _train_row(s: Session, state: State, stats: dict) -> dict:
@@ -382,33 +437,46 @@ def _show(bar, task, s: Session, state: State, row: dict) -> None:
     bar.update(task, completed=state.step, **fields)
 
 
-def _loop(s: Session, state: State, console: Console | None) -> Summary:
+def _loop(s: Session, state: State, console: Console | None, signals: StopSignals) -> Summary:
+    """Steps until the budget ends; on a stop signal, ``last.pt`` after the current step and
+    :class:`Interrupted`."""
     t = s.config.train
     batches = _micro_batches(s, state)
     bar = train_log.progress_bar(console)
-    last_bleu, done = None, state.step >= t.max_steps
-    with bar or contextlib.nullcontext():
+    last_bleu, done, stop = None, state.step >= t.max_steps, False
+    with bar or contextlib.nullcontext(), threads.governed(t.threads, s.ctx) as governor:
         task = bar.add_task("train", total=t.max_steps, completed=state.step, speed="-",
                             loss="-", bleu="-", eta="-") if bar else None
         while not done:
-            began = time.perf_counter()
+            began, tokens = time.perf_counter(), state.totals["tokens"]
+            used = torch.get_num_threads()
             logging = (state.step + 1) % t.log_every == 0
             stats = _step(s, state, [next(batches) for _ in range(t.accum)],
                           logging and s.ctx.is_main)
             spent = time.perf_counter() - began
             state.interval["seconds"] += spent
             state.totals["seconds"] += spent
-            done = _out_of_budget(s, state)
-            row = _train_row(s, state, stats) if logging else {}
-            if state.step % t.valid_every == 0 or done:
+            if governor is not None:
+                governor.after_step(state.totals["tokens"] - tokens, spent)
+            finished = _out_of_budget(s, state)
+            stop = signals.requested(s.ctx) and not finished  # a finished run ends as usual
+            done = stop or finished
+            row = {**_train_row(s, state, stats), "threads": used} if logging else {}
+            validating = not stop and (state.step % t.valid_every == 0 or done)
+            keeping = t.keep_every and state.step % t.keep_every == 0
+            if validating or keeping or state.step % t.save_every == 0 or done:
+                _check_weights(s, state)
+            if validating:
                 row.update(_validate(s, state))
                 last_bleu = row.get("val_bleu", last_bleu)
             _write_row(s, state, row)
-            if t.keep_every and state.step % t.keep_every == 0 and s.ctx.is_main:
+            if keeping and s.ctx.is_main:
                 checkpoint.save(_payload(s, state, "snapshot"), snapshot_path(s.out, state.step))
             if state.step % t.save_every == 0 or done:
                 _save_last(s, state)
             _show(bar, task, s, state, row)
+    if stop:
+        raise signals.interrupted(state.step, s.out, s.saved_step, s.ctx.rank)
     summary = Summary(s.out, state.step, _clock(s, state),
                       state.totals["tokens"] / max(state.totals["seconds"], 1e-9),
                       state.best_bleu, state.best_step, last_bleu, s.transform.tau, s.ctx.rank)

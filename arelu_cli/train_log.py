@@ -20,21 +20,38 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from arelu_cli.results import atomic_write_text
 
-COLUMNS = ("step", "epoch", "wall_s", "tokens_per_s", "train_loss", "lr", "tau", "tau_z",
-           "logit_norm", "sum_p", "nnz", "val_loss", "val_bleu", "signature")
+COLUMNS = ("step", "epoch", "wall_s", "tokens_per_s", "threads", "train_loss", "lr", "tau",
+           "tau_z", "logit_norm", "sum_p", "nnz", "val_loss", "val_bleu", "signature")
 """``tokens_per_s`` counts source and target tokens (padding excluded), all processes,
-over the logging interval's training time (validation excluded); ``wall_s`` is the run's
-wall-clock time so far, validation included."""
+over the logging interval's training time (validation excluded); ``threads`` is torch's
+intra-op thread count of the row's step (``[train] threads``: the governor may change it);
+``wall_s`` is the run's wall-clock time so far, validation included."""
 
 
 def append_row(path: Path, row: dict) -> None:
-    """Append one row (missing columns empty), writing the header to a new file."""
-    new = not path.exists()
+    """Append one row (missing columns empty), writing the header to a new file; a file
+    written before a column existed keeps its own columns (a resumed older run)."""
+    new = not path.exists() or path.stat().st_size == 0
+    columns = COLUMNS if new else _header(path)
     with open(path, "a", encoding="utf-8", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=COLUMNS)
+        writer = csv.DictWriter(handle, fieldnames=columns)
         if new:
             writer.writeheader()
-        writer.writerow({key: row.get(key) for key in COLUMNS})
+        writer.writerow({key: row.get(key) for key in columns})
+
+
+def _header(path: Path) -> tuple[str, ...]:
+    with open(path, encoding="utf-8", newline="") as handle:
+        return tuple(next(csv.reader(handle), COLUMNS))
+
+
+def read_log(path: Path) -> pd.DataFrame:
+    """``log.csv`` as a frame; a log written before the ``threads`` column existed gets it
+    empty, so that old and new runs read alike."""
+    frame = pd.read_csv(path)
+    if "threads" not in frame.columns and "tokens_per_s" in frame.columns:
+        frame.insert(frame.columns.get_loc("tokens_per_s") + 1, "threads", float("nan"))
+    return frame
 
 
 def truncate_after(path: Path, step: int) -> None:

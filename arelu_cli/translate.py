@@ -4,20 +4,29 @@ Input lines are normalized as ``arelu prepare`` normalizes dev/test text, encode
 checkpoint's BPE, batched by source tokens and decoded (greedy or beam search,
 :mod:`arelu_cli.decode`); the output has exactly one detokenized line per input line, in
 order. An input line that is empty after normalization gives an empty output line without
-running the model. Line breaks inside a translation (byte-level BPE can produce any
-character) are written as spaces so that no reader splits an output line in two.
+running the model; a line longer than the model's positions (``[model] max_positions``) is
+cut to fit, and the cut lines are counted in the run's record. The input may be ``-``
+(stdin) and the output stdout, so that ``arelu translate`` works in a pipe. Line breaks
+inside a translation (byte-level BPE can produce any character) are written as spaces so
+that no reader splits an output line in two.
 With ``n_best > 1`` the output is an n-best list, ``i ||| translation ||| score`` per
 hypothesis (Moses / fairseq style; ``i`` counts input lines from 0, ``score`` is the
 length-normalized score the beam ranks by).
 
-Next to an output file ``OUT`` goes ``OUT.json``: what was decoded, how, and how fast; it
-lets ``arelu score --hyp OUT`` find the references of a prepared split by itself.
+Next to an output file ``OUT`` goes ``OUT.json``: what was decoded, how, how fast, and
+which input lines were cut; it lets ``arelu score --hyp OUT`` find the references of a
+prepared split by itself.
+
+Without a checkpoint, the analysis commands take the run that ``arelu train`` made most
+recently under ``./runs`` (:func:`latest_run`).
 """
 
 from __future__ import annotations
 
 import json
 import math
+import os
+import stat
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -33,7 +42,7 @@ from arelu_cli.data import bpe
 from arelu_cli.data.batching import batch_indices
 from arelu_cli.data.clean import normalize
 from arelu_cli.data.prepared import Prepared, load_prepared
-from arelu_cli.data.textio import read_lines
+from arelu_cli.data.textio import decode_lines
 from arelu_cli.decode import Hypothesis, beam_search, greedy, max_lengths, ranking_score
 from arelu_cli.distributed import pick_device
 from arelu_cli.errors import UserError
@@ -43,6 +52,13 @@ from arelu_cli.results import atomic_write_text, signature
 
 Progress = Callable[[int], None]
 """Called with the number of sentences just translated."""
+
+STDIO = "-"
+"""``--input -`` reads stdin, ``--out -`` writes stdout."""
+RUNS = Path("runs")
+"""Where ``arelu train`` puts its runs by default (``runs/RECIPE/TRANSFORM``)."""
+SHOWN = 5
+"""Line numbers of cut lines named in the warning; the record keeps them all."""
 
 
 @dataclass(frozen=True)
@@ -69,6 +85,23 @@ def resolve_checkpoint(path: str | Path) -> Path:
         best = path / checkpoint.BEST
         return best if best.is_file() else path / checkpoint.LAST
     return path
+
+
+def latest_run(root: str | Path = RUNS) -> Path:
+    """The run folder under ``root`` (any depth) with the newest ``last.pt`` or ``best.pt``.
+
+    Only finished or resumable runs count, i.e. folders with a ``last.pt``: a half-written
+    checkpoint is a hidden temporary file, never ``last.pt`` itself."""
+    root = Path(root)
+    runs = [ckpt.parent for ckpt in root.rglob(checkpoint.LAST) if ckpt.is_file()]
+    if not runs:
+        raise UserError(f"no trained run under {root}/ (a folder with {checkpoint.LAST}): train "
+                        "one first (arelu train --transform 1.5-relu) or pass --checkpoint RUN")
+
+    def newest(run: Path) -> int:
+        return max(p.stat().st_mtime_ns for p in (run / checkpoint.LAST, run / checkpoint.BEST)
+                   if p.is_file())
+    return max(runs, key=lambda run: (newest(run), str(run)))
 
 
 def open_checkpoint(path: str | Path, data: str | Path | None = None,
@@ -110,11 +143,20 @@ def decode_config(decoder: Decoder, *, beam: int | None = None,
     return cfg
 
 
+def source_limit(decoder: Decoder) -> int:
+    """The most source tokens the model takes: its positions less one for eos."""
+    return decoder.model.cfg.max_positions - 1
+
+
 def encode_lines(decoder: Decoder, lines: Sequence[str]) -> list[list[int]]:
-    """Source ids of raw lines, normalized like prepared text, cut to the model's positions."""
-    longest = decoder.model.cfg.max_positions - 1  # room for eos
-    return [ids[:longest] for ids in bpe.encode_lines(decoder.data.src_tokenizer,
-                                                      [normalize(line) for line in lines])]
+    """Source ids of raw lines, normalized like prepared text (not cut; see :func:`cut`)."""
+    return bpe.encode_lines(decoder.data.src_tokenizer, [normalize(line) for line in lines])
+
+
+def cut(sources: Sequence[Sequence[int]], limit: int) -> tuple[list[Sequence[int]], list[int]]:
+    """Each source cut to its first ``limit`` tokens, and the 0-based indices of those cut."""
+    return ([ids[:limit] for ids in sources],
+            [i for i, ids in enumerate(sources) if len(ids) > limit])
 
 
 def pad_sources(sources: Sequence[Sequence[int]], pad_id: int, eos_id: int) -> torch.Tensor:
@@ -184,49 +226,74 @@ def detokenize(decoder: Decoder, hyps: list[list[Hypothesis]], n_best: int,
     return lines
 
 
+def stdin_is_piped() -> bool:
+    """Whether stdin is a pipe or a file to read from: not a terminal, nor ``/dev/null`` (a
+    job started without input), nor closed."""
+    if sys.stdin is None:
+        return False
+    try:
+        mode = os.fstat(sys.stdin.fileno()).st_mode
+    except (OSError, ValueError):  # an in-memory stream (tests, embedding) has no descriptor
+        return sys.stdin.readable() and not sys.stdin.isatty()
+    return stat.S_ISFIFO(mode) or stat.S_ISREG(mode) or stat.S_ISSOCK(mode)
+
+
 def read_text_lines(path: str | Path) -> list[str]:
-    """The lines of a UTF-8 text file, split on ``\\n`` only (see :mod:`arelu_cli.data.textio`);
-    unlike corpus files, an empty file or one of blank lines is valid input here."""
-    path = Path(path)
-    if not path.is_file():
-        raise UserError(f"file not found: {path}")
-    if not path.read_bytes().strip():
-        lines = path.read_bytes().decode("ascii").split("\n")  # ASCII whitespace only
+    """The lines of a UTF-8 text file, or of stdin for ``-``, split on ``\\n`` only (see
+    :mod:`arelu_cli.data.textio`); unlike corpus files, an empty file or one of blank lines
+    is valid input here."""
+    if str(path) == STDIO:
+        data, name = sys.stdin.buffer.read(), "<stdin>"
+    else:
+        path = Path(path)
+        if not path.is_file():
+            raise UserError(f"file not found: {path} (give - to read stdin)")
+        data, name = path.read_bytes(), str(path)
+    if not data.strip():
+        lines = data.decode("ascii").split("\n")  # ASCII whitespace only
         return [line.removesuffix("\r") for line in (lines[:-1] if lines[-1] == "" else lines)]
-    return read_lines(path)
+    return decode_lines(data, name)
 
 
 @dataclass(frozen=True)
 class Translation:
-    """What :func:`translate` made: output lines, hypotheses and how long decoding took."""
+    """What :func:`translate` made: output lines, hypotheses, how long decoding took, and
+    which input lines were cut to the model's ``limit`` source tokens (1-based numbers)."""
 
     lines: list[str]
     hypotheses: list[list[Hypothesis]]
     seconds: float
     meta: dict
+    truncated: list[int]
+    limit: int
 
     @property
     def sentences_per_s(self) -> float:
         return len(self.hypotheses) / self.seconds if self.seconds > 0 else math.inf
 
 
-def _sources(decoder: Decoder, input_path: Path | None, split: str | None) -> list[Sequence[int]]:
-    if (input_path is None) == (split is None):
+def _sources(decoder: Decoder, lines: Sequence[str] | None,
+             split: str | None) -> tuple[list[Sequence[int]], list[int]]:
+    """Source ids, and the indices of raw lines cut to fit (a prepared split is never cut:
+    a sentence too long for the model is an error there, not a silently lower BLEU)."""
+    if (lines is None) == (split is None):
         raise UserError("give exactly one of --input FILE (raw text) and --split NAME (a split "
                         "of the prepared corpus)")
-    if input_path is not None:
-        return encode_lines(decoder, read_text_lines(input_path))
+    if lines is not None:
+        return cut(encode_lines(decoder, lines), source_limit(decoder))
     encoded = decoder.data.split(split)
-    return [encoded.src(i) for i in range(len(encoded))]
+    return [encoded.src(i) for i in range(len(encoded))], []
 
 
-def translate(decoder: Decoder, cfg: DecodeConfig, *, input_path: Path | None = None,
-              split: str | None = None, n_best: int = 1, renormalize: bool = False,
-              progress: Progress | None = None) -> Translation:
-    """Translate a raw text file or a prepared split (exactly one of them), timed."""
+def translate(decoder: Decoder, cfg: DecodeConfig, *, lines: Sequence[str] | None = None,
+              split: str | None = None, input_name: str | None = None, n_best: int = 1,
+              renormalize: bool = False, progress: Progress | None = None) -> Translation:
+    """Translate raw text ``lines`` (read from ``input_name``, e.g. by :func:`read_text_lines`)
+    or a prepared split: exactly one of them; timed."""
     if not 1 <= n_best <= cfg.beam:
         raise UserError(f"--n-best must be between 1 and the beam size {cfg.beam}, got {n_best}")
-    sources = _sources(decoder, input_path, split)
+    sources, cut_lines = _sources(decoder, lines, split)
+    truncated, limit = [i + 1 for i in cut_lines], source_limit(decoder)
     sync = torch.cuda.synchronize if decoder.device.type == "cuda" else (lambda: None)
     sync()
     start = time.perf_counter()
@@ -236,14 +303,30 @@ def translate(decoder: Decoder, cfg: DecodeConfig, *, input_path: Path | None = 
     seconds = time.perf_counter() - start
     t = decoder.transform
     meta = {"checkpoint": str(decoder.path), "data": str(decoder.data.path),
-            "input": None if input_path is None else str(input_path), "split": split,
+            "input": input_name if lines is not None else None, "split": split,
+            # lets `arelu score` refuse references of a split prepared again since
+            "split_sha256": decoder.data.split_checksum(split) if split is not None else None,
             "transform": t.name, "alpha": t.alpha, "tau": t.tau, "beam": cfg.beam,
             "n_best": n_best, "length_penalty": cfg.length_penalty, "renormalize": renormalize,
             "max_length_ratio": cfg.max_length_ratio, "max_length_offset": cfg.max_length_offset,
             "sentences": len(sources), "seconds": seconds,
+            "truncated_lines": len(truncated), "truncated_to_tokens": limit,
+            "truncated_line_numbers": truncated,
             "signature": decoder.signature(beam=cfg.beam, renormalize=renormalize or None)}
-    lines = detokenize(decoder, hyps, n_best, cfg.length_penalty)
-    return Translation(lines, hyps, seconds, meta)
+    out_lines = detokenize(decoder, hyps, n_best, cfg.length_penalty)
+    return Translation(out_lines, hyps, seconds, meta, truncated, limit)
+
+
+def truncation_warning(translation: Translation) -> str | None:
+    """One line that says which input lines were cut to fit the model, or None."""
+    cut_lines = translation.truncated
+    if not cut_lines:
+        return None
+    shown = ", ".join(map(str, cut_lines[:SHOWN])) + (", ..." if len(cut_lines) > SHOWN else "")
+    return (f"{len(cut_lines)} of {len(translation.hypotheses)} input lines were longer than the "
+            f"model's {translation.limit} source tokens ([model] max_positions) and were cut to "
+            f"their first {translation.limit} tokens, so their translations cover only that "
+            f"start: line{'s' if len(cut_lines) > 1 else ''} {shown}")
 
 
 def meta_path(out: str | Path) -> Path:
@@ -252,11 +335,13 @@ def meta_path(out: str | Path) -> Path:
 
 
 def write_translation(translation: Translation, out: str | Path | None) -> None:
-    """The output lines to ``out`` (atomically, with ``out.json``) or to stdout."""
+    """The output lines to ``out`` (atomically, with ``out.json``), or as UTF-8 to stdout
+    (``None`` or ``-``) whatever the locale's encoding."""
     text = "".join(line + "\n" for line in translation.lines)
-    if out is None:
-        sys.stdout.write(text)
+    if out is None or str(out) == STDIO:
         sys.stdout.flush()
+        sys.stdout.buffer.write(text.encode("utf-8"))
+        sys.stdout.buffer.flush()
         return
     atomic_write_text(out, text)
     meta = {**translation.meta, "sentences_per_s": translation.sentences_per_s}

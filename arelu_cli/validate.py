@@ -23,7 +23,9 @@ from arelu_cli.registry import OutputTransform
 @dataclass(frozen=True)
 class Validation:
     loss: float
-    """The transform's own loss per target token (eos included)."""
+    """The transform's own loss per target token (eos included), unsmoothed: ``[train]
+    label_smoothing`` changes only the training loss, so validation losses compare across
+    smoothing settings."""
     bleu: float
     hypotheses: list[str]
 
@@ -36,7 +38,8 @@ def corpus_bleu(hypotheses: list[str], references: list[str]) -> float:
 @torch.no_grad()
 def split_loss(model: Transformer, data: Prepared, split: str, transform: OutputTransform,
                max_tokens: int, device: torch.device) -> float:
-    """Mean per-token loss of ``transform`` over a split, teacher-forced, in eval mode."""
+    """Mean per-token loss of ``transform`` over a split, teacher-forced, in eval mode;
+    always without label smoothing (the one-hot target)."""
     was_training = model.training
     model.eval()
     total, tokens = 0.0, 0

@@ -1,5 +1,7 @@
 """Checkpoints: atomic writes, self-description, refusing a mismatched vocabulary/transform."""
 
+import argparse
+import os
 import shutil
 
 import pytest
@@ -64,8 +66,11 @@ def test_resume_refuses_another_transform_or_vocabulary(trained, tiny_corpus, ot
     shutil.copytree(trained, run)
     with pytest.raises(UserError, match=r"--transform 1.5-relu, not softmax"):
         train(tiny_config(tiny_corpus, transform="softmax", max_steps=4), run, resume=True)
-    with pytest.raises(UserError, match=r"another vocabulary"):
+    with pytest.raises(UserError, match=r"another vocabulary") as raised:
         train(tiny_config(other_corpus, transform="1.5-relu", max_steps=4), run, resume=True)
+    assert "\n" not in str(raised.value)
+    assert str(raised.value).endswith("use the prepared folder it was trained on, or start a "
+                                      "new run with another --out")
 
 
 def test_a_new_run_never_overwrites_an_old_one(trained, tiny_corpus, tiny_config):
@@ -79,3 +84,23 @@ def test_unreadable_files(tmp_path):
     (tmp_path / "last.pt").write_text("not a checkpoint")
     with pytest.raises(UserError, match="not a readable arelu checkpoint"):
         checkpoint.load(tmp_path)
+    # torch's message for a pickle it will not load runs over lines of (unsafe) advice
+    torch.save(argparse.Namespace(weights=1), tmp_path / "other.pt")
+    with pytest.raises(UserError) as raised:
+        checkpoint.load(tmp_path / "other.pt")
+    assert str(raised.value) == (
+        f"{tmp_path / 'other.pt'} is not a readable arelu checkpoint (UnpicklingError: Weights "
+        "only load failed); give a last.pt or best.pt that arelu train wrote")
+
+
+def test_save_follows_the_umask_and_keeps_a_replaced_files_mode(tmp_path):
+    old = os.umask(0o027)
+    try:
+        path = checkpoint.save({"x": torch.ones(1)}, tmp_path / "a.pt")
+        assert path.stat().st_mode & 0o777 == 0o640
+        path.chmod(0o644)
+        checkpoint.save({"x": torch.zeros(1)}, path)
+    finally:
+        os.umask(old)
+    assert path.stat().st_mode & 0o777 == 0o644
+    assert torch.equal(torch.load(path, weights_only=True)["x"], torch.zeros(1))

@@ -1,8 +1,12 @@
 """``arelu train`` from the command line: flags override the recipe, errors are one line."""
 
 import json
+import re
 
+import numpy as np
+import pandas as pd
 import pytest
+import torch
 
 from arelu_cli import checkpoint
 from arelu_cli.cli import main
@@ -46,13 +50,111 @@ def test_fused_output_flag_is_kept_on_resume(monkeypatch, capsys, tiny_corpus, t
     assert checkpoint.load(out)["config"]["train"]["fused_output"]
 
 
+def test_label_smoothing_set_on_the_command_line_reaches_the_loss(monkeypatch, capsys,
+                                                                  tiny_corpus, tmp_path):
+    """2 steps with ``--set train.label_smoothing=0.1`` log a finite loss that differs from
+    the unsmoothed one at step 1 (same seed, same batch, same weights)."""
+    recipe, first = _recipe(tmp_path, tiny_corpus), {}
+    for eps in ("0.1", "0"):
+        out = tmp_path / f"ls-{eps}"
+        code, _ = _run(monkeypatch, capsys, "train", "--recipe", recipe, "--transform", "1.5-relu",
+                       "--tau", "analytic", "--out", out, "--device", "cpu",
+                       "--set", f"train.label_smoothing={eps}")
+        assert code == 0
+        config = json.loads((out / "config.json").read_text())
+        assert config["train"]["label_smoothing"] == float(eps)
+        rows = pd.read_csv(out / "log.csv")
+        assert rows["step"].tolist() == [1, 2] and np.isfinite(rows["train_loss"]).all()
+        assert np.isfinite(rows["val_loss"].dropna()).all() and rows["val_loss"].notna().any()
+        first[eps] = rows["train_loss"].iloc[0]
+    assert first["0.1"] != pytest.approx(first["0"], rel=1e-6)
+
+
 @pytest.mark.parametrize("args, message", [
     (["--tau", "big"], "--tau takes auto, analytic or a number"),
     (["--transform", "2.5-relu"], "alpha 2.5 is outside (1, 2]"),
     (["--set", "train.warmpu=3"], "unknown key(s) warmpu in [train]"),
+    (["--set", "train.label_smoothing=1.0"], "[train] label_smoothing must be in [0, 1)"),
+    (["--set", "train.label_smoothing=-0.1"], "[train] label_smoothing must be in [0, 1)"),
     (["--fused-output"], "fused_output works only with alpha-ReLU transforms"),
 ])
 def test_errors_are_one_line(monkeypatch, capsys, tiny_corpus, tmp_path, args, message):
     code, captured = _run(monkeypatch, capsys, "train", "--recipe", _recipe(tmp_path, tiny_corpus),
                           "--out", tmp_path / "x", *args)
     assert code == 2 and message in captured.err and "Traceback" not in captured.err
+
+
+def _one_line_error(code: int, captured, message: str) -> None:
+    err = captured.err.strip()
+    assert code == 2 and message in err and "\n" not in err and "Traceback" not in err, err
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--transform", "1.0001-relu"], "alpha-ReLU needs alpha in [1.05, 2]: below it its float32 "
+                                     "loss overflows"),
+    (["--transform", "1.5-relu", "--tau", "nan"], "[train] tau must be a finite number"),
+    (["--transform", "1.5-relu", "--tau", "inf"], "[train] tau must be a finite number"),
+    (["--transform", "1.5-relu", "--tau", "-inf"], "[train] tau must be a finite number"),
+    (["--transform", "1.5-relu", "--tau", "1e308"], "tau 1e+308 is impossible for 1.5-relu: "
+                                                   "with a vocabulary of"),
+    (["--transform", "1.5-relu", "--tau", "-1e30"], "its float32 loss is finite only for tau in"),
+])
+def test_impossible_alpha_and_tau_are_refused_before_any_model(monkeypatch, capsys, tiny_corpus,
+                                                               tmp_path, args, message):
+    def no_model(*_, **__):
+        raise AssertionError("a model was built")
+
+    monkeypatch.setattr("arelu_cli.train.Transformer", no_model)
+    code, captured = _run(monkeypatch, capsys, "train", "--recipe", _recipe(tmp_path, tiny_corpus),
+                          "--out", tmp_path / "x", *args)
+    _one_line_error(code, captured, message)
+
+
+@pytest.mark.parametrize("transform, lr, message", [
+    ("1.5-relu", "1e12", r"training diverged at step 2 \(loss nan, grad_norm nan\); that step "
+                         r"was not saved\. \S+ keeps step 1; resume with: arelu train --resume"),
+    ("1.5-entmax", "1e12", r"training diverged at step 2 \(loss nan, grad_norm nan\)"),
+    ("softmax", "1e41", r"training diverged at step 1 \(weight_norm inf\); that step was not "
+                        r"saved\. no last\.pt was saved yet; start again with --out"),
+])
+def test_a_diverging_run_exits_2_and_never_saves_nan(monkeypatch, capsys, tiny_corpus, tmp_path,
+                                                      transform, lr, message):
+    out = tmp_path / "run"
+    code, captured = _run(monkeypatch, capsys, "train", "--recipe", _recipe(tmp_path, tiny_corpus),
+                          "--transform", transform, "--out", out, "--max-steps", "4",
+                          "--set", f"train.lr={lr}", "--set", "train.save_every=1")
+    _one_line_error(code, captured, "training diverged at step")
+    assert re.search(message, captured.err), captured.err
+    assert not (out / "summary.json").exists() and (out / "diverged.json").exists()
+    if (out / checkpoint.LAST).exists():
+        last = checkpoint.load(out)
+        assert all(torch.isfinite(w).all() for w in last["model"].values())
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--recipe", "{tmp}"], "no recipe"),
+    (["--out", "{tmp}/file"], "is a file, not a run folder; give --out a folder"),
+    (["--out", "{tmp}/file/run"], "cannot write the run folder"),
+    (["--resume", "{tmp}/file"], "--resume takes a run folder (the --out of an earlier arelu "
+                                 "train), not the file"),
+    (["--resume", "{tmp}/empty"], "holds no last.pt, so there is no run to resume; start one "
+                                  "with --out"),
+    (["--resume", "{tmp}/missing"], "does not exist, so there is no run to resume"),
+    (["--resume", "{tmp}/corrupt"], "last.pt is not a readable arelu checkpoint"),
+    (["--resume", "{tmp}/empty", "--out", "{tmp}/other"], "--resume continues the run in its "
+                                                         "own folder"),
+])
+def test_bad_recipes_and_run_folders_are_one_line_errors(monkeypatch, capsys, tiny_corpus,
+                                                         tmp_path, args, message):
+    (tmp_path / "file").write_text("x")
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "corrupt").mkdir()
+    (tmp_path / "corrupt" / "last.pt").write_text("not a checkpoint")
+    given = [a.format(tmp=tmp_path) for a in args]
+    recipe = [] if "--recipe" in given else ["--recipe", _recipe(tmp_path, tiny_corpus)]
+    code, captured = _run(monkeypatch, capsys, "train", *recipe, *given)
+    _one_line_error(code, captured, message)
+    if "--resume" in given:  # with the recipe too (the checkpoint's config is not read first)
+        code, captured = _run(monkeypatch, capsys, "train", "--recipe",
+                              _recipe(tmp_path, tiny_corpus), *given)
+        _one_line_error(code, captured, message)

@@ -59,14 +59,27 @@ def test_parse_override(text, expected):
     ({"model": {"heads": 3}}, r"heads \(3\) must divide d_model \(512\)"),
     ({"model": {"dropout": 1.0}}, r"dropout must be in \[0, 1\)"),
     ({"train": {"lr": 0}}, r"\[train\] lr must be positive"),
+    ({"train": {"lr": float("inf")}}, r"\[train\] lr must be positive and finite, got inf"),
+    ({"train": {"adam_eps": float("nan")}}, r"\[train\] adam_eps must be positive and finite"),
     ({"train": {"max_minutes": -1}}, r"max_minutes must be >= 0"),
     ({"train": {"tau": "exact"}}, r"tau must be a number, 'auto' or 'analytic'"),
+    ({"train": {"tau": float("nan")}}, r"\[train\] tau must be a finite number, 'auto' or"),
+    ({"train": {"tau": float("inf")}}, r"\[train\] tau must be a finite number"),
+    ({"train": {"tau": float("-inf")}}, r"\[train\] tau must be a finite number"),
     ({"train": {"adam_beta2": 1.0}}, r"adam_beta2 must be in \[0, 1\)"),
     ({"decode": {"max_length_offset": -1}}, r"max_length_offset must be >= 0"),
     ({"train": {"fused_output": True}},
      r"fused_output works only with alpha-ReLU transforms \(<a>-relu, e.g. 1.5-relu\), "
      r"not 'softmax'"),
     ({"train": {"fused_output": True, "transform": "1.5-entmax"}}, r"not '1.5-entmax'"),
+    ({"train": {"label_smoothing": -0.1}}, r"\[train\] label_smoothing must be in \[0, 1\)"),
+    ({"train": {"label_smoothing": 1.0}}, r"\[train\] label_smoothing must be in \[0, 1\)"),
+    ({"train": {"label_smoothing": float("nan")}}, r"label_smoothing must be in \[0, 1\)"),
+    ({"train": {"label_smoothing": "0.1"}}, r"\[train\] label_smoothing must be a number"),
+    ({"train": {"label_smoothing": True}}, r"\[train\] label_smoothing must be a number"),
+    ({"train": {"label_smoothng": 0.1}}, r"unknown key\(s\) label_smoothng in \[train\]"),
+    ({"train": {"label_smoothing": 0.1, "fused_output": True, "transform": "1.5-relu"}},
+     r"label_smoothing is not available with fused_output"),
     ({"reproduce": {"transforms": "softmax"}}, r"\[reproduce\] transforms must be a list"),
     ({"reproduce": {"transforms": []}}, r"transforms must name at least one"),
     ({"reproduce": {"beams": [1, 0]}}, r"\[reproduce\] beams must be at least 1"),
@@ -86,6 +99,14 @@ def test_reproduce_lists_round_trip_through_checkpoints():
     assert r.transforms == ("softmax", "1.5-relu") and r.tau_sweep == (0.0, 5.0)
     assert r.beams == (1, 4) and from_dict(config.to_dict()) == config
     assert Config().reproduce.transforms[-1] == "1.5-relu"
+
+
+def test_label_smoothing_defaults_to_the_papers_none_and_round_trips():
+    assert Config().train.label_smoothing == 0.0
+    config = load_config(None, {("train", "label_smoothing"): 0.1})
+    assert config.train.label_smoothing == 0.1 and from_dict(config.to_dict()) == config
+    assert parse_override("train.label_smoothing=0.1") == ("train", "label_smoothing", 0.1)
+    assert from_dict({"train": {"label_smoothing": 0}}).train.label_smoothing == 0.0
 
 
 def test_fused_output_with_alpha_relu():

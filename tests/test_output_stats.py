@@ -1,6 +1,8 @@
 """tau for alpha-ReLU (given, auto = the paper's first-batch method, analytic) and the logged
 statistics of the output layer."""
 
+import math
+
 import pytest
 import torch
 
@@ -57,3 +59,28 @@ def test_batch_stats(name, tau_kind):
     else:
         assert stats["sum_p"] == pytest.approx(1.0, abs=1e-4)
     assert stats["tau_z"] == pytest.approx(empirical_tau(logits[torch.linspace(0, 49, 20).long()]))
+
+
+@pytest.mark.parametrize("name", ["softmax", "1.5-entmax", "sparsemax", "1.5-entmax-k10",
+                                  "1.5-relu"])
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+def test_stats_of_logits_that_are_not_finite_are_nan(name, bad):
+    """A diverging run's logits: NaN statistics, never an error (the sort-based entmax
+    transforms would index out of range), so that the trainer can report the divergence."""
+    logits = torch.randn(50, 300)
+    logits[7, 11] = bad
+    transform = get_transform(name, tau=0.3)
+    stats = batch_stats(logits, transform, rows=50)
+    assert all(math.isnan(stats[key]) for key in ("tau_z", "sum_p", "nnz"))
+    if name in ("softmax", "1.5-relu"):
+        assert stats["tau"] == transform.tau  # none, or the fixed one
+    else:
+        assert math.isnan(stats["tau"])
+    assert not math.isfinite(stats["logit_norm"])
+
+
+def test_logit_norm_of_bf16_logits_is_taken_in_fp32():
+    logits = (torch.randn(40, 300) * 3).to(torch.bfloat16)
+    stats = batch_stats(logits, get_transform("1.5-relu", tau=0.3), rows=8)
+    expected = float(logits.double().norm(dim=-1).mean())
+    assert stats["logit_norm"] == pytest.approx(expected, rel=1e-6)

@@ -42,6 +42,22 @@ def test_every_loss_has_gradient_probs_minus_onehot(name):
     torch.testing.assert_close(scores.exp(), probs)
 
 
+@pytest.mark.parametrize("name", [c[0] for c in CASES])
+def test_every_loss_takes_label_smoothing(name):
+    """``loss(..., label_smoothing=eps)`` reaches every family: gradient ``probs - q`` with
+    ``q = (1 - eps) e_y + eps / V``, and the value moves by ``eps (z_y - mean z)``."""
+    transform = get_transform(name, tau=0.2, n_iter=80)
+    z = torch.randn(4, 30, dtype=torch.float64, requires_grad=True)
+    y = torch.randint(0, 30, (4,))
+    smoothed = transform.loss(z, y, reduction="sum", label_smoothing=0.1)
+    (grad,) = torch.autograd.grad(smoothed, z)
+    q = 0.9 * F.one_hot(y, 30).double() + 0.1 / 30
+    torch.testing.assert_close(grad, transform.probs(z.detach()) - q, atol=1e-7, rtol=1e-6)
+    plain = transform.loss(z.detach(), y, reduction="sum")
+    shift = 0.1 * (z.detach().gather(1, y[:, None]).squeeze(1) - z.detach().mean(1)).sum()
+    torch.testing.assert_close(smoothed.detach(), plain + shift)
+
+
 def test_paper_transforms_all_resolve():
     assert [get_transform(n).name for n in PAPER_TRANSFORMS] == list(PAPER_TRANSFORMS)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import re
 from pathlib import Path
 
@@ -12,9 +13,12 @@ import pandas as pd
 import pytest
 from rich.console import Console
 
+from arelu_cli.cli import main
+from arelu_cli.config import load_config
 from arelu_cli.errors import UserError
 from arelu_cli.report.columns import COLUMNS
-from arelu_cli.reproduce import Request, load_request_config, reproduce, resolve_recipe
+from arelu_cli.reproduce import (RECIPES, Request, grid_seeds, load_request_config,
+                                 parse_seeds, reproduce, resolve_recipe)
 
 SCORED_BY_HAND = {"table_human_eval.csv", "human_eval_kappa.csv"}  # need filled sheets
 
@@ -29,7 +33,8 @@ def _toml(value: object) -> str:
     return repr(value)
 
 
-def write_recipe(path: Path, corpus: Path, model: dict) -> Path:
+def write_recipe(path: Path, corpus: Path, model: dict, **reproduce: object) -> Path:
+    """A tiny recipe; ``reproduce`` replaces keys of its [reproduce] table."""
     tables = {
         "data": {"path": str(corpus), "max_tokens": 256},
         "model": model,
@@ -39,7 +44,7 @@ def write_recipe(path: Path, corpus: Path, model: dict) -> Path:
         "reproduce": {"corpus": "toy", "transforms": ["softmax", "1.5-entmax", "1.5-relu"],
                       "tau_sweep": [0.0, 0.3], "sweep_steps": 4, "beams": [1, 2],
                       "timing_sentences": 5, "timing_repeats": 2, "train_sentences": 10,
-                      "human_eval_items": 6},
+                      "human_eval_items": 6} | reproduce,
     }
     path.write_text("".join(f"[{name}]\n" + "".join(f"{k} = {_toml(v)}\n" for k, v in t.items())
                             + "\n" for name, t in tables.items()), encoding="utf-8")
@@ -138,6 +143,69 @@ def test_a_clone_without_checkpoints_trains_again_and_redoes_what_depends_on_it(
     assert json.loads((out / "runs" / "softmax" / "summary.json").read_text())["steps"] == 6
 
 
+@pytest.fixture(scope="module")
+def seeded_grid(tiny_corpus, tiny_model, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("seeded")
+    recipe = write_recipe(folder / "tiny.toml", tiny_corpus, tiny_model,
+                          transforms=["softmax", "1.5-relu"], tau_sweep=[0.3], beams=[1])
+    request = Request(recipe, folder / "results", device="cpu", seeds=(1, 2))
+    console = Console(record=True, width=120)
+    report = reproduce(request, console)
+    return request, report, console.export_text()
+
+
+def test_several_seeds_run_every_cell_in_seed_folders(seeded_grid):
+    request, report, text = seeded_grid
+    out = request.out
+    for name in ("softmax", "1.5-relu"):
+        for seed in (1, 2):
+            run = json.loads((out / "runs" / name / f"seed-{seed}" / "summary.json").read_text())
+            assert f"seed:{seed}" in run["signature"]
+            assert (out / "translations" / name / f"seed-{seed}.test.txt").is_file()
+    assert not (out / "runs" / "softmax" / "log.csv").exists()
+    assert {p.name for p in (out / "tau-sweep" / "tau-0.3").iterdir()} == {"seed-1", "seed-2"}
+    assert (out / "analysis" / "seed-2" / "empty_check.csv").is_file()
+    assert "train 1.5-relu seed 2" in text and "translate softmax seed 1 (beam 2)" in text
+    assert "--seed 2 --out" in (out / "commands.txt").read_text()
+    for name in ("table1_bleu.csv", "table2_empty.csv", "fig_inference_time.csv",
+                 "training_time.csv"):
+        frame = pd.read_csv(out / name)
+        assert sorted(zip(frame["transform"], frame["seed"])) == [
+            ("1.5-relu", 1), ("1.5-relu", 2), ("softmax", 1), ("softmax", 2)], name
+        assert all(f"seed:{s}" in sig for s, sig in zip(frame["seed"], frame["signature"])), name
+    assert set(pd.read_csv(out / "fig_sparsity.csv")["seed"]) == {1, 2}
+    assert set(pd.read_csv(out / "fig_tau_sweep.csv")["seed"]) == {1, 2}
+    tau = pd.read_csv(out / "table3_tau.csv").dropna(subset=["tau_empirical"])
+    assert {sig.split("seed:")[1].split("|")[0] for sig in tau["signature"]} == {"1", "2"}
+
+
+def test_several_seeds_are_tested_per_seed_and_concatenated(seeded_grid):
+    request, report, _ = seeded_grid
+    tests = pd.read_csv(request.out / "table1_significance.csv", dtype={"seeds": str})
+    relu = tests[tests["transform"] == "1.5-relu"]
+    assert relu["seeds"].tolist() == ["1", "2", "1+2"]
+    assert relu["sentences"].tolist() == [40, 40, 80]
+    assert relu["p_value"].between(0, 1).all() and (tests["baseline"] == "softmax").all()
+    assert tests.loc[tests["transform"] == "softmax", "p_value"].isna().all()
+    summary = pd.read_csv(request.out / "seed_summary.csv")
+    bleu = summary[(summary["csv"] == "table1_bleu.csv") & (summary["metric"] == "bleu")]
+    assert bleu["n"].tolist() == [2, 2]
+    table1 = report.read_text(encoding="utf-8").split("## Table 1")[1].split("\n## ")[0]
+    assert "±" in table1 and "(per seed: " in table1 and "Over 2 training seeds" in table1
+
+
+def test_seeds_must_be_distinct_integers(tiny_corpus, tiny_model, tmp_path):
+    recipe = write_recipe(tmp_path / "tiny.toml", tiny_corpus, tiny_model)
+    with pytest.raises(UserError, match="distinct"):
+        load_request_config(Request(recipe, tmp_path / "r", seeds=(1, 1)))
+    with pytest.raises(UserError, match="--seeds takes comma-separated integers"):
+        parse_seeds("1,x")
+    assert parse_seeds("3, 1") == (3, 1) and parse_seeds(None) is None
+    assert load_request_config(Request(recipe, tmp_path / "r")).reproduce.seeds == ()
+    assert grid_seeds(load_request_config(Request(recipe, tmp_path / "r"))) == (1,)
+    assert not (tmp_path / "r").exists()
+
+
 def test_bad_requests_fail_before_any_work(tiny_corpus, tiny_model, tmp_path):
     recipe = write_recipe(tmp_path / "tiny.toml", tiny_corpus, tiny_model)
     with pytest.raises(UserError, match="no recipe"):
@@ -147,3 +215,47 @@ def test_bad_requests_fail_before_any_work(tiny_corpus, tiny_model, tmp_path):
     with pytest.raises(UserError, match="tau_sweep|number"):
         load_request_config(Request(recipe, tmp_path / "r", tau_sweep=("x",)))  # type: ignore[arg-type]
     assert not (tmp_path / "r").exists()
+
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_recipes_ship_with_the_package_and_the_repository_links_to_them():
+    bundled = REPO / "arelu_cli" / "recipes"
+    assert {"toy.toml", "multi30k.toml", "iwslt14.toml"} <= {p.name for p in bundled.glob("*.toml")}
+    assert (REPO / "recipes").is_symlink() and os.readlink(REPO / "recipes") == "arelu_cli/recipes"
+    assert "recipes/*.toml" in (REPO / "pyproject.toml").read_text()
+
+
+def test_recipe_names_resolve_from_any_folder(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    toy = RECIPES / "toy.toml"
+    assert resolve_recipe("toy") == resolve_recipe("toy.toml") == toy
+    assert resolve_recipe("recipes/toy.toml") == resolve_recipe(Path("recipes/toy.toml")) == toy
+    assert load_config(resolve_recipe("toy")).model.d_model == 128
+    with pytest.raises(UserError, match=r"no recipe 'elsewhere/toy.toml'.*toy"):
+        resolve_recipe("elsewhere/toy.toml")  # a path that is not there is not a name
+    mine = tmp_path / "recipes" / "toy.toml"  # a folder's own recipes come first
+    mine.parent.mkdir()
+    mine.write_text("[model]\nd_model = 64\n")
+    assert resolve_recipe("toy") == Path("recipes/toy.toml")
+    assert resolve_recipe("multi30k") == RECIPES / "multi30k.toml"
+
+
+def _cli(monkeypatch, capsys, *args):
+    monkeypatch.setattr("sys.argv", ["arelu", *map(str, args)])
+    with pytest.raises(SystemExit) as exited:
+        main()
+    return exited.value.code or 0, capsys.readouterr()
+
+
+def test_commands_read_bundled_recipes_from_another_folder(tiny_corpus, tmp_path, monkeypatch,
+                                                           capsys, one_thread):
+    monkeypatch.chdir(tmp_path)
+    code, _ = _cli(monkeypatch, capsys, "estimate-tau", "--method", "empirical", "--recipe",
+                   "recipes/toy.toml", "--data", tiny_corpus, "--out", "tau.csv")
+    assert code == 0
+    assert pd.read_csv(tmp_path / "tau.csv")["d_model"].tolist() == [128]  # the toy recipe's
+    code, captured = _cli(monkeypatch, capsys, "reproduce", "toy", "--transforms", "2.5-relu")
+    assert code == 2 and "no recipe" not in captured.err and "2.5" in captured.err
+    assert not (tmp_path / "results").exists() and not (tmp_path / "data").exists()

@@ -157,12 +157,59 @@ def test_monte_carlo_is_seeded():
     assert first.std > 0
 
 
+@pytest.mark.parametrize("alpha", (1.5, 1.25))
+def test_rows_that_are_not_finite_have_a_nan_threshold(alpha):
+    """A diverged model's logits: NaN for rows with NaN or +inf (or only -inf), never an
+    index error; -inf entries are simply outside the support."""
+    logits = torch.randn(5, 7, dtype=torch.float64)
+    clean = tau.entmax_threshold(logits, alpha)
+    logits[0, 3], logits[1, 0], logits[2] = math.nan, math.inf, -math.inf
+    logits[3, 2] = -math.inf
+    got = tau.entmax_threshold(logits, alpha)
+    assert got[:3].isnan().all()
+    low = logits[3].clone()
+    low[2] = -1e6  # as good as -inf: far outside the support
+    assert float(got[3]) == pytest.approx(float(tau.entmax_threshold(low, alpha)), abs=1e-9)
+    assert float(got[4]) == pytest.approx(float(clean[4]), abs=1e-12)
+    assert math.isnan(tau.empirical_tau(logits.float(), alpha))
+
+
+@pytest.mark.parametrize("alpha", (1.05, 1.25, 1.5, 2.0))
+def test_relu_tau_range_is_where_the_float32_loss_is_finite(alpha):
+    """Just inside the range the float32 loss of the worst batch (logits all at +Z for the
+    low end, the target's at -Z for the high end) is finite; just outside it is not."""
+    from arelu_cli.transforms import alpha_relu_loss
+
+    vocab, tokens = 100, 64
+    low, high = tau.relu_tau_range(alpha, vocab, tokens)
+    assert low < 0 < high
+    target = torch.zeros(tokens, dtype=torch.long)
+
+    def batch_loss(tau_value: float, logit: float) -> float:
+        logits = torch.full((tokens, vocab), logit)
+        rows = alpha_relu_loss(logits, target, alpha, tau_value, reduction="none")
+        return float(rows.sum(dtype=torch.float32))
+
+    z = tau.LOGIT_BOUND
+    assert math.isfinite(batch_loss(low * 0.99, z)) and math.isinf(batch_loss(low * 1.01, z))
+    assert math.isfinite(batch_loss(high * 0.99, -z)) and math.isinf(batch_loss(high * 1.01, -z))
+
+
+@pytest.mark.parametrize("value", (math.nan, math.inf, -math.inf, 1e308, -1e30))
+def test_impossible_taus_are_refused_with_the_valid_range(value):
+    with pytest.raises(UserError, match=r"is impossible for 1.5-relu: with a vocabulary of 460 "
+                       r"and batches of 256 tokens its float32 loss is finite only for tau in "
+                       r"\[-\S+, \S+\] \(logits within \+-10\); give a tau in that range"):
+        tau.check_relu_tau(value, "1.5-relu", 1.5, 460, 256)
+    assert tau.check_relu_tau(-3.0, "1.5-relu", 1.5, 460, 256) == -3.0
+
+
 # --- bad arguments -------------------------------------------------------------------------
 
 @pytest.mark.parametrize("call, message", [
-    (lambda: tau.analytic_tau(1000, d_model=512, alpha=1.0), r"alpha must be in \(1, 2\]"),
-    (lambda: tau.analytic_tau(1000, d_model=512, alpha=0.5), r"alpha must be in \(1, 2\]"),
-    (lambda: tau.analytic_tau(1000, d_model=512, alpha=2.5), r"alpha must be in \(1, 2\]"),
+    (lambda: tau.analytic_tau(1000, d_model=512, alpha=1.0), r"alpha must lie in \(1, 2\]"),
+    (lambda: tau.analytic_tau(1000, d_model=512, alpha=0.5), r"alpha must lie in \(1, 2\]"),
+    (lambda: tau.analytic_tau(1000, d_model=512, alpha=2.5), r"alpha must lie in \(1, 2\]"),
     (lambda: tau.analytic_tau(1, d_model=512), r"d_vocab must be an integer >= 2"),
     (lambda: tau.analytic_tau(100.5, d_model=512), r"d_vocab must be an integer >= 2"),
     (lambda: tau.analytic_tau(1000, sigma=0.0), r"sigma .* must be positive"),

@@ -4,8 +4,10 @@ the fused output layer trains like logits + loss."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -17,6 +19,7 @@ import torch
 
 from arelu_cli import checkpoint
 from arelu_cli.train import train
+from arelu_cli.train_guard import DIVERGED, Diverged
 from arelu_cli.train_log import COLUMNS
 
 TINY_RECIPE = """
@@ -167,3 +170,117 @@ def test_resume_with_another_world_size_is_refused(tiny_corpus, tiny_config, tmp
     checkpoint.save({k: v for k, v in ckpt.items() if k != "format"}, tmp_path / "r" / "last.pt")
     with pytest.raises(ValueError, match=r"written by 2 process\(es\)"):
         train(tiny_config(tiny_corpus, max_steps=4), tmp_path / "r", resume=True)
+
+
+def _poison(monkeypatch, at_call: int, how: str) -> None:
+    """Make micro-batch ``at_call`` (1-based; the step, with accum 1) give a NaN loss, or
+    a finite loss whose gradients are infinite."""
+    from arelu_cli import train as train_module
+
+    real, calls, hooks = train_module._micro_loss, [0], []
+
+    def micro_loss(s, batch, with_stats):
+        calls[0] += 1
+        while hooks:
+            hooks.pop().remove()
+        loss, stats = real(s, batch, with_stats)
+        if calls[0] == at_call and how == "loss":
+            loss = loss * float("nan")
+        elif calls[0] == at_call:
+            hooks.append(s.model.output.weight.register_hook(lambda g: g * float("inf")))
+        return loss, stats
+
+    monkeypatch.setattr(train_module, "_micro_loss", micro_loss)
+
+
+@pytest.mark.parametrize("how", ["loss", "gradient"])
+def test_divergence_stops_the_run_and_keeps_the_last_good_checkpoint(
+        tiny_corpus, tiny_config, tmp_path, monkeypatch, how):
+    config = tiny_config(tiny_corpus, transform="1.5-relu", max_steps=8, save_every=3,
+                         log_every=1, valid_every=100)
+    run = tmp_path / "run"
+    _poison(monkeypatch, 5, how)
+    with pytest.raises(Diverged) as raised:
+        train(config, run)
+    message = str(raised.value)
+    what = r"\(loss nan, grad_norm nan\)" if how == "loss" else r"\(loss [\d.]+, grad_norm nan\)"
+    assert re.match("training diverged at step 5 " + what + "; that step was not saved", message)
+    assert f"{run / 'last.pt'} keeps step 3; resume with: arelu train --resume" in message
+    last = checkpoint.load(run)
+    assert last["step"] == 3 and all(torch.isfinite(w).all() for w in last["model"].values())
+    assert not (run / "summary.json").exists()
+    record = json.loads((run / DIVERGED).read_text())
+    assert (record["step"], record["last_saved_step"], record["message"]) == (5, 3, message)
+    assert pd.read_csv(run / "log.csv")["step"].tolist() == [1, 2, 3, 4]
+    monkeypatch.undo()  # e.g. a lower learning rate: the resumed run goes on from step 3
+    summary = train(config, run, resume=True)
+    assert summary.steps == 8 and not (run / DIVERGED).exists()
+    assert pd.read_csv(run / "log.csv")["step"].tolist() == list(range(1, 9))
+
+
+def test_sigint_saves_last_pt_and_the_resumed_run_is_the_uninterrupted_one(tiny_corpus,
+                                                                         tmp_path):
+    recipe = _recipe(tmp_path, tiny_corpus)
+    whole, broken = tmp_path / "whole", tmp_path / "broken"
+    subprocess.run(_arelu("train", "--recipe", recipe, "--out", whole), check=True,
+                   capture_output=True)
+    proc = subprocess.Popen(_arelu("train", "--recipe", recipe, "--out", broken),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    log = broken / "log.csv"  # a row is written after each step: the loop is running
+    while not (log.exists() and log.read_text().count("\n") >= 2) and proc.poll() is None:
+        assert time.monotonic() < deadline
+        time.sleep(0.005)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    stopped_at = checkpoint.load(broken)["step"]
+    assert 1 <= stopped_at < 12, "the run finished before it could be interrupted"
+    assert err.strip().endswith(
+        f"stopped by SIGINT after step {stopped_at}: {broken / 'last.pt'} keeps step "
+        f"{stopped_at}; resume with: arelu train --resume {broken}")
+    assert "Traceback" not in err and not (broken / "summary.json").exists()
+    subprocess.run(_arelu("train", "--resume", broken), check=True, capture_output=True)
+    a, b = checkpoint.load(whole), checkpoint.load(broken)
+    assert b["step"] == a["step"] == 12
+    for key in a["model"]:
+        assert torch.equal(a["model"][key], b["model"][key]), key
+    log_a, log_b = pd.read_csv(whole / "log.csv"), pd.read_csv(broken / "log.csv")
+    assert log_a["step"].tolist() == log_b["step"].tolist()
+    for column in ("train_loss", "lr", "tau_z", "val_loss", "val_bleu"):
+        pd.testing.assert_series_equal(log_a[column], log_b[column], rtol=1e-6)
+
+
+@pytest.mark.parametrize("name, half", [("1.5-relu", True), ("softmax", False)])
+def test_bf16_logits_reach_the_loss_uncopied_only_where_the_registry_allows(
+        tiny_corpus, tiny_config, tmp_path, monkeypatch, one_thread, name, half):
+    """Under bf16 autocast alpha-ReLU's loss gets the bf16 logits themselves (no fp32 copy);
+    its loss and weights after 2 steps match the run that copies them to fp32 first."""
+    from arelu_cli import train as train_module
+    from arelu_cli.registry import get_transform
+
+    seen, runs = [], {}
+    for copy in (False, True):
+        def looked_up(*args, copy=copy, **kwargs):
+            transform = get_transform(*args, **kwargs)
+
+            def loss(logits, *rest, **options):
+                if logits.requires_grad:  # training's calls, not validation's
+                    seen.append((copy, logits.dtype))
+                return transform._loss(logits, *rest, **options)
+            return dataclasses.replace(transform, _loss=loss,
+                                       half_logits=transform.half_logits and not copy)
+
+        monkeypatch.setattr(train_module, "get_transform", looked_up)
+        config = tiny_config(tiny_corpus, transform=name, max_steps=2, log_every=1,
+                             valid_every=100, precision="bf16", adam_eps=1e-3)
+        train(config, tmp_path / str(copy))
+        runs[copy] = (pd.read_csv(tmp_path / str(copy) / "log.csv"),
+                      checkpoint.load(tmp_path / str(copy))["model"])
+    assert {dtype for copy, dtype in seen if not copy} == {
+        torch.bfloat16 if half else torch.float32}
+    assert {dtype for copy, dtype in seen if copy} == {torch.float32}
+    (log, weights), (log_copy, weights_copy) = runs[False], runs[True]
+    pd.testing.assert_series_equal(log["train_loss"], log_copy["train_loss"], rtol=2e-3)
+    for key in weights:
+        torch.testing.assert_close(weights[key], weights_copy[key], rtol=2e-2, atol=2e-3)

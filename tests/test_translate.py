@@ -1,7 +1,11 @@
-"""``arelu translate``: one output line per input line whatever the input, n-best lists,
-the run's JSON, and one-line errors (missing checkpoint, wrong vocabulary, bad options)."""
+"""``arelu translate``: one output line per input line whatever the input (odd unicode,
+blank lines, lines longer than the model's positions, stdin), n-best lists, the run's JSON,
+a pipe whose stdout holds only the translations, and one-line errors (missing checkpoint,
+wrong vocabulary, bad options)."""
 
 import json
+import subprocess
+import sys
 
 import pytest
 from typer.testing import CliRunner
@@ -9,8 +13,9 @@ from typer.testing import CliRunner
 from arelu_cli.cli import app, main
 from arelu_cli.data.prepare import PrepareRequest, prepare
 from arelu_cli.decode import beam_search, max_lengths
-from arelu_cli.translate import (decode_config, decode_sources, encode_lines, one_line,
-                                 open_checkpoint, pad_sources, read_text_lines, translate)
+from arelu_cli.translate import (cut, decode_config, decode_sources, encode_lines, one_line,
+                                 open_checkpoint, pad_sources, read_text_lines, translate,
+                                 truncation_warning)
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -35,7 +40,7 @@ def test_every_input_line_gives_one_output_line(relu, tmp_path):
     raw.write_bytes(("\ufeff" + "\r\n".join(ODD_LINES) + "\r\n").encode("utf-8"))
     assert read_text_lines(raw) == ODD_LINES
     for beam in (1, 3):
-        result = translate(relu, decode_config(relu, beam=beam), input_path=raw)
+        result = translate(relu, decode_config(relu, beam=beam), lines=read_text_lines(raw))
         assert len(result.lines) == len(ODD_LINES)
         for line, out in zip(ODD_LINES, result.lines):
             assert "\n" not in out and len(out.splitlines()) <= 1
@@ -48,12 +53,13 @@ def test_blank_and_empty_files_are_valid_input(relu, tmp_path):
     blank.write_text("\n \n\n")
     empty.write_text("")
     cfg = decode_config(relu, beam=2)
-    assert translate(relu, cfg, input_path=blank).lines == ["", "", ""]
-    assert translate(relu, cfg, input_path=empty).lines == []
+    assert translate(relu, cfg, lines=read_text_lines(blank)).lines == ["", "", ""]
+    assert translate(relu, cfg, lines=read_text_lines(empty)).lines == []
 
 
 def test_batching_does_not_change_or_reorder_translations(relu):
-    sources = encode_lines(relu, ["ein Haus", "", "zwei Häuser und ein Hund", "Hund"] * 3)
+    sources, _ = cut(encode_lines(relu, ["ein Haus", "", "zwei Häuser und ein Hund", "Hund"] * 3),
+                     127)
     one = decode_sources(relu, sources, decode_config(relu, beam=3, max_tokens=1))
     many = decode_sources(relu, sources, decode_config(relu, beam=3, max_tokens=10_000))
     assert [[h.tokens for h in hs] for hs in one] == [[h.tokens for h in hs] for hs in many]
@@ -120,3 +126,79 @@ def test_errors_are_one_line(monkeypatch, capsys, toy_runs, other_corpus, tmp_pa
     code, captured = _run(monkeypatch, capsys, "translate", "--device", "cpu",
                           *(a.format(**fill) for a in args))
     assert code == 2 and message in captured.err and "Traceback" not in captured.err
+
+
+def test_cut_keeps_the_start_and_names_the_cut_lines():
+    kept, cut_at = cut([[1, 2, 3], [], [4, 5, 6, 7, 8], [9, 10], [1, 2, 3, 4]], 3)
+    assert kept == [[1, 2, 3], [], [4, 5, 6], [9, 10], [1, 2, 3]] and cut_at == [2, 4]
+
+
+def test_the_warning_names_the_first_cut_lines_only(relu):
+    found = translate(relu, decode_config(relu, beam=1), lines=["x" * 400] * 7 + ["Hund"])
+    assert found.truncated == list(range(1, 8)) and found.limit == 127
+    warning = truncation_warning(found)
+    assert warning.startswith("7 of 8 input lines were longer than the model's 127 source tokens")
+    assert warning.endswith("lines 1, 2, 3, 4, 5, ...")
+    assert truncation_warning(translate(relu, decode_config(relu, beam=1), lines=["Hund"])) is None
+
+
+def test_long_lines_are_cut_with_a_warning_and_counted_in_the_json(toy_runs, tmp_path):
+    lines = ["ein Haus", "x" * 100_000, "", "y" * 2000 + " Hund", "Hund"]
+    raw, out = tmp_path / "in.txt", tmp_path / "out.txt"
+    raw.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    result = CliRunner().invoke(app, ["translate", "--checkpoint", str(toy_runs["1.5-relu"]),
+                                      "--input", str(raw), "--beam", "2", "--out", str(out),
+                                      "--device", "cpu"])
+    assert result.exit_code == 0, result.output
+    assert out.read_text(encoding="utf-8").count("\n") == len(lines)
+    meta = json.loads((tmp_path / "out.txt.json").read_text())
+    assert meta["truncated_lines"] == 2 and meta["truncated_line_numbers"] == [2, 4]
+    assert meta["truncated_to_tokens"] == 127 and meta["input"] == str(raw)
+    assert "warning: 2 of 5 input lines" in result.stderr and "lines 2, 4" in result.stderr
+    assert result.stdout == ""
+
+
+def test_split_translation_cuts_nothing(toy_runs):
+    decoder = open_checkpoint(toy_runs["softmax"], device="cpu")
+    found = translate(decoder, decode_config(decoder, beam=1), split="dev")
+    assert found.truncated == [] and found.meta["truncated_lines"] == 0
+
+
+def _expected(relu, lines):
+    return "".join(line + "\n" for line in translate(relu, decode_config(relu, beam=2),
+                                                      lines=lines).lines)
+
+
+@pytest.mark.parametrize("args", [["--input", "-"], ["--input", "-", "--out", "-"], []])
+def test_stdin_to_stdout_gives_only_the_translations(relu, toy_runs, tmp_path, monkeypatch, args):
+    monkeypatch.chdir(tmp_path)
+    data = ("\ufeff" + "\r\n".join(ODD_LINES) + "\r\n").encode("utf-8")
+    result = CliRunner().invoke(app, ["translate", "--checkpoint", str(toy_runs["1.5-relu"]),
+                                      "--beam", "2", "--device", "cpu", *args], input=data)
+    assert result.exit_code == 0, result.output
+    assert result.stdout_bytes.decode("utf-8") == _expected(relu, ODD_LINES)
+    assert "sentences/s" in result.stderr and "wrote" not in result.stderr
+    assert list(tmp_path.iterdir()) == []  # no file named - or -.json
+
+
+def test_a_shell_pipe_gets_only_translations_on_stdout(relu, toy_runs, tmp_path):
+    lines = ["ein Haus", "", "e\u0301\u0300 🙂 עברית", "zwei\u2028Häuser", "Hund"]
+    source = tmp_path / "x.de"
+    source.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    with source.open("rb") as stdin:
+        done = subprocess.run([sys.executable, "-m", "arelu_cli.cli", "translate", "--checkpoint",
+                               str(toy_runs["1.5-relu"]), "--beam", "2", "--device", "cpu"],
+                              stdin=stdin, capture_output=True, timeout=300)
+    assert done.returncode == 0, done.stderr.decode()
+    assert done.stdout.decode("utf-8") == _expected(relu, lines)
+    assert b"sentences/s" in done.stderr
+
+
+def test_out_onto_the_input_file_is_refused_and_the_input_kept(monkeypatch, capsys, toy_runs,
+                                                                  tmp_path):
+    source = tmp_path / "x.de"
+    source.write_text("ein hund\n", encoding="utf-8")
+    code, captured = _run(monkeypatch, capsys, "translate", "--checkpoint", toy_runs["softmax"],
+                          "--input", source, "--out", source)
+    assert code == 2 and "overwrite the source" in captured.err
+    assert source.read_text(encoding="utf-8") == "ein hund\n"

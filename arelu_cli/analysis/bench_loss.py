@@ -13,12 +13,23 @@ in the same run.
 Compiled variants run last, after every eager measurement: on CPU, once an inductor
 kernel has run, the process's eager ops slow down (see ``_alpha_relu_kernels``), so
 their ratio is taken against the cross-entropy time measured before any compilation.
+
+On CUDA (``--device cuda``) the defaults are the GPU cases: N in {8192, 32768} x V in
+{32K, 128K, 256K}, bf16 logits, alpha-ReLU against ``F.cross_entropy``, the compiled
+cross-entropy and Liger-Kernel's Triton cross-entropy (a ``not installed`` row where
+``liger-kernel`` is missing: ``pip install arelu[bench]``); times come from CUDA events,
+peaks from ``torch.cuda.max_memory_allocated``, and every row carries the GPU's name (the
+CLI puts it in the file name too). Each case also times a device-to-device copy of the
+logits, the bandwidth reference for the ``gb_per_s`` column.
 """
 
 from __future__ import annotations
 
 import contextlib
+import importlib.util
+import math
 import os
+import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,6 +51,10 @@ DEFAULT_TRANSFORMS = ("softmax", "sparsemax", "1.5-entmax", "1.5-entmax-k100",
 FULL_SIZES = ((2048, 10000), (2048, 40000), (2048, 60000),
               (8192, 10000), (8192, 40000), (8192, 60000))
 QUICK_SIZES = ((256, 8000),)
+CUDA_SIZES = tuple((n, v) for n in (8192, 32768) for v in (32768, 131072, 262144))
+CUDA_TRANSFORMS = ("softmax", "1.5-relu")
+# Losses from other packages (the ``bench`` extra): variant -> (module, how to install).
+EXTERNAL = {"liger": ("liger_kernel", "pip install liger-kernel")}
 MODES = ("fwd+bwd", "fwd", "transform")
 # Passes over the N x V logits a mode needs at the least: read (+ write the gradient or output).
 PASSES = {"fwd+bwd": 2, "fwd": 1, "transform": 2}
@@ -56,7 +71,8 @@ class Method:
     CUDA); ``reuse_logits`` (alpha-ReLU writing its gradient into the logits); ``eager`` and
     ``eager+reuse_logits`` (alpha-ReLU's chunked PyTorch engine); ``compiled``
     (``torch.compile``d cross-entropy, or alpha-ReLU's compiled engine);
-    ``compiled+reuse_logits``.
+    ``compiled+reuse_logits``; ``liger`` (Liger-Kernel's cross-entropy, CUDA only: it
+    writes its gradient into the logits in forward, so only ``fwd+bwd`` is timed).
     """
 
     transform: str
@@ -70,6 +86,15 @@ class Method:
     def engine(self) -> str:
         """The ``ARELU_BACKEND`` this method runs under."""
         return self.variant.split("+")[0] if self.variant.startswith(("compiled", "eager")) else "auto"
+
+    def unavailable(self, device: str) -> str | None:
+        """Why this method cannot run here (a row's status), or None."""
+        if self.variant not in EXTERNAL:
+            return None
+        module, install = EXTERNAL[self.variant]
+        if importlib.util.find_spec(module) is None:
+            return f"not installed ({install})"
+        return None if device == "cuda" else "skipped: needs CUDA"
 
 
 @dataclass(frozen=True)
@@ -102,8 +127,8 @@ def parse_sizes(text: str) -> tuple[tuple[int, int], ...]:
     return sizes
 
 
-def _methods(names: tuple[str, ...], quick: bool) -> tuple[Method, ...]:
-    variants = {"softmax": ("default", "compiled"),
+def _methods(names: tuple[str, ...], quick: bool, device: str = "cpu") -> tuple[Method, ...]:
+    variants = {"softmax": ("default", "compiled") + (("liger",) if device == "cuda" else ()),
                 "relu": ("default", "reuse_logits", "eager", "eager+reuse_logits", "compiled",
                          "compiled+reuse_logits")}
     methods = []
@@ -124,14 +149,17 @@ def make_plan(quick: bool = False, transforms: str | None = None, sizes: str | N
         device = "cuda" if torch.cuda.is_available() else "cpu"
     if device not in ("cpu", "cuda") or (device == "cuda" and not torch.cuda.is_available()):
         raise UserError(f"--device must be cpu, cuda or auto (and cuda needs a GPU), got {device!r}")
-    names = _parse_list(transforms, DEFAULT_TRANSFORMS, None, "transform")
-    default_dtypes = ("float32", "bfloat16") if device == "cuda" else ("float32",)
-    chosen_dtypes = _parse_list(dtypes, default_dtypes, tuple(DTYPES), "dtype")
+    cuda = device == "cuda"
+    names = _parse_list(transforms, CUDA_TRANSFORMS if cuda else DEFAULT_TRANSFORMS, None,
+                        "transform")
+    chosen_dtypes = _parse_list(dtypes, ("bfloat16",) if cuda else ("float32",), tuple(DTYPES),
+                                "dtype")
     chosen_modes = _parse_list(modes, MODES, MODES, "mode")
     if threads is not None:
         torch.set_num_threads(threads)
-    return BenchPlan(methods=_methods(names, quick),
-                     sizes=parse_sizes(sizes) if sizes else (QUICK_SIZES if quick else FULL_SIZES),
+    default_sizes = QUICK_SIZES if quick else (CUDA_SIZES if cuda else FULL_SIZES)
+    return BenchPlan(methods=_methods(names, quick, device),
+                     sizes=parse_sizes(sizes) if sizes else default_sizes,
                      dtypes=chosen_dtypes, modes=chosen_modes, repeats=repeats or (3 if quick else 7),
                      device=device, threads=torch.get_num_threads(),
                      max_seconds=10.0 if quick else max_seconds)
@@ -154,6 +182,9 @@ def _engine_env(method: Method):
 def _loss_fn(method: Method, transform: OutputTransform):
     if transform.family == "softmax" and method.compiled:
         return torch.compile(F.cross_entropy, dynamic=False)
+    if method.variant == "liger":
+        from liger_kernel.transformers import LigerCrossEntropyLoss
+        return LigerCrossEntropyLoss()
     reuse = method.variant.endswith("reuse_logits")
     return lambda z, y: transform.loss(z, y, reuse_logits=reuse)
 
@@ -191,11 +222,26 @@ def _calls(mode: str, method: Method, transform: OutputTransform, x: torch.Tenso
 
 def _modes(plan: BenchPlan, method: Method, transform: OutputTransform) -> tuple[str, ...]:
     """Variants only change the gradient path; the compiled softmax only the loss."""
-    if method.variant.endswith("reuse_logits"):
+    if method.variant.endswith("reuse_logits") or method.variant == "liger":
         return tuple(m for m in plan.modes if m == "fwd+bwd")
     if method.compiled and transform.family == "softmax":
         return tuple(m for m in plan.modes if m != "transform")
     return plan.modes
+
+
+def _timed(plan: BenchPlan, candidate, baseline, setup, device):
+    """``(pair, peak)``: the candidate paired with the baseline; where the pair runs out of
+    GPU memory, the candidate alone (a ``PairTiming`` with NaN baseline). Out of memory
+    alone too: raises."""
+    first = timing.time_once(candidate, setup, device)
+    repeats = max(1, min(plan.repeats, int(plan.max_seconds * 1e3 / max(first, 1e-3) / 2)))
+    try:
+        pair = timing.time_pair(candidate, baseline, setup, device, repeats, warmup=0)
+    except torch.OutOfMemoryError:  # the N x V temporaries of cross-entropy, say
+        torch.cuda.empty_cache()
+        ms = statistics.median(timing.time_once(candidate, setup, device) for _ in range(repeats))
+        pair = timing.PairTiming(ms, math.nan, math.nan, repeats)
+    return pair, timing.peak_extra_bytes(candidate, setup, device)
 
 
 def _measure(plan: BenchPlan, method: Method, mode: str, x, y, clean_ce: dict) -> dict:
@@ -204,15 +250,20 @@ def _measure(plan: BenchPlan, method: Method, mode: str, x, y, clean_ce: dict) -
     transform = get_transform(method.transform)
     need, have = _COPIES.get("partial" if transform.k else transform.method, 4.0) * x.numel() * 4, \
         timing.available_bytes(device)
-    if need > 0.8 * have:
+    # On CPU running out of memory kills the process; on CUDA it raises, and is caught here
+    # (the CPU copy counts would skip cases that a GPU engine fits).
+    if device.type == "cpu" and need > 0.8 * have:
         return dict(status=f"skipped: needs ~{need / 2**30:.1f} GiB, {have / 2**30:.1f} GiB free")
     candidate, baseline, setup = _calls(mode, method, transform, x, y)
-    first = timing.time_once(candidate, setup, device)
-    repeats = max(1, min(plan.repeats, int(plan.max_seconds * 1e3 / max(first, 1e-3) / 2)))
-    pair = timing.time_pair(candidate, baseline, setup, device, repeats, warmup=0)
-    peak = timing.peak_extra_bytes(candidate, setup, device)
+    try:
+        pair, peak = _timed(plan, candidate, baseline, setup, device)
+    except torch.OutOfMemoryError:
+        torch.cuda.empty_cache()
+        return dict(status="skipped: out of memory")
     if method.compiled and mode in clean_ce:
         softmax_ms, ratio, against = clean_ce[mode], pair.ms / clean_ce[mode], "before compile"
+    elif math.isnan(pair.baseline_ms):
+        softmax_ms, ratio, against = math.nan, math.nan, "cross-entropy out of memory"
     else:
         softmax_ms, ratio, against = pair.baseline_ms, pair.ratio, "paired"
         clean_ce.setdefault(mode, pair.baseline_ms)
@@ -224,53 +275,92 @@ def _measure(plan: BenchPlan, method: Method, mode: str, x, y, clean_ce: dict) -
                 copies=None if peak is None else round(peak / (x.numel() * x.element_size()), 2))
 
 
-def _floor_ms(x: torch.Tensor, device: torch.device) -> float:
-    """One in-place elementwise pass over an N x V tensor: the memory-bandwidth floor."""
+def _floors(x: torch.Tensor, device: torch.device) -> dict:
+    """The memory-bandwidth references of one case: an in-place elementwise pass over the
+    N x V logits (``floor``) and a device-to-device copy of them (``copy``), each read +
+    write, fastest of six."""
     work = x.clone()
-    return min(timing.time_once(lambda t: t.mul_(1.0), lambda: work, device) for _ in range(6))
+    floor = min(timing.time_once(lambda t: t.mul_(1.0), lambda: work, device) for _ in range(6))
+    copy = min(timing.time_once(lambda t: t.copy_(x), lambda: work, device) for _ in range(6))
+    traffic = 2 * x.numel() * x.element_size() / 1e6
+    return dict(floor_ms=round(floor, 3), floor_gb_per_s=round(traffic / floor, 2),
+                copy_ms=round(copy, 3), copy_gb_per_s=round(traffic / copy, 2))
 
 
 def _inputs(plan: BenchPlan, n: int, v: int, dtype: str):
+    if plan.device == "cuda":  # made on the GPU: the CUDA cases hold up to 8.6e9 logits
+        gen = torch.Generator(device="cuda").manual_seed(plan.seed)
+        x = torch.randn(n, v, generator=gen, device="cuda", dtype=DTYPES[dtype])
+        return x, torch.randint(0, v, (n,), generator=gen, device="cuda")
     gen = torch.Generator(device="cpu").manual_seed(plan.seed)
     x = torch.randn(n, v, generator=gen).to(device=plan.device, dtype=DTYPES[dtype])
     y = torch.randint(0, v, (n,), generator=gen).to(plan.device)
     return x, y
 
 
+def _unavailable_rows(plan: BenchPlan, method: Method, status: str) -> list[dict]:
+    """One ``fwd+bwd`` row per case saying why ``method`` did not run."""
+    gpu = timing.device_label(torch.device(plan.device))
+    return [dict(transform=method.transform, variant=method.variant, mode="fwd+bwd", n=n, v=v,
+                 dtype=dtype, device=plan.device, gpu=gpu, threads=plan.threads,
+                 engine=method.variant, status=status)
+            for n, v in plan.sizes for dtype in plan.dtypes]
+
+
+def _engine_name(method: Method, transform: OutputTransform, x: torch.Tensor) -> str:
+    if transform.family == "relu":
+        return _alpha_relu_kernels.engine_for(x)
+    if method.variant in EXTERNAL:
+        return method.variant
+    return "torch.compile" if method.compiled else "eager"
+
+
+def _case_rows(plan: BenchPlan, method: Method, case: tuple, floors: dict,
+               clean_ce: dict) -> list[dict]:
+    """The rows of one method on one case (N, V, dtype), one per mode."""
+    n, v, dtype = case
+    device = torch.device(plan.device)
+    transform = get_transform(method.transform)
+    x, y = _inputs(plan, n, v, dtype)
+    if case not in floors:
+        floors[case] = _floors(x, device)
+    rows = []
+    with _engine_env(method):
+        engine = _engine_name(method, transform, x)
+        for mode in _modes(plan, method, transform):
+            row = dict(transform=method.transform, variant=method.variant, mode=mode, n=n, v=v,
+                       dtype=dtype, device=plan.device, gpu=timing.device_label(device),
+                       threads=plan.threads, engine=engine, **floors[case])
+            row.update(_measure(plan, method, mode, x, y, clean_ce[case]))
+            row["signature"] = signature(
+                transform=method.transform, data=f"randn{n}x{v}", seed=plan.seed,
+                variant=method.variant, mode=mode, dtype=dtype, device=plan.device,
+                threads=plan.threads)
+            rows.append(row)
+    return rows
+
+
 def run(plan: BenchPlan, out: Path, console: Console | None = None) -> pd.DataFrame:
     """Run every case of ``plan`` (eager methods first, compiled ones after), writing the
-    CSV atomically after each measurement; return the rows."""
+    CSV atomically after each case; return the rows."""
     rows: list[dict] = []
     cases = [(n, v, d) for n, v in plan.sizes for d in plan.dtypes]
     ordered = [m for m in plan.methods if not m.compiled] + [m for m in plan.methods if m.compiled]
     clean_ce: dict[tuple, dict] = {case: {} for case in cases}
-    floors: dict[tuple, float] = {}
-    device = torch.device(plan.device)
+    floors: dict[tuple, dict] = {}
     with Progress(console=console, transient=True) as progress:
         task = progress.add_task("bench loss", total=len(cases) * len(ordered))
         for method in ordered:
-            transform = get_transform(method.transform)
+            if (status := method.unavailable(plan.device)) is not None:
+                rows += _unavailable_rows(plan, method, status)
+                write_rows(rows, out)
+                progress.advance(task, len(cases))
+                continue
             for case in cases:
-                n, v, dtype = case
-                progress.update(task, description=f"{method.transform} {method.variant} {n}x{v}")
-                x, y = _inputs(plan, n, v, dtype)
-                floors.setdefault(case, _floor_ms(x, device))
-                with _engine_env(method):
-                    engine = ("torch.compile" if method.compiled else "eager") \
-                        if transform.family != "relu" else _alpha_relu_kernels.engine_for(x)
-                    for mode in _modes(plan, method, transform):
-                        row = dict(transform=method.transform, variant=method.variant, mode=mode,
-                                   n=n, v=v, dtype=dtype, device=plan.device, threads=plan.threads,
-                                   engine=engine, floor_ms=round(floors[case], 3),
-                                   floor_gb_per_s=round(2 * x.numel() * x.element_size()
-                                                        / floors[case] / 1e6, 2))
-                        row.update(_measure(plan, method, mode, x, y, clean_ce[case]))
-                        row["signature"] = signature(
-                            transform=method.transform, data=f"randn{n}x{v}", seed=plan.seed,
-                            variant=method.variant, mode=mode, dtype=dtype, device=plan.device,
-                            threads=plan.threads)
-                        rows.append(row)
-                        write_rows(rows, out)
+                progress.update(task, description=f"{method.transform} {method.variant} "
+                                                  f"{case[0]}x{case[1]}")
+                rows += _case_rows(plan, method, case, floors, clean_ce)
+                write_rows(rows, out)
                 progress.advance(task)
     return pd.DataFrame(rows)
 
@@ -278,8 +368,9 @@ def run(plan: BenchPlan, out: Path, console: Console | None = None) -> pd.DataFr
 def print_table(frame: pd.DataFrame, console: Console) -> None:
     """The fwd+bwd rows as a rich table: time, ratio to cross-entropy, bandwidth, memory."""
     table = Table(title="loss fwd+bwd vs F.cross_entropy (x CE < 1 is faster); x pass: time "
-                        "over one in-place pass (the memory floor, its GB/s in brackets)")
-    for col in ("loss", "N x V", "ms", "CE ms", "x CE", "x pass", "GB/s", "copies"):
+                        "over one in-place pass (the memory floor, its GB/s in brackets); "
+                        "copy: a device-to-device copy of the logits in the same run")
+    for col in ("loss", "N x V", "ms", "CE ms", "x CE", "x pass", "GB/s", "copy GB/s", "copies"):
         table.add_column(col, justify="left" if col == "loss" else "right")
     for r in frame[frame["mode"] == "fwd+bwd"].to_dict("records"):
         ok = r.get("status") == "ok"
@@ -291,5 +382,6 @@ def print_table(frame: pd.DataFrame, console: Console) -> None:
                       f"{r['ratio']:.2f}" if ok else r["status"],
                       f"{r['median_ms'] / r['floor_ms']:.1f}" if ok else "-",
                       f"{r['gb_per_s']:.3g} [{r['floor_gb_per_s']:.3g}]" if ok else "-",
+                      f"{r['copy_gb_per_s']:.3g}" if ok else "-",
                       "-" if not ok or pd.isna(r.get("copies")) else f"{r['copies']:.1f}")
     console.print(table)

@@ -6,10 +6,12 @@ a copy of the same freshly initialized model and the same batch (the recipe's fi
 training batch); one timed call is a whole optimizer step (forward, the transform's loss,
 backward with alpha-ReLU's ``reuse_logits``, Adam), timed alternately against softmax in
 the same process (:func:`arelu_cli.analysis.timing.time_pair`), so machine noise hits
-both alike. Peak memory is the step's extra memory beyond the model and optimizer. With
-``fused``, each alpha-ReLU transform gets a second row, ``<name>+fused``: the same step
-with the output projection fused into the loss (``[train] fused_output``,
-:class:`arelu_cli.fused_output.FusedOutputLoss`), which never holds the N x V logits.
+both alike (on CUDA: CUDA events, ``torch.cuda.max_memory_allocated``, and the GPU's
+name in a column and, through the CLI, in the file name). Peak memory is the step's extra
+memory beyond the model and optimizer. With ``fused``, each alpha-ReLU transform gets a
+second row, ``<name>+fused``: the same step with the output projection fused into the loss
+(``[train] fused_output``, :class:`arelu_cli.fused_output.FusedOutputLoss`), which never
+holds the N x V logits.
 """
 
 from __future__ import annotations
@@ -103,6 +105,7 @@ def bench_train(config: Config, transforms: list[str], repeats: int, device_name
             "speed_ratio": 1.0 / pair.ratio, "peak_extra_mib": None if peak is None else peak / 2**20,
             "sentences": int(batch.src.shape[0]), "tokens": tokens, "vocab": data.vocab_size,
             "d_model": config.model.d_model, "device": str(device),
+            "gpu": timing.device_label(device),
             "precision": "bf16" if bf16 else "fp32", "threads": torch.get_num_threads(),
             "repeats": repeats,
             "signature": signature(transform=name, alpha=transform.alpha, tau=transform.tau,

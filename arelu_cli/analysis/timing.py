@@ -1,7 +1,7 @@
 """Timing and peak-memory primitives shared by the ``arelu bench`` commands.
 
-Times are medians of repeats after a warm-up; a ratio against a baseline is the median of
-per-pair ratios, the pair timed alternately in the same process so that machine noise
+Times are medians of repeats after a warm-up (on CUDA measured with CUDA events, on CPU
+with the wall clock); a ratio against a baseline is the median of per-pair ratios, the pair timed alternately in the same process so that machine noise
 hits both sides alike. Peak memory is the extra memory a call needs beyond what was
 allocated before it: the CUDA allocator's peak on GPU, the process's peak resident set
 (reset through ``/proc/self/clear_refs``) on CPU, after ``malloc_trim`` has handed the
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ctypes
 import gc
+import re
 import statistics
 import time
 from collections.abc import Callable
@@ -44,6 +45,13 @@ def time_once(fn: Callable[[object], object], setup: Setup, device: torch.device
     """Milliseconds one call ``fn(setup())`` takes, device work included, setup excluded."""
     state = setup()
     synchronize(device)
+    if device.type == "cuda":
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn(state)
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end)
     start = time.perf_counter()
     fn(state)
     synchronize(device)
@@ -116,8 +124,27 @@ def available_bytes(device: torch.device) -> float:
     """Memory free for new tensors on ``device`` (MemAvailable on CPU)."""
     if device.type == "cuda":
         free, _ = torch.cuda.mem_get_info(device)
-        return float(free)
+        # Blocks the caching allocator holds but no tensor uses are free to torch too.
+        cached = torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
+        return float(free + cached)
     for line in Path("/proc/meminfo").read_text().splitlines():
         if line.startswith("MemAvailable:"):
             return float(int(line.split()[1]) * 1024)
     return float("inf")
+
+
+def device_label(device: torch.device) -> str:
+    """The accelerator's name for a results column: the GPU's (``NVIDIA H100 80GB HBM3``)
+    on CUDA, ``cpu`` otherwise."""
+    return torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
+
+
+def device_path(out: Path, device: torch.device | str) -> Path:
+    """``out`` with the GPU's name in the file name on CUDA (``loss.csv`` ->
+    ``loss-nvidia-h100-80gb-hbm3.csv``), so results of different GPUs sit side by side;
+    ``out`` itself on CPU."""
+    device = torch.device(device)
+    if device.type != "cuda":
+        return out
+    slug = re.sub(r"[^a-z0-9]+", "-", device_label(device).lower()).strip("-")
+    return out.with_name(f"{out.stem}-{slug}{out.suffix}")

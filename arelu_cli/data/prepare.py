@@ -1,11 +1,17 @@
 """``arelu prepare``: raw parallel text -> cleaned splits -> BPE -> a prepared folder.
 
-Steps: pick the corpus spec, check the output folder, find the inputs (toy generator,
-``--source`` files, per-split ``--split-file`` overrides, or a download), fingerprint them
-(options + SHA-256 of every input file), and stop if the folder already holds exactly that
-fingerprint. Otherwise read, clean (training pairs only are filtered), derive IWSLT'14's
-dev split, learn BPE on the training text, encode, check the round trip, and write it all
-through :func:`arelu_cli.data.prepared.atomic_dir`.
+Steps: pick the corpus spec, clear what killed runs left beside the output folder, check
+the output folder, find the inputs (toy generator, ``--source`` files, per-split
+``--split-file`` overrides, or a download), fingerprint them (options + SHA-256 of every
+input file), and stop if the folder already holds exactly that fingerprint. Otherwise read,
+clean (training pairs only are filtered), derive IWSLT'14's dev split, learn BPE on the
+training text, encode, check the round trip, and write it all through
+:func:`arelu_cli.data.prepared.atomic_dir`.
+
+Nothing but a prepared folder is ever replaced, and never one that holds an input or a file
+``prepare`` did not write, whatever ``--force`` says: ``--force`` only allows replacing a
+prepared folder of another corpus or of other inputs (whose translations and checkpoints
+would no longer match), or rebuilding an up-to-date one.
 """
 
 from __future__ import annotations
@@ -25,7 +31,8 @@ from arelu_cli.data import bpe, download, iwslt, toy
 from arelu_cli.data.clean import CleanRules, clean_train, normalize_all
 from arelu_cli.data.corpora import (SPLITS, CorpusSpec, Resolved, direction, get_spec, read_split,
                                     resolve_files)
-from arelu_cli.data.prepared import FORMAT, atomic_dir, read_meta, write_ids, write_meta, write_text
+from arelu_cli.data.prepared import (FORMAT, atomic_dir, clean_leftovers, foreign_files, read_meta,
+                                     write_ids, write_meta, write_text)
 from arelu_cli.data.textio import sha256_file
 from arelu_cli.errors import UserError
 from arelu_cli.results import versions
@@ -74,6 +81,8 @@ class Inputs:
     """Where the text comes from, and what it is fingerprinted by."""
 
     toy: toy.ToyConfig | None = None
+    source: Path | None = None
+    """The folder the files come from (``--source`` or the downloaded archive)."""
     files: Resolved = field(default_factory=dict)
     hub_splits: list[str] = field(default_factory=list)
     checksums: dict[str, str] = field(default_factory=dict)
@@ -93,27 +102,71 @@ def _check_request(spec: CorpusSpec, req: PrepareRequest) -> None:
         raise UserError("the toy corpus is generated; it takes no --source or --split-file")
     if req.merges is not None and req.merges < 1:
         raise UserError(f"--merges must be at least 1, got {req.merges}")
-    if req.train_size is not None and req.train_size < 1:
-        raise UserError(f"--train-size must be at least 1, got {req.train_size}")
+    for option, value in (("--train-size", req.train_size), ("--eval-size", req.eval_size),
+                          ("--toy-vocab", req.toy_vocab), ("--max-words", req.max_words)):
+        if value is not None and value < 1:
+            raise UserError(f"{option} must be at least 1, got {value}; leave it out for the "
+                            "corpus's default")
+    if req.max_ratio is not None and not req.max_ratio >= 1:  # NaN too
+        raise UserError(f"--max-ratio must be at least 1, got {req.max_ratio}")
     if req.source is not None and not req.source.is_dir():
         raise UserError(f"--source {req.source} is not a folder; give the folder holding the "
                         f"corpus files in the publisher's layout")
 
 
 def _check_out(out: Path, corpus: str, force: bool) -> dict | None:
-    """The existing meta of ``out`` (if any); refuses to overwrite something else unless forced."""
+    """The meta of the prepared folder ``out`` (None when there is none yet); refuses an
+    ``out`` that is not a prepared folder or holds other files, and (unless forced) one of
+    another corpus."""
     if out.exists() and not out.is_dir():
         raise UserError(f"--out {out} is a file; give a folder")
+    if not out.exists():
+        return None
     meta = read_meta(out)
-    if force or not out.exists():
-        return meta
-    if meta is None and any(out.iterdir()):
-        raise UserError(f"{out} exists and is not a prepared corpus folder; choose another --out "
-                        f"or pass --force to replace it")
-    if meta is not None and meta["corpus"] != corpus:
+    if meta is None:
+        if any(out.iterdir()):
+            raise UserError(f"{out} exists and is not a prepared corpus folder (no meta.json); "
+                            f"choose another --out (--force only replaces a folder that "
+                            f"arelu prepare made)")
+        return None
+    foreign = foreign_files(out, meta)
+    if foreign:
+        raise UserError(f"{out} holds files arelu prepare did not write ({', '.join(foreign[:3])}"
+                        f"); move them out of it or choose another --out")
+    if meta["corpus"] != corpus and not force:
         raise UserError(f"{out} holds the prepared corpus {meta['corpus']!r}, not {corpus!r}; "
                         f"choose another --out or pass --force to replace it")
     return meta
+
+
+def _check_inputs_kept(out: Path, inputs: Inputs) -> None:
+    """Refuse an ``out`` that is an input or holds one: writing it would delete the corpus."""
+    target = out.resolve()
+    places = [inputs.source] if inputs.source is not None else []
+    places += [path for parts in inputs.files.values() for a, b, _ in parts for path in (a, b)]
+    for place in places:
+        where = place.resolve()
+        if where == target or target in where.parents:
+            raise UserError(f"--out {out} {'is' if where == target else 'holds'} the input "
+                            f"{place}; writing it would delete the corpus: choose an --out "
+                            f"outside the input files")
+
+
+def _source_paths(inputs: Inputs) -> dict[str, list[str]]:
+    return {split: [str(path.resolve()) for a, b, _ in parts for path in (a, b)]
+            for split, parts in inputs.files.items()}
+
+
+def _check_same_source(out: Path, meta: dict, inputs: Inputs) -> None:
+    """Refuse (unless forced) to replace a folder prepared from other inputs: other bytes
+    from other places. Changed files in the same place, or the same bytes moved, are fine."""
+    if meta.get("sources") == inputs.checksums or meta.get("source_paths") == _source_paths(inputs):
+        return
+    paths = [p for ps in (meta.get("source_paths") or {}).values() for p in ps]
+    was = f"files in {Path(paths[0]).parent}" if paths else "other inputs"
+    raise UserError(f"{out} holds a {meta['corpus']} corpus prepared from {was}, not these "
+                    f"inputs; pass --force to replace it (translations and checkpoints made from "
+                    f"it will no longer match) or choose another --out")
 
 
 def _inputs(spec: CorpusSpec, req: PrepareRequest, src: str, tgt: str, log: Log) -> Inputs:
@@ -133,13 +186,19 @@ def _inputs(spec: CorpusSpec, req: PrepareRequest, src: str, tgt: str, log: Log)
         source = download.fetch_archive(spec, spec.url, spec.url_subdir)
     files = resolve_files(spec, source, overrides, src, tgt)
     log("checksumming inputs")
-    return Inputs(files=files, checksums=_checksums(files))
+    return Inputs(source=source, files=files, checksums=_checksums(files))
 
 
 def _checksums(files: Resolved) -> dict[str, str]:
     """SHA-256 per ``split/file name``: moving the files elsewhere does not force a rebuild."""
-    return {f"{split}/{path.name}": sha256_file(path)
-            for split, parts in files.items() for a, b, _ in parts for path in (a, b)}
+    sums = {}
+    for split, parts in files.items():
+        for path in (path for a, b, _ in parts for path in (a, b)):
+            try:
+                sums[f"{split}/{path.name}"] = sha256_file(path)
+            except OSError as err:
+                raise UserError(f"cannot read {path}: {err.strerror or err}") from None
+    return sums
 
 
 def _read(spec: CorpusSpec, inputs: Inputs, src: str, tgt: str) -> Texts:
@@ -219,6 +278,7 @@ def prepare(req: PrepareRequest, log: Log = _quiet) -> PrepareResult:
     spec = get_spec(req.corpus)
     _check_request(spec, req)
     src, tgt = direction(spec, req.src_lang, req.tgt_lang)
+    clean_leftovers(req.out)
     old_meta = _check_out(req.out, spec.name, req.force)
     rules = replace(spec.clean, **{k: v for k, v in (("max_words", req.max_words),
                                                      ("max_ratio", req.max_ratio)) if v is not None})
@@ -227,22 +287,24 @@ def prepare(req: PrepareRequest, log: Log = _quiet) -> PrepareResult:
                "joint": req.joint, "seed": req.seed, "train_size": req.train_size,
                "clean": asdict(rules)}
     inputs = _inputs(spec, req, src, tgt, log)
+    _check_inputs_kept(req.out, inputs)
     fingerprint = _fingerprint(options, inputs)
-    if old_meta is not None and old_meta.get("fingerprint") == fingerprint and not req.force:
-        return PrepareResult(req.out, old_meta, False, time.perf_counter() - start)
-    log(f"reading {spec.name}")
-    texts, dropped = _clean(_read(spec, inputs, src, tgt), rules, req.train_size)
-    with atomic_dir(req.out) as folder:
+    if old_meta is not None and not req.force:
+        if old_meta.get("fingerprint") == fingerprint:
+            return PrepareResult(req.out, old_meta, False, time.perf_counter() - start)
+        _check_same_source(req.out, old_meta, inputs)
+    with atomic_dir(req.out) as folder:  # made first: an unwritable --out fails before the work
+        log(f"reading {spec.name}")
+        texts, dropped = _clean(_read(spec, inputs, src, tgt), rules, req.train_size)
         vocab, splits = _encode_all(folder, texts, (src, tgt), merges, req.joint, log)
         splits["train"]["dropped"] = dropped
         meta = {"format": FORMAT, "corpus": spec.name, "src_lang": src, "tgt_lang": tgt,
                 "splits": splits, "vocab": vocab, "options": options,
                 "toy": _toy_record(inputs),
                 "sources": inputs.checksums, "fingerprint": fingerprint, "versions": versions(),
-                "source_paths": {split: [str(path.resolve()) for a, b, _ in parts for path in (a, b)]
-                                 for split, parts in inputs.files.items()}}
+                "source_paths": _source_paths(inputs)}
         write_meta(folder, meta)
-    return PrepareResult(req.out, meta, True, time.perf_counter() - start)
+    return PrepareResult(req.out, read_meta(req.out), True, time.perf_counter() - start)
 
 
 def parse_split_file(text: str) -> tuple[str, tuple[Path, Path]]:

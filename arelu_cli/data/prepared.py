@@ -17,17 +17,26 @@ Read it with :func:`load_prepared`::
     data.references("test")            # raw detokenized target lines
     data.tgt_tokenizer.decode(ids)     # ids -> detokenized text
 
+``meta.json`` also records the SHA-256 of every other file (``checksums``); a translation of
+a split records :meth:`Prepared.split_checksum`, so that a later ``arelu score`` notices
+when the folder was prepared again from other text.
+
 The folder is written by :func:`atomic_dir`: into a temporary sibling that replaces the
-old folder only once complete, so an interrupted or failed run leaves no half-written output.
+old folder only once complete, so an interrupted or failed run leaves no half-written output;
+:func:`clean_leftovers` removes the temporary folders of runs that were killed.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
+import re
+import secrets
 import shutil
-import tempfile
+import socket
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,10 +44,16 @@ import numpy as np
 from tokenizers import Tokenizer
 
 from arelu_cli.data import bpe
+from arelu_cli.data.textio import sha256_file
 from arelu_cli.errors import UserError
+from arelu_cli.results import cannot_write
 
 FORMAT = 1
 META = "meta.json"
+TOKENIZERS = ("tokenizer.json", "tokenizer.src.json", "tokenizer.tgt.json")
+TMP, OLD = "tmp", "old"
+"""Tags of the hidden folders beside OUT while it is written (``.OUT.tmp-PID-RANDOM@HOST``)
+and of the old folder moved aside for an instant when it is replaced (``.OUT.old-...``)."""
 
 
 @dataclass(frozen=True)
@@ -138,6 +153,15 @@ class Prepared:
         self._check(name)
         return _read_text(self.path / f"{name}.{self.tgt_lang}")
 
+    def split_checksum(self, name: str) -> str:
+        """SHA-256 of the split's source and target text as they are now on disk: what a
+        translation of the split is made from and scored against."""
+        self._check(name)
+        digest = hashlib.sha256()
+        for lang in (self.src_lang, self.tgt_lang):
+            digest.update(bytes.fromhex(sha256_file(self.path / f"{name}.{lang}")))
+        return digest.hexdigest()
+
 
 def _read_text(path: Path) -> list[str]:
     text = path.read_text(encoding="utf-8")
@@ -187,22 +211,114 @@ def write_ids(folder: Path, stem: str, ids: list[list[int]], dtype: np.dtype) ->
 
 
 def write_meta(folder: Path, meta: dict) -> None:
-    (folder / META).write_text(json.dumps(meta, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    """``meta.json``, with the checksums of every other file of ``folder``; written last, so
+    that a folder with a meta.json is complete."""
+    checksums = {p.name: sha256_file(p) for p in sorted(folder.iterdir()) if p.name != META}
+    (folder / META).write_text(json.dumps({**meta, "checksums": checksums}, indent=2,
+                                          ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def foreign_files(path: Path, meta: dict) -> list[str]:
+    """Names in the prepared folder ``path`` that ``prepare`` does not write there (a
+    user's files, which replacing the folder would delete)."""
+    splits, langs = meta.get("splits") or {}, (meta.get("src_lang"), meta.get("tgt_lang"))
+    ours = {META, *TOKENIZERS, *(f"{s}.{lang}" for s in splits for lang in langs)}
+    ours |= {f"{s}.{side}.{kind}.npy" for s in splits for side in ("src", "tgt")
+             for kind in ("ids", "offsets")}
+    return sorted(p.name for p in Path(path).iterdir()
+                  if p.name not in ours or p.is_symlink() or not p.is_file())
+
+
+def _hidden(out: Path, tag: str) -> Path:
+    """A new hidden name beside ``out`` that says which process on which machine made it."""
+    return out.with_name(f".{out.name}.{tag}-{os.getpid()}-{secrets.token_hex(4)}"
+                         f"@{socket.gethostname()}")
+
+
+def _alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)  # signal 0: only asks whether the process exists
+    except (ProcessLookupError, OverflowError):
+        return False
+    except PermissionError:
+        return True  # it exists, under another user
+    return True
+
+
+def _leftover_tag(out: Path, entry: Path) -> str | None:
+    """TMP or OLD for a hidden folder of ``out`` whose ``prepare`` was killed; None for
+    anything else, such as the folder of a ``prepare`` still running."""
+    if entry.is_symlink() or not entry.is_dir():
+        return None
+    name = re.escape(out.name)
+    found = re.fullmatch(rf"\.{name}\.({TMP}|{OLD})-(\d+)-[0-9a-f]{{8}}@(.+)", entry.name)
+    if found:
+        mine = found[3] == socket.gethostname()
+        return found[1] if mine and not _alive(int(found[2])) else None
+    # Versions before the process id was in the name: tempfile.mkdtemp's 8 characters.
+    found = re.fullmatch(rf"\.{name}\.tmp-[a-z0-9_]{{8}}(\.old)?", entry.name)
+    return None if found is None else OLD if found[1] else TMP
+
+
+def clean_leftovers(out: str | Path) -> list[Path]:
+    """Remove the hidden folders that killed runs of ``prepare`` left beside ``out``; if a
+    kill came between moving the old ``out`` aside and putting the new one in its place,
+    put the old one back. Returns the folders dealt with."""
+    out = Path(os.path.abspath(out))  # "." has no name to put beside
+    if not out.parent.is_dir():
+        return []
+    done = []
+    for entry in sorted(out.parent.iterdir()):
+        tag = _leftover_tag(out, entry)
+        if tag is None:
+            continue
+        if tag == OLD and not os.path.lexists(out) and read_meta(entry) is not None:
+            os.replace(entry, out)
+        else:
+            shutil.rmtree(entry)
+        done.append(entry)
+    return done
+
+
+def _remove(path: Path) -> None:
+    if path.is_symlink():
+        path.unlink()
+    else:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def _swap(tmp: Path, out: Path) -> None:
+    """Put the complete folder ``tmp`` in place of ``out`` (whose mode it takes over)."""
+    if not os.path.lexists(out):
+        os.replace(tmp, out)
+        return
+    with contextlib.suppress(OSError):
+        tmp.chmod(stat.S_IMODE(out.stat().st_mode))
+    old = _hidden(out, OLD)
+    os.replace(out, old)
+    os.replace(tmp, out)
+    _remove(old)
 
 
 @contextlib.contextmanager
 def atomic_dir(out: Path):
-    """Yield an empty temporary folder next to ``out``; on success it replaces ``out``."""
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.tmp-"))
-    tmp.chmod(0o755)  # mkdtemp makes it owner-only; the result is an ordinary folder
+    """Yield an empty temporary folder beside ``out``; on success it replaces ``out``.
+
+    The folder is made with mode 0777 less the umask (``tempfile.mkdtemp`` would make it
+    0700) and takes the mode of the ``out`` it replaces. A place where no folder can be
+    made is a one-line UserError.
+    """
+    out = Path(os.path.abspath(out))  # "." has no name to put beside
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = _hidden(out, TMP)
+        tmp.mkdir(0o777)
+    except OSError as err:
+        raise cannot_write(out, err) from None
     try:
         yield tmp
-        old = out.parent / f"{tmp.name}.old"
-        if out.exists():
-            os.replace(out, old)
-        os.replace(tmp, out)
-        shutil.rmtree(old, ignore_errors=True)
+        _swap(tmp, out)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

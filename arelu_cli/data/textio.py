@@ -23,11 +23,17 @@ def read_lines(path: Path) -> list[str]:
     data = path.read_bytes()
     if not data.strip():
         raise UserError(f"{path} is empty; a corpus file needs one sentence per line")
+    return decode_lines(data, str(path))
+
+
+def decode_lines(data: bytes, name: str) -> list[str]:
+    """The lines of UTF-8 ``data`` read from ``name`` (a file, or e.g. ``<stdin>``), split as
+    :func:`read_lines` splits them; a clear error for bytes that are not UTF-8."""
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as err:
         line = data.count(b"\n", 0, err.start) + 1
-        raise UserError(f"{path} line {line}: bytes that are not UTF-8 "
+        raise UserError(f"{name} line {line}: bytes that are not UTF-8 "
                         f"({data[err.start:err.start + 4]!r}); convert the file to UTF-8 "
                         f"(e.g. iconv -f latin1 -t utf-8)") from None
     lines = text.removeprefix("\ufeff").split("\n")

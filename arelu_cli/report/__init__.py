@@ -5,6 +5,10 @@ One module per job, all pure functions over artifacts that other commands wrote:
 * :mod:`~arelu_cli.report.columns` -- the catalog: every CSV's file name, the paper item it
   redraws and its documented columns (:data:`~arelu_cli.report.columns.COLUMNS`);
 * :mod:`~arelu_cli.report.paper` -- the paper's printed numbers (SPEC.md) and tolerances;
+* :mod:`~arelu_cli.report.layout` -- where each (transform, seed) run, translation and
+  analysis lives in a results folder;
+* :mod:`~arelu_cli.report.seeds` -- values over training seeds: mean ± std (per-seed
+  values) and ``seed_summary.csv``;
 * :mod:`~arelu_cli.report.runs` -- training run folders -> training dynamics, tau/||z||
   evolution, training time (with kWh) and the tau sweep;
 * :mod:`~arelu_cli.report.tables` -- Tables 1-3, inference time, sparsity and

@@ -3,8 +3,10 @@ holds, every figure PNG, and REPORT.md.
 
 Layout of a results folder (what ``arelu reproduce`` writes): the fixed CSVs of
 :mod:`arelu_cli.report.columns` at its top, training runs (one ``arelu train`` folder per
-transform) under ``runs/``, the tau-sweep runs under ``tau-sweep/`` and the commands that
-made it, one a line, in ``commands.txt``. CSVs made by measuring commands (BLEU, empty check,
+transform, or per transform and seed: :mod:`arelu_cli.report.layout`) under ``runs/``, the
+tau-sweep runs under ``tau-sweep/`` and the commands that made it, one a line, in
+``commands.txt``. ``seed_summary.csv`` (mean, std and n over seeds) is recomputed from
+whatever CSVs are there. CSVs made by measuring commands (BLEU, empty check,
 sparsity, ...) are kept as they are; missing ones are reported missing.
 """
 
@@ -18,8 +20,8 @@ from typing import Optional
 import pandas as pd
 
 from arelu_cli.errors import UserError
-from arelu_cli.report import plots, runs, tables
-from arelu_cli.report.columns import COLUMNS, write_csv
+from arelu_cli.report import plots, runs, seeds, tables
+from arelu_cli.report.columns import COLUMNS, read_csv, write_csv
 from arelu_cli.report.curves import alpha_relu_curve_rows
 from arelu_cli.report.report_md import write_report
 
@@ -59,10 +61,20 @@ def _tau_rows(tau_csvs: Sequence[Path]) -> list[dict]:
 
 def _load(given: Optional[Path], default: Path, option: str) -> list[runs.Run]:
     """The runs under ``given`` (none there is an error) or under ``default`` (may be none)."""
-    found = runs.find_runs(given or default)
+    found = runs.load_runs(given or default)
     if given is not None and not found:
         raise UserError(f"{option} {given}: no run folders (with a log.csv) in it")
-    return [runs.load_run(p) for p in found]
+    return found
+
+
+def seed_summary_rows(folder: Path) -> list[dict]:
+    """``seed_summary.csv``: every summarized CSV of ``folder`` over its seeds."""
+    rows = []
+    for name in seeds.REDUCTIONS:
+        frame = read_csv(folder, name)
+        if frame is not None and len(frame):
+            rows += seeds.summary_rows(name, frame)
+    return rows
 
 
 def regenerate_csvs(folder: Path, runs_dir: Optional[Path] = None,
@@ -86,15 +98,22 @@ def regenerate_csvs(folder: Path, runs_dir: Optional[Path] = None,
     if tau_csvs or not (folder / "table3_tau.csv").is_file():
         write_csv(tables.table3_rows(_tau_rows(tau_csvs)), folder, "table3_tau.csv")
         written.append(folder / "table3_tau.csv")
-    return written
+    write_csv(seed_summary_rows(folder), folder, "seed_summary.csv")
+    return [*written, folder / "seed_summary.csv"]
 
 
 def regenerate(folder: str | Path, commands: Sequence[str] = (), runs_dir: Optional[Path] = None,
                sweep_dir: Optional[Path] = None, gpu_watts: Optional[float] = None,
                n_gpus: Optional[int] = None, tau_csvs: Sequence[Path] = ()) -> Rebuilt:
-    """CSVs, then PNGs, then REPORT.md with the recorded commands followed by ``commands``."""
+    """CSVs, then PNGs, then REPORT.md with the recorded commands followed by ``commands``.
+
+    ``folder`` must exist: a mistyped name is an error, not a new, empty report.
+    """
     folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
+    if not folder.is_dir():
+        raise UserError(f"{folder} is a file, not a results folder" if folder.exists() else
+                        f"no results folder {folder}; give the folder `arelu reproduce` wrote "
+                        "(or make the folder first)")
     out = Rebuilt(regenerate_csvs(folder, runs_dir, sweep_dir, gpu_watts, n_gpus, tau_csvs))
     out.pngs = plots.plot_all(folder)
     out.report = write_report(folder, [*recorded_commands(folder), *commands])

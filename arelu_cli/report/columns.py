@@ -3,6 +3,9 @@ every column documented; :func:`write_csv` refuses rows whose columns differ fro
 
 Every CSV has one row per measurement and ends with ``signature`` (transform, alpha, tau,
 data, recipe, seed, versions: :func:`arelu_cli.results.signature`) unless said otherwise.
+A grid trained with several seeds has one row per (transform, seed) -- the ``seed``
+column -- and ``seed_summary.csv`` aggregates them (mean, std, n). CSVs written before the
+``seed`` column existed are read with the seed of their signature (:func:`read_csv`).
 The section below is generated from :data:`CATALOG`.
 """
 
@@ -16,9 +19,11 @@ from typing import Optional
 import pandas as pd
 
 from arelu_cli.errors import UserError
-from arelu_cli.results import atomic_write_text
+from arelu_cli.results import write_frame
 
 SIGNATURE = "run signature: transform, alpha, tau, data, recipe, seed, package versions"
+SEED = "training seed of the run (empty when unknown)"
+RUN = "run folder under runs/ or tau-sweep/ (TRANSFORM, or TRANSFORM/seed-S with several seeds)"
 HIST = {"bin_left": "left edge of the histogram bin", "bin_right": "right edge of the bin",
         "count": "decoding steps in the bin", "fraction": "count / all steps of the transform"}
 
@@ -36,12 +41,31 @@ class CsvSpec:
 CATALOG: dict[str, CsvSpec] = {
     "table1_bleu.csv": CsvSpec("Table 1 (tab:nmt_results): detokenized test BLEU", {
         "corpus": "prepared corpus name (iwslt14, wmt14-en-de, wmt13-en-ru, toy, ...)",
-        "transform": "output transform (registry name, e.g. 1.5-relu)",
+        "transform": "output transform (registry name, e.g. 1.5-relu)", "seed": SEED,
         "split": "scored split (test)", "bleu": "detokenized case-sensitive BLEU (sacrebleu)",
         "chrf": "chrF (sacrebleu), empty if not computed",
         "bleu_signature": "sacrebleu's own metric signature", "signature": SIGNATURE}),
+    "table1_significance.csv": CsvSpec(
+        "Table 1 (tab:nmt_results): each transform vs the baseline, paired bootstrap "
+        "(sacrebleu's --paired-bs, Koehn 2004; arelu_cli.analysis.significance)", {
+            "corpus": "prepared corpus name", "transform": "output transform",
+            "baseline": "the transform tested against (softmax when in the grid)",
+            "seeds": "the training seed of both sides (same seed), or S1+S2+... for the test "
+            "on the seeds' outputs concatenated (each seed's test set once)",
+            "split": "test", "sentences": "test sentences resampled (x seeds when concatenated)",
+            "bleu": "the transform's BLEU on them", "bleu_mean": "mean of its resampled BLEU",
+            "bleu_low": "95% interval of its BLEU: 2.5% point of the resamples",
+            "bleu_high": "97.5% point", "baseline_bleu": "the baseline's BLEU on them",
+            "delta": "bleu - baseline_bleu",
+            "delta_low": "95% interval of the difference over the paired resamples: 2.5% point",
+            "delta_high": "97.5% point",
+            "p_value": "paired bootstrap p of 'no difference' (empty for the baseline's row)",
+            "samples": "bootstrap resamples (1000)", "bootstrap_seed": "seed of the resamples",
+            "bleu_signature": "sacrebleu's signature of the test (bs, seed)",
+            "signature": SIGNATURE}),
     "table2_empty.csv": CsvSpec("Table 2 (tab:empty_perc): empty string beats the beam", {
-        "corpus": "prepared corpus name", "transform": "output transform", "split": "dev",
+        "corpus": "prepared corpus name", "transform": "output transform", "seed": SEED,
+        "split": "dev",
         "n_sentences": "sentences checked",
         "n_empty_better": "sentences whose empty string outscores the beam hypothesis",
         "percent_empty": "100 * n_empty_better / n_sentences", "signature": SIGNATURE}),
@@ -55,8 +79,9 @@ CATALOG: dict[str, CsvSpec] = {
         "tau_monte_carlo_std": "its standard deviation", "n_samples": "vectors or rows averaged",
         "method": "how the row was made", "signature": SIGNATURE}),
     "training_time.csv": CsvSpec("Appendix table (GPU power): training hours and kWh", {
-        "corpus": "prepared corpus name", "run": "run folder name", "transform": "output transform",
-        "steps": "optimizer steps done", "hours": "wall-clock hours, validation included",
+        "corpus": "prepared corpus name", "run": RUN, "transform": "output transform",
+        "seed": SEED, "steps": "optimizer steps done",
+        "hours": "wall-clock hours, validation included",
         "tokens_per_s": "median over logging intervals of source+target tokens/s",
         "best_bleu": "best validation BLEU", "best_step": "step of the best validation BLEU",
         "n_gpus": "devices (processes) that trained", "gpu_watts": "power per GPU in W (given)",
@@ -67,37 +92,39 @@ CATALOG: dict[str, CsvSpec] = {
         "x": "logit value", "y": "[(alpha-1) x - tau]_+^(1/(alpha-1))", "signature": SIGNATURE}),
     "fig_training_dynamics.csv": CsvSpec(
         "Figures fig:train_dyn_rel / fig:train_dyn_abs: BLEU and loss vs step and wall time", {
-            "corpus": "prepared corpus name", "run": "run folder name",
-            "transform": "output transform", "step": "optimizer step",
+            "corpus": "prepared corpus name", "run": RUN,
+            "transform": "output transform", "seed": SEED, "step": "optimizer step",
             "wall_s": "wall-clock seconds so far, validation included",
             "train_loss": "mean training loss of the logging interval (empty on other rows)",
             "val_loss": "validation loss (empty between validations)",
             "val_bleu": "validation BLEU (empty between validations)", "signature": SIGNATURE}),
     "fig_tau_norm_evolution.csv": CsvSpec("Figure fig:tau_z_evo: mean tau(z) and ||z|| in training", {
-        "corpus": "prepared corpus name", "run": "run folder name", "transform": "output transform",
-        "step": "optimizer step", "tau": "the transform's threshold (alpha-ReLU: fixed tau; "
-        "alpha-entmax: mean tau(z); empty for softmax)",
+        "corpus": "prepared corpus name", "run": RUN, "transform": "output transform",
+        "seed": SEED, "step": "optimizer step",
+        "tau": "the transform's threshold (alpha-ReLU: fixed tau; alpha-entmax: mean tau(z); "
+        "empty for softmax)",
         "tau_z": "mean 1.5-entmax tau(z) of the same logits", "logit_norm": "mean ||z||_2",
         "signature": SIGNATURE}),
     "fig_tau_sweep.csv": CsvSpec("Figure fig:tau: impact of tau on training (alpha-ReLU)", {
-        "corpus": "prepared corpus name", "run": "run folder name", "transform": "output transform",
-        "tau": "the run's fixed tau", "step": "validation step", "wall_s": "wall-clock seconds",
+        "corpus": "prepared corpus name", "run": RUN, "transform": "output transform",
+        "seed": SEED, "tau": "the run's fixed tau", "step": "validation step",
+        "wall_s": "wall-clock seconds",
         "val_bleu": "validation BLEU", "val_loss": "validation loss",
         "best_bleu": "the run's best validation BLEU (repeated on its rows)",
         "final_bleu": "the run's last validation BLEU (repeated on its rows)",
         "signature": SIGNATURE}),
     "fig_inference_time.csv": CsvSpec("Figure fig:infTime: inference time vs beam size", {
-        "corpus": "prepared corpus name", "transform": "output transform", "beam": "beam size",
-        "seconds": "wall-clock seconds to translate the split",
-        "normalized": "seconds / the smallest seconds of the corpus (the paper's y axis)",
-        "signature": SIGNATURE}),
+        "corpus": "prepared corpus name", "transform": "output transform", "seed": SEED,
+        "beam": "beam size", "seconds": "wall-clock seconds to translate the split",
+        "normalized": "seconds / the smallest seconds of the corpus and seed (the paper's y "
+        "axis)", "signature": SIGNATURE}),
     "fig_sparsity.csv": CsvSpec("Figures fig:sparsity / fig:sparsity_train: zero components", {
         "corpus": "prepared corpus name", "split": "test or train", "transform": "output transform",
-        **HIST, "signature": SIGNATURE}),
+        "seed": SEED, **HIST, "signature": SIGNATURE}),
     "fig_self_norm.csv": CsvSpec("Figure fig:self_norm: sum of alpha-ReLU components per step", {
         "corpus": "prepared corpus name", "split": "test", "transform": "output transform",
-        **HIST, "mean": "mean sum over all steps (repeated)", "std": "its standard deviation",
-        "signature": SIGNATURE}),
+        "seed": SEED, **HIST, "mean": "mean sum over all steps (repeated)",
+        "std": "its standard deviation", "signature": SIGNATURE}),
     "translation_examples.csv": CsvSpec("Appendix table tab:trans_examples: disagreements", {
         "index": "0-based line of the test set", "source": "source sentence",
         "reference": "reference translation", "system_a": "first transform",
@@ -113,6 +140,14 @@ CATALOG: dict[str, CsvSpec] = {
         "n_items": "shared items both scored", "n_judgements": "candidate scores both gave",
         "kappa": "unweighted Cohen's kappa over the integer scores 1-4",
         "kappa_linear": "linearly weighted Cohen's kappa over 1-4"}),
+    "seed_summary.csv": CsvSpec("Every table and figure over training seeds (no paper item)", {
+        "csv": "the results CSV summarized", "corpus": "prepared corpus name",
+        "transform": "output transform", "setting": "what else the value depends on "
+        "(split=..., beam=..., tau=..., a Table 3 method; empty when nothing)",
+        "metric": "the column (or per-seed reduction: mean_zero_fraction, mean_sum) summarized",
+        "n": "seeds with a value", "mean": "mean over seeds",
+        "std": "sample standard deviation over seeds (empty for one seed)",
+        "values": "the per-seed values, in seed order", "seeds": "the seeds, same order"}),
 }
 
 COLUMNS: dict[str, tuple[str, ...]] = {name: tuple(spec.columns) for name, spec in CATALOG.items()}
@@ -127,7 +162,8 @@ def columns_of(name: str) -> tuple[str, ...]:
 
 
 def write_csv(rows: Iterable[Mapping[str, object]], folder: str | Path, name: str) -> pd.DataFrame:
-    """Write ``rows`` to ``folder/name`` atomically, columns in catalog order.
+    """Write ``rows`` to ``folder/name`` atomically, columns in catalog order; a file there
+    that arelu did not write is refused (:func:`arelu_cli.results.check_replaceable`).
 
     A row with a missing or an unknown column is a bug in its builder: ValueError.
     """
@@ -136,18 +172,40 @@ def write_csv(rows: Iterable[Mapping[str, object]], folder: str | Path, name: st
     for row in rows:
         if set(row) != set(columns):
             raise ValueError(f"{name}: row columns {sorted(row)} differ from {list(columns)}")
-    frame = pd.DataFrame(rows, columns=list(columns))
-    atomic_write_text(Path(folder) / name, frame.to_csv(index=False))
+    return write_frame(pd.DataFrame(rows, columns=list(columns)), Path(folder) / name)
+
+
+def with_seed_column(frame: pd.DataFrame, expected: tuple[str, ...]) -> pd.DataFrame:
+    """A CSV of the catalog written before its ``seed`` column existed (a committed
+    single-seed grid), with that column filled from each row's signature (empty when the
+    signature names no seed); any other frame unchanged."""
+    if "seed" not in expected or "seed" in frame or "signature" not in frame:
+        return frame
+    if tuple(frame.columns) != tuple(c for c in expected if c != "seed"):
+        return frame
+    seeds = [signature_field(s, "seed") for s in frame["signature"]]
+    seeds = [int(s) if s is not None and s.isdigit() else None for s in seeds]
+    frame.insert(expected.index("seed"), "seed", pd.array(seeds, dtype="Int64"))
     return frame
 
 
+def signature_field(signature: object, key: str) -> Optional[str]:
+    """The value of ``key`` in a ``key:value|key:value`` signature, or None."""
+    for part in str(signature).split("|"):
+        name, _, value = part.partition(":")
+        if name == key:
+            return value
+    return None
+
+
 def read_csv(folder: str | Path, name: str) -> Optional[pd.DataFrame]:
-    """``folder/name`` as a DataFrame, or None when absent; wrong columns are a UserError."""
+    """``folder/name`` as a DataFrame, or None when absent; wrong columns are a UserError
+    (a CSV from before the ``seed`` column gets one: :func:`with_seed_column`)."""
     path = Path(folder) / name
     if not path.is_file():
         return None
-    frame = pd.read_csv(path)
     expected = columns_of(name)
+    frame = with_seed_column(pd.read_csv(path), expected)
     if tuple(frame.columns) != expected:
         raise UserError(f"{path} has columns {list(frame.columns)}, expected {list(expected)}; "
                         "regenerate it with the current version")

@@ -10,8 +10,10 @@ from __future__ import annotations
 import pandas as pd
 
 from arelu_cli.report import paper
+from arelu_cli.report.layout import cell_name
 from arelu_cli.report.markdown import (Section, claim, compare_numbers, fmt, match_line,
                                        md_table)
+from arelu_cli.report.seeds import groups, seeds_note, show, spread
 
 SPEED_PARITY = 1.2
 """1.5-ReLU counts as "as fast as softmax" at most this many times slower."""
@@ -46,7 +48,8 @@ def _per_run(frame: pd.DataFrame) -> list[dict]:
         valid = part.dropna(subset=["val_bleu"])
         best = valid.loc[valid["val_bleu"].idxmax()] if len(valid) else None
         last = part.iloc[-1]
-        out.append({"run": run, "transform": part["transform"].iloc[0], "steps": int(last["step"]),
+        out.append({"run": run, "cell": cell_name(run), "transform": part["transform"].iloc[0],
+                    "seed": part["seed"].iloc[0], "steps": int(last["step"]),
                     "hours": last["wall_s"] / 3600, "s_per_step": last["wall_s"] / last["step"],
                     "best": None if best is None else best["val_bleu"],
                     "best_step": None if best is None else int(best["step"]),
@@ -55,144 +58,200 @@ def _per_run(frame: pd.DataFrame) -> list[dict]:
     return out
 
 
+def _dynamics_rows(runs: pd.DataFrame) -> list[list[str]]:
+    rows = []
+    for (cell, name), part in groups(runs, ["cell", "transform"]):
+        rows.append([cell, name, *(show(spread(part, c), d, count=d == 0) for c, d in (
+            ("steps", 0), ("hours", 2), ("s_per_step", 3), ("best", 2), ("best_step", 0),
+            ("final", 2)))])
+    return rows
+
+
+def _similar_dynamics(runs: list[dict]) -> str:
+    """The claim "similar in steps": mean validation BLEU over seeds of softmax, 1.5-entmax
+    and 1.5-ReLU at the last step all their runs validated at."""
+    trio = [r for r in runs if r["transform"] in DYNAMICS_TRIO and len(r["valid"])]
+    common = set.intersection(*(set(r["valid"].index) for r in trio)) if trio else set()
+    if len({r["transform"] for r in trio}) < 2 or not common:
+        return claim("training dynamics in steps are similar", None,
+                     "needs two of softmax/1.5-entmax/1.5-ReLU validated at a common step")
+    step = max(common)
+    at = pd.DataFrame([{"transform": r["transform"], "bleu": float(r["valid"][step])}
+                       for r in trio]).groupby("transform", sort=False)["bleu"].mean()
+    spread_ = float(at.max() - at.min())
+    return claim("training dynamics in steps are similar for softmax, 1.5-entmax and 1.5-ReLU",
+                 spread_ <= paper.TOLERANCE["bleu"],
+                 f"validation BLEU at step {step}: " + ", ".join(
+                     f"{t} {fmt(b)}" for t, b in at.items())
+                 + f"; spread {fmt(spread_)} (similar = within {paper.TOLERANCE['bleu']:g})")
+
+
 def dynamics_section(frame: pd.DataFrame) -> Section:
     """Figs. train_dyn_rel / train_dyn_abs: similar in steps, 1.5-entmax slower in wall time."""
     runs = _per_run(frame)
     table = md_table(["run", "transform", "steps", "hours", "s/step", "best BLEU", "at step",
-                      "final BLEU"],
-                     [[r["run"], r["transform"], r["steps"], fmt(r["hours"]),
-                       fmt(r["s_per_step"], 3), fmt(r["best"]), r["best_step"] or "-",
-                       fmt(r["final"])] for r in runs])
-    speed = {r["transform"]: r["s_per_step"] for r in runs}
+                      "final BLEU"], _dynamics_rows(pd.DataFrame(runs).drop(columns="valid")))
+    speed = pd.DataFrame(runs).groupby("transform", sort=False)["s_per_step"].mean().to_dict()
     others = [speed[t] for t in ("softmax", "1.5-relu") if t in speed]
     holds = None if "1.5-entmax" not in speed or not others else speed["1.5-entmax"] > max(others)
     verdicts = [claim("1.5-entmax is slower in wall time than softmax and 1.5-ReLU", holds,
-                      ", ".join(f"{t} {fmt(s, 3)} s/step" for t, s in speed.items()))]
-    trio = [r for r in runs if r["transform"] in DYNAMICS_TRIO and len(r["valid"])]
-    common = set.intersection(*(set(r["valid"].index) for r in trio)) if len(trio) > 1 else set()
-    if common:
-        step = max(common)
-        at = {r["transform"]: float(r["valid"][step]) for r in trio}
-        spread = max(at.values()) - min(at.values())
-        verdicts.append(claim("training dynamics in steps are similar for softmax, 1.5-entmax "
-                              "and 1.5-ReLU", spread <= paper.TOLERANCE["bleu"],
-                              f"validation BLEU at step {step}: " + ", ".join(
-                                  f"{t} {fmt(b)}" for t, b in at.items())
-                              + f"; spread {fmt(spread)} (similar = within "
-                              f"{paper.TOLERANCE['bleu']:g})"))
-    else:
-        verdicts.append(claim("training dynamics in steps are similar", None,
-                              "needs two of softmax/1.5-entmax/1.5-ReLU validated at a common step"))
+                      ", ".join(f"{t} {fmt(s, 3)} s/step" for t, s in speed.items())),
+                _similar_dynamics(runs)]
     return Section("Figures: training dynamics in steps and in wall time",
-                   "fig_training_dynamics.csv", table, verdicts, "fig_training_dynamics.png")
+                   "fig_training_dynamics.csv", table, verdicts + seeds_note(frame),
+                   "fig_training_dynamics.png")
+
+
+def _ends(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per run: first and last tau, 1.5-entmax tau(z), ||z||, and whether tau stayed fixed."""
+    rows = []
+    for run, part in frame.groupby("run", sort=False):
+        first, last = part.iloc[0], part.iloc[-1]
+        rows.append({"cell": cell_name(run), "transform": first["transform"],
+                     "seed": first["seed"], "fixed": part["tau"].nunique() == 1,
+                     **{f"{c}_{end}": row[c] for c in ("tau", "tau_z", "logit_norm")
+                        for end, row in (("first", first), ("last", last))}})
+    return pd.DataFrame(rows)
+
+
+def _tau_norm_claims(cell: str, name: str, part: pd.DataFrame) -> list[str]:
+    m = {c: spread(part, c).mean for c in part if c.endswith(("_first", "_last"))}
+    cell = cell if len(part) < 2 else f"{cell}, all {len(part)} seeds"
+    out = []
+    if name in ("1.5-entmax", "1.5-relu"):
+        out.append(claim(f"the logit norm grows during training ({cell})",
+                         bool((part["logit_norm_last"] > part["logit_norm_first"]).all()),
+                         f"||z|| {fmt(m['logit_norm_first'])} → {fmt(m['logit_norm_last'])}"))
+    if name == "1.5-entmax":
+        out.append(claim(f"1.5-entmax's τ(z) increases following the logit size ({cell})",
+                         bool((part["tau_last"] > part["tau_first"]).all()),
+                         f"τ(z) {fmt(m['tau_first'], 3)} → {fmt(m['tau_last'], 3)}"))
+    if name == "1.5-relu":
+        out.append(claim(f"1.5-ReLU's τ remains constant ({cell})", bool(part["fixed"].all()),
+                         f"τ = {fmt(m['tau_first'], 4)}"))
+    return out
 
 
 def tau_norm_section(frame: pd.DataFrame) -> Section:
-    """Fig. tau_z_evo: ||z|| grows for both; entmax's tau(z) follows it, alpha-ReLU's is fixed."""
+    """Fig. tau_z_evo: ||z|| grows for both; entmax's tau(z) follows it, alpha-ReLU's is fixed
+    (with several seeds a claim holds when it holds for every seed)."""
     rows, verdicts = [], []
-    for run, part in frame.groupby("run", sort=False):
-        first, last, transform = part.iloc[0], part.iloc[-1], part["transform"].iloc[0]
-        rows.append([run, transform, fmt(first["logit_norm"]), fmt(last["logit_norm"]),
-                     fmt(first["tau"], 3), fmt(last["tau"], 3), fmt(first["tau_z"], 3),
-                     fmt(last["tau_z"], 3)])
-        if transform in ("1.5-entmax", "1.5-relu"):
-            verdicts.append(claim(f"the logit norm grows during training ({run})",
-                                  last["logit_norm"] > first["logit_norm"],
-                                  f"||z|| {fmt(first['logit_norm'])} → {fmt(last['logit_norm'])}"))
-        if transform == "1.5-entmax":
-            verdicts.append(claim(f"1.5-entmax's τ(z) increases following the logit size ({run})",
-                                  last["tau"] > first["tau"],
-                                  f"τ(z) {fmt(first['tau'], 3)} → {fmt(last['tau'], 3)}"))
-        if transform == "1.5-relu":
-            verdicts.append(claim(f"1.5-ReLU's τ remains constant ({run})",
-                                  part["tau"].nunique() == 1, f"τ = {fmt(first['tau'], 4)}"))
+    for (cell, name), part in groups(_ends(frame), ["cell", "transform"]):
+        rows.append([cell, name, *(show(spread(part, c), d) for c, d in (
+            ("logit_norm_first", 2), ("logit_norm_last", 2), ("tau_first", 3), ("tau_last", 3),
+            ("tau_z_first", 3), ("tau_z_last", 3)))])
+        verdicts += _tau_norm_claims(cell, name, part)
     table = md_table(["run", "transform", "‖z‖ first", "‖z‖ last", "τ first", "τ last",
                       "1.5-entmax τ(z) first", "τ(z) last"], rows)
     return Section("Figure: evolution of τ(z) and ‖z‖ in training", "fig_tau_norm_evolution.csv",
-                   table, verdicts, "fig_tau_norm_evolution.png")
+                   table, verdicts + seeds_note(frame), "fig_tau_norm_evolution.png")
 
 
 def tau_sweep_section(frame: pd.DataFrame) -> Section:
     """Fig. tau: every tau ends at almost the same BLEU; which tau learns fastest early."""
-    summary = frame.groupby(["tau", "run"], sort=True).agg(
-        first_step=("step", "first"), first_bleu=("val_bleu", "first"),
+    per_run = frame.groupby(["tau", "run"], sort=True).agg(
+        seed=("seed", "first"), first_step=("step", "first"), first_bleu=("val_bleu", "first"),
         best=("best_bleu", "first"), final=("final_bleu", "first")).reset_index()
+    rows, means = [], []
+    for (tau,), part in groups(per_run, ["tau"]):
+        stats = {c: spread(part, c) for c in ("first_step", "first_bleu", "best", "final")}
+        means.append({"tau": tau, **{c: v.mean for c, v in stats.items()}})
+        rows.append([fmt(tau, 3), ", ".join(dict.fromkeys(cell_name(r) for r in part["run"])),
+                     show(stats["first_step"], count=True), show(stats["first_bleu"]),
+                     show(stats["best"]), show(stats["final"])])
+    summary = pd.DataFrame(means)
     table = md_table(["τ", "run", "first validation (step)", "BLEU there", "best BLEU",
-                      "final BLEU"],
-                     [[fmt(r["tau"], 3), r["run"], r["first_step"], fmt(r["first_bleu"]),
-                       fmt(r["best"]), fmt(r["final"])] for r in summary.to_dict("records")])
-    spread = float(summary["final"].max() - summary["final"].min()) if len(summary) > 1 else None
+                      "final BLEU"], rows)
+    spread_ = float(summary["final"].max() - summary["final"].min()) if len(summary) > 1 else None
     fastest = summary.loc[summary["first_bleu"].idxmax()] if len(summary) else None
     verdicts = [claim("all τ lead to almost the same BLEU at the end of training",
-                      None if spread is None else spread <= paper.TOLERANCE["bleu"],
-                      f"final BLEU spread {fmt(spread)} over {len(summary)} τ values "
+                      None if spread_ is None else spread_ <= paper.TOLERANCE["bleu"],
+                      f"final BLEU spread {fmt(spread_)} over {len(summary)} τ values "
                       f"(same = within {paper.TOLERANCE['bleu']:g})")]
     if fastest is not None:
         verdicts.append(f"Best BLEU at the first validation: τ = {fmt(fastest['tau'], 3)} "
                         f"(paper: τ = 0.3 best early on IWSLT, its estimate 0.33).")
-    return Section("Figure: impact of τ on training", "fig_tau_sweep.csv", table, verdicts,
-                   "fig_tau_sweep.png")
+    return Section("Figure: impact of τ on training", "fig_tau_sweep.csv", table,
+                   verdicts + seeds_note(frame), "fig_tau_sweep.png")
+
+
+def _speed_claims(frame: pd.DataFrame) -> list[str]:
+    """1.5-ReLU about as fast as softmax, 1.5-entmax clearly slower: per beam, the mean over
+    seeds of each seed's time ratio to softmax."""
+    wide = frame.pivot_table(index=["beam", "seed"], columns="transform", values="normalized",
+                             dropna=False)
+    if "softmax" not in wide:
+        return []
+    out = []
+    for name, bound, text in (("1.5-relu", SPEED_PARITY, "1.5-ReLU is as fast as softmax"),
+                              ("1.5-entmax", ENTMAX_SLOWDOWN, "1.5-entmax is clearly slower "
+                               "than softmax (paper: almost 2×)")):
+        ratio = ((wide[name] / wide["softmax"]).groupby(level="beam").mean() if name in wide
+                 else None)
+        holds = None if ratio is None else bool(
+            (ratio <= bound).all() if name == "1.5-relu" else (ratio >= bound).all())
+        evidence = "no timings" if ratio is None else "time vs softmax per beam: " + ", ".join(
+            f"{b}: {fmt(v)}×" for b, v in ratio.items())
+        out.append(claim(text, holds, f"{evidence}; threshold {bound:g}×"))
+    return out
 
 
 def inference_section(frame: pd.DataFrame) -> Section:
     """Fig. infTime: softmax ~ 1.5-ReLU, 1.5-entmax about twice slower, for every beam."""
-    wide = frame.pivot_table(index="beam", columns="transform", values="normalized")
-    table = md_table(["beam", *wide.columns],
-                     [[beam, *(fmt(v) for v in row)] for beam, row in wide.iterrows()])
-    verdicts = []
-    if "softmax" in wide:
-        for name, bound, text in (("1.5-relu", SPEED_PARITY, "1.5-ReLU is as fast as softmax"),
-                                  ("1.5-entmax", ENTMAX_SLOWDOWN, "1.5-entmax is clearly slower "
-                                   "than softmax (paper: almost 2×)")):
-            ratio = (wide[name] / wide["softmax"]) if name in wide else None
-            holds = None if ratio is None else bool(
-                (ratio <= bound).all() if name == "1.5-relu" else (ratio >= bound).all())
-            evidence = "no timings" if ratio is None else "time vs softmax per beam: " + ", ".join(
-                f"{b}: {fmt(v)}×" for b, v in ratio.items())
-            verdicts.append(claim(text, holds, f"{evidence}; threshold {bound:g}×"))
+    frame = frame.assign(seed=frame["seed"].fillna(-1))  # rows of an unknown seed pivot too
+    names = list(dict.fromkeys(frame["transform"]))
+    rows = [[beam, *(show(spread(part[part["transform"] == n], "normalized")) for n in names)]
+            for (beam,), part in groups(frame.sort_values("beam", kind="stable"), ["beam"])]
     return Section("Figure: normalized inference time vs beam size", "fig_inference_time.csv",
-                   table, verdicts, "fig_inference_time.png")
+                   md_table(["beam", *names], rows), _speed_claims(frame) + seeds_note(frame),
+                   "fig_inference_time.png")
 
 
 def _hist_means(frame: pd.DataFrame) -> pd.DataFrame:
+    """Mean of each (corpus, split, transform, seed) histogram, from its bin midpoints."""
     mid = (frame["bin_left"] + frame["bin_right"]) / 2 * frame["fraction"]
-    return frame.assign(mid=mid).groupby(["corpus", "split", "transform"], sort=False)["mid"].sum()
+    keys = ["corpus", "split", "transform", "seed"]
+    return frame.assign(mid=mid).groupby(keys, sort=False, dropna=False)["mid"].sum().reset_index()
 
 
 def sparsity_section(frame: pd.DataFrame) -> Section:
     """Figs. sparsity: 1.5-ReLU is less sparse than 1.5-entmax."""
     means = _hist_means(frame)
-    table = md_table(["corpus", "split", "transform", "mean zero fraction"],
-                     [[*key, fmt(v, 4)] for key, v in means.items()])
-    verdicts = []
-    for (corpus, split), part in means.groupby(level=[0, 1]):
-        by = {key[2]: v for key, v in part.items()}
-        holds = None if {"1.5-relu", "1.5-entmax"} - set(by) else by["1.5-relu"] < by["1.5-entmax"]
+    rows, verdicts = [], []
+    for (corpus, split), part in groups(means, ["corpus", "split"]):
+        by = {}
+        for (name,), runs in groups(part, ["transform"]):
+            by[name] = spread(runs, "mid")
+            rows.append([corpus, split, name, show(by[name], 4)])
+        relu, entmax = (by[n].mean if n in by else None for n in ("1.5-relu", "1.5-entmax"))
+        holds = None if relu is None or entmax is None else relu < entmax
         verdicts.append(claim(f"1.5-ReLU is less sparse than 1.5-entmax ({corpus} {split})", holds,
-                              f"mean zero fraction 1.5-ReLU {fmt(by.get('1.5-relu'), 4)}, "
-                              f"1.5-entmax {fmt(by.get('1.5-entmax'), 4)}"))
+                              f"mean zero fraction 1.5-ReLU {fmt(relu, 4)}, "
+                              f"1.5-entmax {fmt(entmax, 4)}"))
+    table = md_table(["corpus", "split", "transform", "mean zero fraction"], rows)
     return Section("Figure: sparsity (proportion of zero components)", "fig_sparsity.csv", table,
-                   verdicts, "fig_sparsity.png")
+                   verdicts + seeds_note(frame), "fig_sparsity.png")
 
 
 def self_norm_section(frame: pd.DataFrame) -> Section:
     """Fig. self_norm: the sum concentrates around ~1.24 (IWSLT) / ~1.09 (WMT14)."""
-    stats = frame.groupby(["corpus", "split", "transform"], sort=False).agg(
+    stats = frame.groupby(["corpus", "split", "transform", "seed"], sort=False, dropna=False).agg(
         mean=("mean", "first"), std=("std", "first"), steps=("count", "sum")).reset_index()
+    stats = stats.assign(cv=stats["std"] / stats["mean"].where(stats["mean"] != 0))
     rows, matches, differs, verdicts = [], [], [], []
-    for r in stats.to_dict("records"):
-        theirs = paper.SELF_NORM_MEAN.get(r["corpus"]) if "relu" in r["transform"] else None
-        rows.append([r["corpus"], r["split"], r["transform"], r["steps"], fmt(r["mean"], 3),
-                     fmt(r["std"], 3), fmt(theirs)])
-        compare_numbers(f"{r['corpus']} {r['transform']} mean", r["mean"], theirs,
+    for (corpus, split, name), runs in groups(stats, ["corpus", "split", "transform"]):
+        mean, cv = spread(runs, "mean"), spread(runs, "cv").mean
+        theirs = paper.SELF_NORM_MEAN.get(corpus) if "relu" in name else None
+        rows.append([corpus, split, name, show(spread(runs, "steps"), count=True), show(mean, 3),
+                     show(spread(runs, "std"), 3), fmt(theirs)])
+        compare_numbers(f"{corpus} {name} mean", mean.mean, theirs,
                         paper.TOLERANCE["self_norm"], 3, matches, differs)
-        cv = r["std"] / r["mean"] if r["mean"] else None
-        verdicts.append(claim(f"Σ {r['transform']}(z) concentrates around its mean ({r['corpus']})",
+        verdicts.append(claim(f"Σ {name}(z) concentrates around its mean ({corpus})",
                               None if cv is None else cv < CONCENTRATED_CV,
                               f"std/mean = {fmt(cv, 3)}, concentrated below {CONCENTRATED_CV:g}"))
     verdicts.insert(0, match_line(matches, differs,
                                   f"|Δ mean| ≤ {paper.TOLERANCE['self_norm']:g}"))
-    table = md_table(["corpus", "split", "transform", "steps", "mean Σp", "std", "paper mean"], rows)
-    return Section("Figure: self-normalization of α-ReLU", "fig_self_norm.csv", table, verdicts,
-                   "fig_self_norm.png")
-
+    table = md_table(["corpus", "split", "transform", "steps", "mean Σp", "std", "paper mean"],
+                     rows)
+    return Section("Figure: self-normalization of α-ReLU", "fig_self_norm.csv", table,
+                   verdicts + seeds_note(frame), "fig_self_norm.png")

@@ -13,39 +13,106 @@ import pandas as pd
 from arelu_cli.report import paper
 from arelu_cli.report.markdown import (Section, claim, compare_numbers, fmt, match_line,
                                        md_table, missing, signed)
+from arelu_cli.report.layout import cell_name
+from arelu_cli.report.seeds import groups, seeds_note, show, spread
 
 TOL = paper.TOLERANCE
+LEVEL = 0.05
+"""Significance level of the verdicts on Table 1's paired bootstrap tests."""
 
 
 def _value(frame: pd.DataFrame, transform: str, column: str) -> float | None:
-    rows = frame[frame["transform"] == transform]
-    return None if rows.empty else float(rows[column].iloc[0])
+    """The mean over seeds of ``column`` for ``transform`` (None when absent)."""
+    return spread(frame[frame["transform"] == transform], column).mean
 
 
 def _corpora(frame: pd.DataFrame) -> list[str]:
     return list(dict.fromkeys(frame["corpus"]))
 
 
-def table1_section(frame: pd.DataFrame) -> Section:
-    """Table 1: BLEU per transform and corpus beside the paper's; 1.5-ReLU vs 1.5-entmax."""
+def _tests_of(tests: pd.DataFrame | None, corpus: str,
+              name: str) -> tuple[list[dict], dict | None]:
+    """The per-seed tests of a transform (seed order) and the main one: the test on the
+    seeds' outputs concatenated when there is one, else the only seed's."""
+    if tests is None:
+        return [], None
+    part = tests[(tests["corpus"] == corpus) & (tests["transform"] == name)].to_dict("records")
+    joined = [r for r in part if "+" in str(r["seeds"])]
+    single = sorted((r for r in part if "+" not in str(r["seeds"])), key=lambda r: int(r["seeds"]))
+    return single, (joined[0] if joined else single[0] if len(single) == 1 else None)
+
+
+def _test_cells(tests: pd.DataFrame | None, corpus: str, name: str) -> list[str]:
+    """BLEU 95% CI, Δ vs the baseline [95% CI], p (with the per-seed p in parentheses)."""
+    single, main = _tests_of(tests, corpus, name)
+    if main is None:
+        return ["-", "-", "-"]
+    ci = f"[{fmt(main['bleu_low'], 1)}, {fmt(main['bleu_high'], 1)}]"
+    if missing(main["p_value"]):
+        return [ci, "baseline", "-"]
+    delta = (f"{signed(main['delta'])} [{signed(main['delta_low'])}, "
+             f"{signed(main['delta_high'])}]")
+    p = fmt(main["p_value"], 3)
+    if len(single) > 1:
+        p += " (per seed: " + " / ".join(fmt(r["p_value"], 3) for r in single) + ")"
+    return [ci, delta, p]
+
+
+def _test_verdicts(tests: pd.DataFrame, corpus: str) -> list[str]:
+    """Which transforms differ from the baseline at :data:`LEVEL`, by the main test."""
+    mains = [_tests_of(tests, corpus, n)[1] for n in dict.fromkeys(tests["transform"])]
+    mains = [m for m in mains if m is not None and not missing(m["p_value"])]
+    if not mains:
+        return []
+    seen = {True: [], False: []}
+    for m in mains:
+        seen[m["p_value"] < LEVEL].append(f"{m['transform']} ({signed(m['delta'])} BLEU, "
+                                          f"p = {fmt(m['p_value'], 3)})")
+    base = mains[0]["baseline"]
+    return [f"Against {base} on {corpus} (paired bootstrap, p < {LEVEL:g}): significant: "
+            f"{', '.join(seen[True]) or 'none'}; not significant: "
+            f"{', '.join(seen[False]) or 'none'}."]
+
+
+def _method_line(tests: pd.DataFrame) -> str:
+    r = tests.iloc[0]
+    several = any("+" in str(s) for s in tests["seeds"])
+    return ("Paired bootstrap resampling of the test set (Koehn 2004; sacrebleu's --paired-bs "
+            f"procedure, {int(r['samples']):,} resamples, seed {int(r['bootstrap_seed'])}) "
+            f"against {r['baseline']}: 95% intervals of the BLEU and of the difference, p of "
+            "'no difference'. "
+            + ("With several seeds each test pairs the two transforms' runs of the same seed "
+               "(p per seed in parentheses); the interval, Δ and first p are those of the test "
+               "on the seeds' outputs concatenated." if several else ""))
+
+
+def table1_section(frame: pd.DataFrame, tests: pd.DataFrame | None = None) -> Section:
+    """Table 1: BLEU per transform and corpus (mean ± std over seeds) beside the paper's;
+    each transform against softmax (paired bootstrap); 1.5-ReLU vs 1.5-entmax."""
     rows, matches, differs, verdicts = [], [], [], []
     for corpus in _corpora(frame):
         part = frame[frame["corpus"] == corpus]
-        for r in part.to_dict("records"):
-            theirs = paper.paper_value(paper.TABLE1_BLEU, r["transform"], corpus)
-            rows.append([corpus, r["transform"], fmt(r["bleu"], 1), fmt(r["chrf"], 1),
-                         fmt(theirs, 1), signed(None if theirs is None else r["bleu"] - theirs, 1)])
-            compare_numbers(f"{corpus} {r['transform']}", r["bleu"], theirs, TOL["bleu"], 1,
-                            matches, differs)
+        for (name,), runs in groups(part, ["transform"]):
+            bleu, theirs = spread(runs, "bleu"), paper.paper_value(paper.TABLE1_BLEU, name, corpus)
+            rows.append([corpus, name, show(bleu, 1), show(spread(runs, "chrf"), 1),
+                         fmt(theirs, 1), signed(None if theirs is None else bleu.mean - theirs, 1),
+                         *(_test_cells(tests, corpus, name) if tests is not None else [])])
+            compare_numbers(f"{corpus} {name}", bleu.mean, theirs, TOL["bleu"], 1, matches,
+                            differs)
         relu, entmax = _value(part, "1.5-relu", "bleu"), _value(part, "1.5-entmax", "bleu")
         holds = None if relu is None or entmax is None else relu >= entmax - TOL["bleu"]
         verdicts.append(claim(f"1.5-ReLU performs on par with 1.5-entmax or better on {corpus}",
                               holds, f"1.5-ReLU − 1.5-entmax = "
                               f"{signed(None if holds is None else relu - entmax, 1)} BLEU; "
                               f"on par = within {TOL['bleu']:g}"))
+        verdicts += _test_verdicts(tests, corpus) if tests is not None else []
     verdicts.insert(0, match_line(matches, differs, f"|Δ| ≤ {TOL['bleu']:g} BLEU"))
-    table = md_table(["corpus", "transform", "BLEU", "chrF", "paper BLEU", "Δ"], rows)
-    return Section("Table 1: detokenized test BLEU", "table1_bleu.csv", table, verdicts)
+    verdicts += seeds_note(frame) + ([_method_line(tests)] if tests is not None else [])
+    headers = ["corpus", "transform", "BLEU", "chrF", "paper BLEU", "Δ"]
+    if tests is not None:
+        headers += ["BLEU 95% CI", "Δ vs baseline [95% CI]", "p"]
+    return Section("Table 1: detokenized test BLEU", "table1_bleu.csv", md_table(headers, rows),
+                   verdicts)
 
 
 def table2_section(frame: pd.DataFrame) -> Section:
@@ -53,12 +120,14 @@ def table2_section(frame: pd.DataFrame) -> Section:
     rows, matches, differs, verdicts = [], [], [], []
     for corpus in _corpora(frame):
         part = frame[frame["corpus"] == corpus]
-        for r in part.to_dict("records"):
-            theirs = paper.paper_value(paper.TABLE2_EMPTY_PERCENT, r["transform"], corpus)
-            rows.append([corpus, r["transform"], f"{r['n_empty_better']}/{r['n_sentences']}",
-                         fmt(r["percent_empty"]), fmt(theirs)])
-            compare_numbers(f"{corpus} {r['transform']}", r["percent_empty"], theirs,
-                            TOL["empty_percent"], 2, matches, differs)
+        for (name,), runs in groups(part, ["transform"]):
+            theirs = paper.paper_value(paper.TABLE2_EMPTY_PERCENT, name, corpus)
+            percent = spread(runs, "percent_empty")
+            wins = " / ".join(f"{r['n_empty_better']}/{r['n_sentences']}"
+                              for r in runs.sort_values("seed").to_dict("records"))
+            rows.append([corpus, name, wins, show(percent), fmt(theirs)])
+            compare_numbers(f"{corpus} {name}", percent.mean, theirs, TOL["empty_percent"], 2,
+                            matches, differs)
         soft = _value(part, "softmax", "percent_empty")
         relu = _value(part, "1.5-relu", "percent_empty")
         holds = None if soft is None or relu is None else relu < soft
@@ -68,33 +137,43 @@ def table2_section(frame: pd.DataFrame) -> Section:
     verdicts.insert(0, match_line(matches, differs, f"|Δ| ≤ {TOL['empty_percent']:g} points"))
     table = md_table(["corpus", "transform", "empty wins", "%", "paper %"], rows)
     return Section("Table 2: empty string outscores the beam hypothesis", "table2_empty.csv",
-                   table, verdicts)
+                   table, verdicts + seeds_note(frame))
+
+
+def _table3_row(r: dict, runs: pd.DataFrame, matches: list,
+                differs: list) -> tuple[list, str | None]:
+    """One Table 3 line (the empirical tau of several seeds as mean ± std) and its claim."""
+    printed = paper.TABLE3_TAU.get(int(r["d_vocab"])) if r["alpha"] == 1.5 else None
+    if printed is None and not missing(r["corpus"]):
+        printed = paper.TABLE3_TAU.get(paper.TABLE3_CORPUS_VOCAB.get(r["corpus"]))
+    label = f"{'' if missing(r['corpus']) else r['corpus'] + ' '}d_vocab {int(r['d_vocab']):,}"
+    stats = {col: spread(runs, col) for col in ("p_star", "tau_empirical", "tau_analytic")}
+    row = [label, r["method"], fmt(r["alpha"]), show(stats["p_star"], 4),
+           fmt(printed and printed["p_star"], 4), show(stats["tau_empirical"], 4),
+           show(stats["tau_analytic"], 4), fmt(printed and printed["tau"], 2)]
+    if printed and missing(r["corpus"]):
+        compare_numbers(f"{label} p*", stats["p_star"].mean, printed["p_star"], TOL["p_star"], 4,
+                        matches, differs)
+    for col in ("tau_analytic", "tau_empirical") if printed else ():
+        compare_numbers(f"{label} {col}", stats[col].mean, printed["tau"], TOL["tau"], 3,
+                        matches, differs)
+    empirical, analytic = stats["tau_empirical"].mean, stats["tau_analytic"].mean
+    if empirical is None or analytic is None:
+        return row, None
+    gap, rule = abs(empirical - analytic), str(r["method"]).rpartition("analytic:")[2]
+    return row, claim(f"τ̂ (no data, {rule or 'analytic'} rule) practically coincides with τ̃ "
+                      f"for {label}", gap <= TOL["tau"],
+                      f"|τ̃ − τ̂| = {gap:.4f}; coincide = within {TOL['tau']:g}")
 
 
 def table3_section(frame: pd.DataFrame) -> Section:
-    """Table 3: p* and tau at the paper's vocabularies; empirical vs analytic tau."""
+    """Table 3: p* and tau at the paper's vocabularies; empirical vs analytic tau (the
+    empirical tau of each seed's untrained model as mean ± std over seeds)."""
     rows, matches, differs, verdicts = [], [], [], []
-    for r in frame.to_dict("records"):
-        printed = paper.TABLE3_TAU.get(int(r["d_vocab"])) if r["alpha"] == 1.5 else None
-        if printed is None and not missing(r["corpus"]):
-            vocab = paper.TABLE3_CORPUS_VOCAB.get(r["corpus"])
-            printed = paper.TABLE3_TAU.get(vocab)
-        label = f"{'' if missing(r['corpus']) else r['corpus'] + ' '}d_vocab {int(r['d_vocab']):,}"
-        rows.append([label, r["method"], fmt(r["alpha"]), fmt(r["p_star"], 4),
-                     fmt(printed and printed["p_star"], 4), fmt(r["tau_empirical"], 4),
-                     fmt(r["tau_analytic"], 4), fmt(printed and printed["tau"], 2)])
-        if printed and missing(r["corpus"]):
-            compare_numbers(f"{label} p*", r["p_star"], printed["p_star"], TOL["p_star"], 4,
-                            matches, differs)
-        for col in ("tau_analytic", "tau_empirical") if printed else ():
-            compare_numbers(f"{label} {col}", r[col], printed["tau"], TOL["tau"], 3, matches, differs)
-        if not missing(r["tau_empirical"]) and not missing(r["tau_analytic"]):
-            gap = abs(r["tau_empirical"] - r["tau_analytic"])
-            rule = str(r["method"]).rpartition("analytic:")[2] or "analytic"
-            verdicts.append(claim(f"τ̂ (no data, {rule} rule) practically coincides with τ̃ "
-                                  f"for {label}",
-                                  gap <= TOL["tau"], f"|τ̃ − τ̂| = {gap:.4f}; "
-                                  f"coincide = within {TOL['tau']:g}"))
+    for _, runs in groups(frame, ["corpus", "d_vocab", "alpha", "method"]):
+        row, verdict = _table3_row(runs.iloc[0].to_dict(), runs, matches, differs)
+        rows.append(row)
+        verdicts += [verdict] if verdict else []
     verdicts.insert(0, match_line(matches, differs, f"|Δp*| ≤ {TOL['p_star']:g}, "
                                   f"|Δτ| ≤ {TOL['tau']:g}"))
     table = md_table(["rows", "method", "α", "p*", "paper p*", "τ̃ empirical", "τ̂ analytic",
@@ -102,20 +181,30 @@ def table3_section(frame: pd.DataFrame) -> Section:
     return Section("Table 3: τ of 1.5-entmax", "table3_tau.csv", table, verdicts)
 
 
+def _relative_time(part: pd.DataFrame) -> pd.Series:
+    """Time per token relative to softmax of the same seed (softmax tokens/s over this)."""
+    soft = part[part["transform"] == "softmax"].drop_duplicates("seed").set_index("seed")
+    base = part["seed"].map(soft["tokens_per_s"]) if len(soft) else pd.Series(float("nan"),
+                                                                             index=part.index)
+    return base / part["tokens_per_s"]
+
+
 def training_time_section(frame: pd.DataFrame) -> Section:
-    """The appendix's training-time table: hours, tokens/s, kWh; time relative to softmax."""
+    """The appendix's training-time table: hours, tokens/s, kWh; time relative to softmax
+    (per seed, then mean ± std over seeds)."""
     rows, verdicts = [], []
     for corpus in _corpora(frame):
         part = frame[frame["corpus"] == corpus]
-        base = _value(part, "softmax", "tokens_per_s")
+        part = part.assign(rel=_relative_time(part), cell=[cell_name(r) for r in part["run"]])
         relative = {}
-        for r in part.to_dict("records"):
-            rel = None if base is None or missing(r["tokens_per_s"]) else base / r["tokens_per_s"]
-            relative[r["transform"]] = rel
-            hours = paper.paper_value(paper.TRAINING_HOURS, r["transform"], corpus)
+        for (cell, name), runs in groups(part, ["cell", "transform"]):
+            rel = spread(runs, "rel")
+            relative[name] = rel.mean
+            hours = paper.paper_value(paper.TRAINING_HOURS, name, corpus)
             soft_hours = paper.paper_value(paper.TRAINING_HOURS, "softmax", corpus)
-            rows.append([corpus, r["run"], r["transform"], r["steps"], fmt(r["hours"]),
-                         fmt(r["tokens_per_s"], 0), fmt(rel), fmt(r["kwh"]), fmt(hours),
+            rows.append([corpus, cell, name, show(spread(runs, "steps"), count=True),
+                         show(spread(runs, "hours")), show(spread(runs, "tokens_per_s"), 0),
+                         show(rel), show(spread(runs, "kwh")), fmt(hours),
                          fmt(hours / soft_hours if hours and soft_hours else None)])
         relu, entmax = relative.get("1.5-relu"), relative.get("1.5-entmax")
         holds = None if relu is None or entmax is None else relu < entmax
@@ -128,7 +217,7 @@ def training_time_section(frame: pd.DataFrame) -> Section:
     table = md_table(["corpus", "run", "transform", "steps", "hours", "tokens/s",
                       "time/token vs softmax", "kWh", "paper hours", "paper hours vs softmax"], rows)
     return Section("Training time and energy (appendix, GPU power table)", "training_time.csv",
-                   table, verdicts)
+                   table, verdicts + seeds_note(frame))
 
 
 def human_eval_section(systems: pd.DataFrame, kappa: pd.DataFrame | None) -> Section:

@@ -1,7 +1,10 @@
 """One PNG per figure CSV of the reproduction, drawn from the CSV only (matplotlib, Agg).
 
 Each ``plot_*`` function reads its CSV (:mod:`arelu_cli.report.columns`) and writes a PNG;
-:func:`plot_all` draws every figure whose CSV a results folder holds.
+:func:`plot_all` draws every figure whose CSV a results folder holds. A run of several
+training seeds is drawn as one thin line per seed under a thick line of their mean (curves),
+a mean bar with a standard-deviation error bar (inference time), or one thin histogram per
+seed in the same colour; with one seed a figure looks as it always did.
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ import pandas as pd  # noqa: E402
 
 from arelu_cli.errors import UserError  # noqa: E402
 from arelu_cli.report.columns import read_csv  # noqa: E402
+from arelu_cli.report.layout import cell_name  # noqa: E402
+from arelu_cli.report.seeds import groups  # noqa: E402
 
 
 def _save(fig, png: Path) -> Path:
@@ -36,6 +41,30 @@ def _read(csv: Path) -> pd.DataFrame:
     return frame
 
 
+def _seeds(part: pd.DataFrame) -> list:
+    return list(part["seed"].dropna().unique()) if "seed" in part else []
+
+
+def _lines(ax, part: pd.DataFrame, x: Callable[[pd.DataFrame], pd.Series], y: str, label: str,
+           style: str = "-", color: str | None = None, by: str = "step") -> str:
+    """One run's curve; for several seeds, the mean over seeds at each ``by`` (thick,
+    labelled) over one thin line per seed. Returns the colour used."""
+    if len(_seeds(part)) < 2:
+        return ax.plot(x(part), part[y], style, label=label, color=color)[0].get_color()
+    mean = part.groupby(by, sort=True).mean(numeric_only=True).reset_index()
+    shown = label if label.startswith("_") else f"{label}, mean of {len(_seeds(part))} seeds"
+    color = ax.plot(x(mean), mean[y], style, color=color, label=shown)[0].get_color()
+    for _, one in part.groupby("seed", sort=True):
+        ax.plot(x(one), one[y], style, color=color, alpha=0.3, linewidth=0.8)
+    return color
+
+
+def _cells(frame: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+    """The rows of each run, a grid cell's seeds together (``softmax/seed-2`` -> ``softmax``)."""
+    named = frame.assign(cell=[cell_name(r) for r in frame["run"]])
+    return [(cell, part) for (cell,), part in groups(named, ["cell"])]
+
+
 def plot_alpha_relu_curves(csv: Path, png: Path) -> Path:
     """Fig. arelu: alpha-ReLU(x) for several alpha."""
     frame = _read(csv)
@@ -52,13 +81,13 @@ def plot_training_dynamics(csv: Path, png: Path) -> Path:
     """Figs. train_dyn_rel / train_dyn_abs: BLEU vs step, BLEU vs hours, training loss vs step."""
     frame = _read(csv)
     fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
-    for run, part in frame.groupby("run", sort=False):
+    for run, part in _cells(frame):
         label = f"{part['transform'].iloc[0]} ({run})" if run != part["transform"].iloc[0] else run
         style = "--" if re.search(r"-k\d+$", part["transform"].iloc[0]) else "-"  # top-k: dashed
         valid, train = part.dropna(subset=["val_bleu"]), part.dropna(subset=["train_loss"])
-        axes[0].plot(valid["step"], valid["val_bleu"], style, label=label)
-        axes[1].plot(valid["wall_s"] / 3600, valid["val_bleu"], style, label=label)
-        axes[2].plot(train["step"], train["train_loss"], style, label=label)
+        color = _lines(axes[0], valid, lambda f: f["step"], "val_bleu", label, style)
+        _lines(axes[1], valid, lambda f: f["wall_s"] / 3600, "val_bleu", label, style, color)
+        _lines(axes[2], train, lambda f: f["step"], "train_loss", label, style, color)
     for ax, (x, y) in zip(axes, (("step", "validation BLEU"), ("hours", "validation BLEU"),
                                  ("step", "training loss"))):
         ax.set_xlabel(x)
@@ -73,10 +102,11 @@ def plot_tau_norm_evolution(csv: Path, png: Path) -> Path:
     frame = _read(csv)
     fig, ax = plt.subplots(figsize=(5.5, 3.6))
     right = ax.twinx()
-    for run, part in frame.groupby("run", sort=False):
-        color = ax.plot(part["step"], part["tau"], label=run)[0].get_color()
-        ax.plot(part["step"], part["tau_z"], "--", color=color, alpha=0.6)
-        right.plot(part["step"], part["logit_norm"], ":", color=color)
+    step = lambda f: f["step"]  # noqa: E731
+    for run, part in _cells(frame):
+        color = _lines(ax, part, step, "tau", run)
+        _lines(ax, part, step, "tau_z", "_", "--", color)
+        _lines(right, part, step, "logit_norm", "_", ":", color)
     ax.set_xlabel("step")
     ax.set_ylabel("mean τ (solid), 1.5-entmax τ(z) (dashed)")
     right.set_ylabel("mean ‖z‖ (dotted)")
@@ -89,9 +119,13 @@ def plot_tau_sweep(csv: Path, png: Path) -> Path:
     frame = _read(csv)
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.6))
     for tau, part in frame.groupby("tau"):
-        left.plot(part["step"], part["val_bleu"], label=f"τ = {tau:g}")
-    final = frame.groupby("tau")["final_bleu"].first()
-    right.plot(final.index, final.values, "o-")
+        _lines(left, part, lambda f: f["step"], "val_bleu", f"τ = {tau:g}")
+    final = frame.groupby(["tau", "run"])[["final_bleu"]].first().reset_index()
+    stats = final.groupby("tau")["final_bleu"].agg(["mean", "std"])
+    right.errorbar(stats.index, stats["mean"], yerr=stats["std"].fillna(0.0), fmt="o-",
+                   capsize=3)
+    if final["tau"].duplicated().any():  # several seeds: each seed's final BLEU too
+        right.plot(final["tau"], final["final_bleu"], ".", color="grey", alpha=0.6)
     right.set_xscale("symlog", linthresh=0.1)
     left.set(xlabel="step", ylabel="validation BLEU")
     right.set(xlabel="τ", ylabel="final validation BLEU")
@@ -102,21 +136,29 @@ def plot_tau_sweep(csv: Path, png: Path) -> Path:
 def plot_inference_time(csv: Path, png: Path) -> Path:
     """Fig. infTime: normalized inference time per beam size, one bar per transform."""
     frame = _read(csv)
-    wide = frame.pivot_table(index="beam", columns="transform", values="normalized")
+    names = list(dict.fromkeys(frame["transform"]))
+    stats = frame.groupby(["beam", "transform"])["normalized"].agg(["mean", "std"])
+    mean, std = (stats[c].unstack("transform")[names] for c in ("mean", "std"))
     fig, ax = plt.subplots(figsize=(5.5, 3.6))
-    wide.plot.bar(ax=ax, rot=0)
+    several = len(_seeds(frame)) > 1
+    mean.plot.bar(ax=ax, rot=0, yerr=std.fillna(0.0) if several else None, capsize=3)
     ax.set(xlabel="beam size", ylabel="time / fastest")
     return _save(fig, png)
 
 
 def _histograms(frame: pd.DataFrame, xlabel: str, png: Path) -> Path:
-    groups = list(frame.groupby(["corpus", "split"], sort=False))
-    fig, axes = plt.subplots(1, len(groups), figsize=(5 * len(groups), 3.6), squeeze=False)
-    for ax, ((corpus, split), part) in zip(axes[0], groups):
-        for name, hist in part.groupby("transform", sort=False):
-            ax.stairs(hist["fraction"].to_numpy(),
-                      [*hist["bin_left"].to_numpy(), hist["bin_right"].iloc[-1]],
-                      label=name, fill=False)
+    panels = list(frame.groupby(["corpus", "split"], sort=False))
+    fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 3.6), squeeze=False)
+    for ax, ((corpus, split), part) in zip(axes[0], panels):
+        for name, hists in part.groupby("transform", sort=False):
+            n, style = len(_seeds(hists)), {}
+            for i, (_, hist) in enumerate(hists.groupby("seed", sort=True, dropna=False)):
+                label = name if n < 2 else (f"{name}, {n} seeds" if i == 0 else "_")
+                drawn = ax.stairs(hist["fraction"].to_numpy(),
+                                  [*hist["bin_left"].to_numpy(), hist["bin_right"].iloc[-1]],
+                                  label=label, fill=False, linewidth=1.5 if n < 2 else 0.9,
+                                  **style)
+                style = {"color": drawn.get_edgecolor()}  # the seeds of a transform: one colour
         ax.set(title=f"{corpus} {split}", xlabel=xlabel, ylabel="fraction of decoding steps")
         ax.legend(fontsize="small")
     return _save(fig, png)

@@ -21,7 +21,7 @@ from arelu_cli.report.columns import CATALOG, catalog_markdown, read_csv
 from arelu_cli.report.markdown import Section, fmt, md_table
 from arelu_cli.results import atomic_write_text
 
-SECTIONS: dict[str, Callable[[pd.DataFrame], Section]] = {
+SECTIONS: dict[str, Callable[..., Section]] = {
     "table1_bleu.csv": tables.table1_section,
     "table2_empty.csv": tables.table2_section,
     "table3_tau.csv": tables.table3_section,
@@ -35,6 +35,8 @@ SECTIONS: dict[str, Callable[[pd.DataFrame], Section]] = {
     "fig_self_norm.csv": figs.self_norm_section,
 }
 """CSV -> the section it makes, in the report's order (human evaluation and examples last)."""
+COMPANIONS = {"table1_bleu.csv": "table1_significance.csv"}
+"""CSV -> a second CSV its section shows too (as a second argument, None when absent)."""
 
 
 def _examples_section(frame: pd.DataFrame) -> Section:
@@ -48,13 +50,19 @@ def _examples_section(frame: pd.DataFrame) -> Section:
                     "were chosen by hand, so only the kind of table is comparable."])
 
 
+def _rows_or_none(folder: Path, name: str) -> pd.DataFrame | None:
+    frame = read_csv(folder, name)
+    return frame if frame is not None and len(frame) else None
+
+
 def sections(folder: Path) -> list[Section]:
     """The sections of every CSV present in ``folder``, in report order."""
     out = []
     for name, build in SECTIONS.items():
         frame = read_csv(folder, name)
         if frame is not None and len(frame):
-            out.append(build(frame))
+            extra = [_rows_or_none(folder, COMPANIONS[name])] if name in COMPANIONS else []
+            out.append(build(frame, *extra))
     human = read_csv(folder, "table_human_eval.csv")
     if human is not None and len(human):
         out.append(tables.human_eval_section(human, read_csv(folder, "human_eval_kappa.csv")))

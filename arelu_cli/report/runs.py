@@ -1,7 +1,9 @@
 """Training run folders -> the paper's training figures and its training-time table.
 
 A run folder is what ``arelu train`` writes: ``config.json`` (the config plus the resolved
-tau and world size) and ``log.csv`` (:data:`arelu_cli.train_log.COLUMNS`). Builders:
+tau and world size) and ``log.csv`` (:data:`arelu_cli.train_log.COLUMNS`); a grid trained
+with several seeds keeps one per seed (:mod:`arelu_cli.report.layout`). Every row carries
+its run's seed. Builders:
 
 * :func:`training_dynamics_rows` -- Figs. train_dyn_rel / train_dyn_abs (BLEU, loss vs step
   and vs wall time);
@@ -22,7 +24,9 @@ from typing import Optional
 import pandas as pd
 
 from arelu_cli.errors import UserError
-from arelu_cli.train_log import COLUMNS as LOG_COLUMNS
+from arelu_cli.report.columns import signature_field
+from arelu_cli.report.layout import find_run_dirs
+from arelu_cli.train_log import COLUMNS as LOG_COLUMNS, read_log
 
 
 @dataclass(frozen=True)
@@ -30,9 +34,12 @@ class Run:
     """One finished (or stopped) training run, read back from its folder."""
 
     name: str
-    """The folder's name (``runs/iwslt14/1.5-relu`` -> ``1.5-relu``)."""
+    """The folder's name (``runs/1.5-relu`` -> ``1.5-relu``; with seeds, its path under
+    ``runs/``: ``1.5-relu/seed-2``)."""
     corpus: str
     transform: str
+    seed: Optional[int]
+    """The training seed (the ``seed`` field of the log's signature)."""
     tau: Optional[float]
     """alpha-ReLU's fixed threshold (config ``resolved.tau``); None for other transforms."""
     n_gpus: int
@@ -41,17 +48,9 @@ class Run:
     signature: str
 
 
-def signature_field(signature: str, key: str) -> Optional[str]:
-    """The value of ``key`` in a ``key:value|key:value`` signature, or None."""
-    for part in str(signature).split("|"):
-        name, _, value = part.partition(":")
-        if name == key:
-            return value
-    return None
-
-
-def load_run(folder: str | Path) -> Run:
-    """Read ``folder/config.json`` and ``folder/log.csv``; a clear error when either is unusable."""
+def load_run(folder: str | Path, name: Optional[str] = None) -> Run:
+    """Read ``folder/config.json`` and ``folder/log.csv``; a clear error when either is unusable.
+    ``name`` defaults to the folder's name."""
     folder = Path(folder)
     config_path, log_path = folder / "config.json", folder / "log.csv"
     for path in (config_path, log_path):
@@ -59,7 +58,7 @@ def load_run(folder: str | Path) -> Run:
             raise UserError(f"{folder} is not a training run: {path.name} is missing "
                             "(a run folder is what `arelu train --out FOLDER` writes)")
     config = json.loads(config_path.read_text(encoding="utf-8"))
-    log = pd.read_csv(log_path)
+    log = read_log(log_path)
     if tuple(log.columns) != LOG_COLUMNS:
         raise UserError(f"{log_path} has columns {list(log.columns)}, expected {list(LOG_COLUMNS)}")
     if log.empty:
@@ -69,15 +68,21 @@ def load_run(folder: str | Path) -> Run:
     corpus = signature_field(sig, "data") or Path(config["data"]["path"]).name
     transform = config["train"]["transform"]
     tau = resolved.get("tau") if "relu" in transform else None
-    return Run(folder.name, corpus, transform, tau, int(resolved.get("world_size", 1)), log, sig)
+    seed = signature_field(sig, "seed")
+    return Run(name or folder.name, corpus, transform, None if seed is None else int(seed), tau,
+               int(resolved.get("world_size", 1)), log, sig)
 
 
 def find_runs(parent: str | Path) -> list[Path]:
-    """The run folders (those holding a ``log.csv``) directly under ``parent``, sorted by name."""
+    """The run folders (those holding a ``log.csv``) under ``parent``, one per transform or
+    one per transform and seed, sorted by name and seed."""
+    return find_run_dirs(parent)
+
+
+def load_runs(parent: str | Path) -> list[Run]:
+    """Every run under ``parent``, named by its path below it (``softmax/seed-2``)."""
     parent = Path(parent)
-    if not parent.is_dir():
-        return []
-    return sorted(p for p in parent.iterdir() if (p / "log.csv").is_file())
+    return [load_run(p, p.relative_to(parent).as_posix()) for p in find_runs(parent)]
 
 
 def _value(x: object) -> object:
@@ -87,7 +92,7 @@ def _value(x: object) -> object:
 
 def _rows(run: Run, columns: Sequence[str], mask: Optional[pd.Series] = None) -> list[dict]:
     log = run.log if mask is None else run.log[mask]
-    head = {"corpus": run.corpus, "run": run.name, "transform": run.transform}
+    head = {"corpus": run.corpus, "run": run.name, "transform": run.transform, "seed": run.seed}
     return [{**head, **{c: _value(r[c]) for c in columns}, "signature": r["signature"]}
             for r in log.to_dict("records")]
 
@@ -131,7 +136,7 @@ def training_time_rows(runs: Iterable[Run], gpu_watts: Optional[float] = None,
         best_bleu, best_step = _best(log)
         rows.append({
             "corpus": run.corpus, "run": run.name, "transform": run.transform,
-            "steps": int(log["step"].iloc[-1]), "hours": hours,
+            "seed": run.seed, "steps": int(log["step"].iloc[-1]), "hours": hours,
             "tokens_per_s": float(speed.median()) if len(speed) else None,
             "best_bleu": best_bleu, "best_step": best_step, "n_gpus": gpus,
             "gpu_watts": gpu_watts,
@@ -147,7 +152,7 @@ def tau_sweep_rows(runs: Iterable[Run]) -> list[dict]:
     vs tau" panel needs no second file. Runs of other transforms are a UserError.
     """
     rows = []
-    for run in sorted(runs, key=lambda r: (r.tau is None, r.tau, r.name)):
+    for run in sorted(runs, key=lambda r: (r.tau is None, r.tau, r.seed or 0, r.name)):
         if run.tau is None:
             raise UserError(f"run {run.name} ({run.transform}) has no fixed tau: the tau sweep "
                             "takes alpha-ReLU runs only")
@@ -156,7 +161,7 @@ def tau_sweep_rows(runs: Iterable[Run]) -> list[dict]:
         final = float(valid["val_bleu"].iloc[-1]) if len(valid) else None
         for r in valid.to_dict("records"):
             rows.append({"corpus": run.corpus, "run": run.name, "transform": run.transform,
-                         "tau": run.tau, "step": int(r["step"]), "wall_s": r["wall_s"],
+                         "seed": run.seed, "tau": run.tau, "step": int(r["step"]), "wall_s": r["wall_s"],
                          "val_bleu": r["val_bleu"], "val_loss": _value(r["val_loss"]),
                          "best_bleu": best, "final_bleu": final, "signature": r["signature"]})
     return rows

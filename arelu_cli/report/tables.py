@@ -2,9 +2,13 @@
 
 The measuring commands (score, empty-check, estimate-tau, bench-translate) each have
 their own output; these builders take the few numbers each table needs, so that the
-reproduction's fixed CSVs (:mod:`arelu_cli.report.columns`) do not depend on those formats:
+reproduction's fixed CSVs (:mod:`arelu_cli.report.columns`) do not depend on those formats.
+Each call tabulates one training seed (``seed``, None when unknown); a grid of several
+seeds concatenates the rows of one call per seed:
 
 * :func:`table1_rows` -- Table 1 (detokenized test BLEU per transform);
+* :func:`significance_rows` -- Table 1's tests: each transform vs the baseline (paired
+  bootstrap, :mod:`arelu_cli.analysis.significance`);
 * :func:`table2_rows` -- Table 2 (% of dev sentences whose empty string wins);
 * :func:`table3_rows` -- Table 3 (tau: analytic at the paper's vocabularies + empirical rows);
 * :func:`inference_time_rows` -- Fig. infTime (translation time vs beam, normalized).
@@ -17,6 +21,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from arelu_cli.analysis import tau_table
+from arelu_cli.analysis.significance import PairedBootstrap
 from arelu_cli.errors import UserError
 from arelu_cli.report import paper
 from arelu_cli.results import signature
@@ -46,22 +51,44 @@ def _sig(given: Optional[str], transform: str, corpus: str) -> str:
     return given or signature(transform=transform, data=corpus)
 
 
-def table1_rows(corpus: str, scores: Mapping[str, BleuScore],
-                split: str = "test") -> list[dict]:
+def table1_rows(corpus: str, scores: Mapping[str, BleuScore], split: str = "test",
+                seed: Optional[int] = None) -> list[dict]:
     """Table 1: one row per transform (in the order given) with BLEU, chrF and signatures."""
-    return [{"corpus": corpus, "transform": name, "split": split, "bleu": float(s.bleu),
-             "chrf": s.chrf, "bleu_signature": s.bleu_signature,
+    return [{"corpus": corpus, "transform": name, "seed": seed, "split": split,
+             "bleu": float(s.bleu), "chrf": s.chrf, "bleu_signature": s.bleu_signature,
              "signature": _sig(s.signature, name, corpus)} for name, s in scores.items()]
 
 
-def table2_rows(corpus: str, counts: Mapping[str, EmptyCount], split: str = "dev") -> list[dict]:
+def significance_rows(corpus: str, baseline: str, seeds: str,
+                      results: Mapping[str, PairedBootstrap], bleu_signature: str,
+                      signatures: Mapping[str, str], split: str = "test") -> list[dict]:
+    """Table 1's tests: one row per transform (the baseline's own row gives its BLEU
+    interval, with no p-value); ``seeds`` names the seed of both sides or ``S1+S2+...``
+    for the concatenated test."""
+    rows = []
+    for name, r in results.items():
+        base = name == baseline
+        rows.append({"corpus": corpus, "transform": name, "baseline": baseline,
+                     "seeds": seeds, "split": split, "sentences": r.sentences, "bleu": r.bleu,
+                     "bleu_mean": r.bleu_mean, "bleu_low": r.bleu_low, "bleu_high": r.bleu_high,
+                     "baseline_bleu": r.baseline_bleu, "delta": None if base else r.delta,
+                     "delta_low": None if base else r.delta_low,
+                     "delta_high": None if base else r.delta_high,
+                     "p_value": None if base else r.p_value, "samples": r.samples,
+                     "bootstrap_seed": r.bootstrap_seed, "bleu_signature": bleu_signature,
+                     "signature": _sig(signatures.get(name), name, corpus)})
+    return rows
+
+
+def table2_rows(corpus: str, counts: Mapping[str, EmptyCount], split: str = "dev",
+                seed: Optional[int] = None) -> list[dict]:
     """Table 2: the percentage of sentences whose empty string outscores the beam hypothesis."""
     rows = []
     for name, c in counts.items():
         if c.n_sentences < 1 or not 0 <= c.n_empty_better <= c.n_sentences:
             raise UserError(f"{name}: {c.n_empty_better} empty wins out of {c.n_sentences} "
                             "sentences is impossible")
-        rows.append({"corpus": corpus, "transform": name, "split": split,
+        rows.append({"corpus": corpus, "transform": name, "seed": seed, "split": split,
                      "n_sentences": c.n_sentences, "n_empty_better": c.n_empty_better,
                      "percent_empty": 100.0 * c.n_empty_better / c.n_sentences,
                      "signature": _sig(c.signature, name, corpus)})
@@ -78,14 +105,16 @@ def table3_rows(extra_rows: Iterable[Mapping[str, object]] = (), d_model: int = 
 
 
 def inference_time_rows(corpus: str, seconds: Mapping[tuple[str, int], float],
-                        signatures: Optional[Mapping[str, str]] = None) -> list[dict]:
-    """Fig. infTime: seconds per (transform, beam) and the same normalized by the smallest."""
+                        signatures: Optional[Mapping[str, str]] = None,
+                        seed: Optional[int] = None) -> list[dict]:
+    """Fig. infTime: seconds per (transform, beam) and the same normalized by the smallest
+    (of this seed's models, timed together)."""
     if not seconds:
         raise UserError("no inference timings to tabulate")
     if min(seconds.values()) <= 0:
         raise UserError("inference timings must be positive seconds")
     fastest = min(seconds.values())
-    return [{"corpus": corpus, "transform": name, "beam": int(beam), "seconds": float(sec),
-             "normalized": float(sec) / fastest,
+    return [{"corpus": corpus, "transform": name, "seed": seed, "beam": int(beam),
+             "seconds": float(sec), "normalized": float(sec) / fastest,
              "signature": _sig((signatures or {}).get(name), name, corpus)}
             for (name, beam), sec in sorted(seconds.items(), key=lambda kv: (kv[0][1], kv[0][0]))]

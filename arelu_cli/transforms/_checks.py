@@ -24,6 +24,18 @@ def check_alpha(alpha: float) -> float:
     return value
 
 
+def check_label_smoothing(eps: float) -> float:
+    """Return the label smoothing ``eps`` as a float if it lies in [0, 1), else raise a
+    ValueError saying so."""
+    try:
+        value = float(eps)
+    except (TypeError, ValueError):
+        raise ValueError(f"label_smoothing must be a number in [0, 1), got {eps!r}") from None
+    if not 0.0 <= value < 1.0:
+        raise ValueError(f"label_smoothing must lie in [0, 1) (0 is no smoothing), got {value:g}")
+    return value
+
+
 def check_reduction(reduction: str) -> str:
     if reduction not in REDUCTIONS:
         raise ValueError(f"reduction must be one of {', '.join(REDUCTIONS)}, got {reduction!r}")

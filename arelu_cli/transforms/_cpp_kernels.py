@@ -1,6 +1,7 @@
 """The ``cpp`` engine of the alpha-ReLU loss: ``csrc/alpha_relu_cpu.cpp`` built at first use.
 
-The two passes of the paper's eq. (sp_loss) and Lemma 1 (see ``_alpha_relu_kernels``) as
+The two passes of the paper's eq. (sp_loss) and Lemma 1 (see ``_alpha_relu_kernels``), with
+label smoothing's extra row sum of the logits and uniform gradient term fused in, as
 vectorized C++ loops over rows, parallel through ``at::parallel_for``: the extension links
 the OpenMP runtime torch already loaded, so it runs on ATen's own thread pool and starts no
 threads of its own. Built at first use with ``torch.utils.cpp_extension.load_inline``
@@ -14,6 +15,7 @@ instruction set). Without a C++ compiler or ninja, or on any build or load error
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import os
 import re
 import sys
@@ -40,12 +42,14 @@ def _isa_flags() -> list[str]:
 
 
 def _build_directory(isa: list[str]) -> Path:
-    """One folder per Python, torch and instruction set, so no stale build is ever loaded."""
+    """One folder per Python, torch, instruction set and source, so no stale build is ever
+    loaded and two checkouts with different sources never rebuild each other's."""
     from torch.utils import cpp_extension  # imported here: it pulls in setuptools
 
     root = os.environ.get("TORCH_EXTENSIONS_DIR") or cpp_extension.get_default_build_root()
     tag = re.sub(r"[^A-Za-z0-9]+", "_", f"py{sys.version_info[0]}{sys.version_info[1]}_"
                                         f"torch{torch.__version__}_{'avx2' if isa else 'base'}")
+    tag += "_" + hashlib.sha256(_SOURCE.read_bytes()).hexdigest()[:12]
     folder = Path(root) / f"arelu_alpha_relu_cpu_{tag}"
     folder.mkdir(parents=True, exist_ok=True)
     return folder
@@ -70,8 +74,8 @@ def _build():
 
 
 def ops():
-    """``torch.ops.arelu_cpu`` (``loss_sums``, ``probs_into``), built on the first call;
-    None when it cannot be built."""
+    """``torch.ops.arelu_cpu`` (``loss_sums``, ``loss_and_logit_sums``, ``probs_into``), built
+    on the first call; None when it cannot be built."""
     if _state["ops"] is not None or _state["failed"]:
         return _state["ops"]
     with _lock:
@@ -97,7 +101,14 @@ def loss_sums(z: torch.Tensor, c: float, e: float) -> torch.Tensor:
     return _state["ops"].loss_sums(z, c, e)
 
 
+def loss_and_logit_sums(z: torch.Tensor, c: float, e: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`loss_sums` and ``sum_j z_ij`` (the label-smoothed loss's extra term), both from
+    one read pass over ``z``."""
+    return _state["ops"].loss_and_logit_sums(z, c, e)
+
+
 def probs_into(z: torch.Tensor, scale: torch.Tensor, c: float, e: float, ka: float,
-               out: torch.Tensor) -> None:
-    """``out_ij = scale_i * ka * [z_ij - c]_+^e``; ``out`` may be ``z`` itself."""
-    _state["ops"].probs_into(z, scale, c, e, ka, out)
+               out: torch.Tensor, shift: float = 0.0) -> None:
+    """``out_ij = scale_i * (ka * [z_ij - c]_+^e - shift)``; ``out`` may be ``z`` itself.
+    ``shift`` is label smoothing's ``eps / V``; 0 runs the loops without it."""
+    _state["ops"].probs_into(z, scale, c, e, ka, out, shift)

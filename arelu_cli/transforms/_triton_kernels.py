@@ -1,39 +1,58 @@
-"""The ``triton`` engine: GPU kernels for alpha-ReLU and the two passes of its loss.
+"""The ``triton`` engine: GPU kernels for alpha-ReLU and its loss, one pass over the logits each.
 
-The paper's Section 2: alpha-ReLU is elementwise (``p = ka * [z - c]_+^e`` with
-``c = tau / (alpha - 1)``, ``e = 1 / (alpha - 1)``, ``ka = (alpha - 1)^e``), its loss
-(eq. (sp_loss)) needs one per-row sum ``sum_j [z_j - c]_+^(e + 1)`` and its gradient is
-``p - e_y`` (Lemma 1). So there are two kernels, both memory-bound, fp32 math on
-fp32/bf16/fp16 logits:
+The paper's Section 2: alpha-ReLU is elementwise, ``p = ka [z - c]_+^e`` with
+``c = tau / (alpha - 1)``, ``e = 1 / (alpha - 1)``, ``ka = (alpha - 1)^e``. Its loss
+(eq. (sp_loss)) at the label-smoothed target ``q = (1 - eps) e_y + eps / V`` is::
 
-* ``_loss_sums_kernel``: one program per row, reads the row once, writes one float.
-* ``_probs_kernel``: one program per (row, vocabulary block), reads z and writes
-  ``scale_row * ka * [z - c]_+^e`` (the forward transform with no scale, the gradient's
-  ``scale * p`` with one); ``out`` may be ``z`` itself (each element is read, then written,
-  by one program).
+    k1 sum_j [z_j - c]_+^(e + 1) + k0 - (1 - eps) z_y - (eps / V) sum_j z_j
+
+(``k1 = (alpha - 1)^(e + 1) / alpha``, ``k0 = 1 / (alpha (alpha - 1)) + c``; ``eps = 0`` is the
+paper's loss) and its gradient is ``p - q`` (Lemma 1), elementwise given the row. Three
+memory-bound kernels, fp32 math on fp32/bf16/fp16 logits:
+
+* ``_loss_kernel``: one program per row reads the row once and writes the row's loss and,
+  when asked, its gradient ``s (p - q)`` (``s`` the row's factor, 1 when none is given):
+  into a buffer or into the logits' own memory (each element is read, then written, by one
+  program), as Liger-Kernel's cross-entropy does. The target is read inside the kernel; a
+  row whose target is ``ignore_index`` has loss 0 and gradient 0 and its logits are never
+  read; a target outside ``[0, V)`` makes its row's loss NaN (no out-of-bounds read). For
+  the fused linear layer it also marks each ``TILE x TILE`` tile of the gradient that holds
+  a nonzero (``_triton_linear``).
+* ``_scale_kernel``: multiplies a gradient in place by a per-row or a single factor read
+  from device memory; where the factor is exactly 1 (``reduction='sum'`` with upstream
+  gradient 1) the loads and stores are masked off on the device, with no host sync.
+* ``_probs_kernel``: the transform ``ka [z - c]_+^e``.
 
 Integer ``e`` in 1..4 (alpha = 2, 1.5, 4/3, 1.25) are exact products; other ``e`` go through
-``exp2(e * log2 t)`` where ``t > 0``. NaN logits stay NaN. This module imports
-triton, so it is imported only when a kernel is needed; under ``TRITON_INTERPRET=1`` (set
-before the import) the kernels run on CPU tensors, which is how the test suite runs them.
-The kernels call only ``triton.language`` builtins and this module's own jit functions (no
-``tl.sum``/``tl.zeros``, which live in triton's jit-compiled standard library): the tests
-re-import this module under the interpreter in a process where triton is already loaded.
+``exp2(e log2 t)`` where ``t > 0``. NaN logits stay NaN. Offsets are 64-bit, so ``N x V``
+may exceed 2^31 elements. Every launch runs under ``torch.cuda.device(tensor.device)``, so a
+tensor on a GPU that is not the current one works. This module imports triton, so it is
+imported only when a kernel is needed; under ``TRITON_INTERPRET=1`` (set before the import)
+the kernels run on CPU tensors, which is how the test suite runs them. The kernels call
+only ``triton.language`` builtins and this module's own jit functions (no ``tl.sum`` /
+``tl.zeros``, which live in triton's jit-compiled standard library): the tests re-import
+this module under the interpreter in a process where triton is already loaded.
 """
 
 from __future__ import annotations
+
+import contextlib
 
 import torch
 import triton
 import triton.language as tl
 
-_SUM_BLOCK = 4096
+# Columns per step of the row kernels, and rows x columns of one skip tile of the fused
+# layer's gradient (a GEMM tile of ``_triton_linear``).
+_LOSS_BLOCK = 4096
 _PROBS_BLOCK = 2048
+_SCALE_BLOCK = 2048
+TILE = 128
 
 
 @triton.jit
 def _power(t, e, K: tl.constexpr):
-    """``t ** K`` for a constant integer K in 1..5, else ``t ** e``; ``t >= 0`` or NaN."""
+    """``t ** K`` for a constant integer K in 1..4, else ``t ** e``; ``t >= 0`` or NaN."""
     if K == 1:
         r = t
     elif K == 2:
@@ -42,8 +61,6 @@ def _power(t, e, K: tl.constexpr):
         r = t * t * t
     elif K == 4:
         r = (t * t) * (t * t)
-    elif K == 5:
-        r = (t * t) * (t * t) * t
     else:
         positive = t > 0.0
         r = tl.where(positive, tl.exp2(e * tl.log2(tl.where(positive, t, 1.0))), t)
@@ -56,22 +73,71 @@ def _add(a, b):
 
 
 @triton.jit
-def _shifted(ptrs, mask, c):
-    """``[z - c]_+`` in fp32, 0 outside ``mask``, NaN kept."""
-    t = tl.load(ptrs, mask=mask, other=0.0).to(tl.float32) - c
-    return tl.where(mask & ~(t < 0.0), t, 0.0)
+def _max(a, b):
+    return tl.maximum(a, b)
 
 
 @triton.jit
-def _loss_sums_kernel(z_ptr, sums_ptr, vocab, stride, c, e1, K1: tl.constexpr,
-                      BLOCK: tl.constexpr):
+def _loss_kernel(z_ptr, y_ptr, rows_ptr, g_ptr, scale_ptr, flags_ptr, vocab, z_stride,
+                 g_stride, scale_stride, flags_stride, ignore_index, c, e, ka, k1, k0, keep,
+                 spread, K: tl.constexpr, GRAD: tl.constexpr, SCALED: tl.constexpr,
+                 SMOOTH: tl.constexpr, FLAGS: tl.constexpr, TILE: tl.constexpr,
+                 BLOCK: tl.constexpr):
+    """Row ``program_id`` of the loss (and gradient, and tile marks); see the module doc."""
     row = tl.program_id(0).to(tl.int64)
-    base = z_ptr + row * stride
-    acc = tl.full([BLOCK], 0.0, tl.float32)
+    y = tl.load(y_ptr + row).to(tl.int64)
+    valid = y != ignore_index
+    known = valid & (y >= 0) & (y < vocab)
+    z_row = z_ptr + row * z_stride
+    # Read before the loop: with the gradient written in place, z_y is overwritten in it.
+    zy = tl.load(z_row + y, mask=known, other=float("nan")).to(tl.float32)
+    zy = tl.where(valid, zy, 0.0)
+    s = 1.0
+    if SCALED:
+        s = tl.load(scale_ptr + row * scale_stride).to(tl.float32)
+    # Masks are compared against a per-row bound rather than and-ed with the scalar
+    # `valid`: the interpreter gives a block & scalar an integer type no mask accepts.
+    end = tl.where(valid, vocab, 0)  # an ignored row reads nothing
+    powers = tl.full([BLOCK], 0.0, tl.float32)
+    logits = tl.full([BLOCK], 0.0, tl.float32)
     for start in range(0, vocab, BLOCK):
         cols = start + tl.arange(0, BLOCK)
-        acc += _power(_shifted(base + cols, cols < vocab, c), e1, K1)
-    tl.store(sums_ptr + row, tl.reduce(acc, 0, _add))
+        inside = cols < vocab
+        read = cols < end
+        z = tl.load(z_row + cols, mask=read, other=0.0).to(tl.float32)
+        t = z - c
+        t = tl.where(read & ~(t < 0.0), t, 0.0)  # [z - c]_+, NaN kept
+        pe = _power(t, e, K)
+        powers += t * pe
+        if SMOOTH:
+            logits += z
+        target = cols == y
+        if GRAD:
+            g = ka * pe - tl.where(target, keep, 0.0) - spread
+            g = tl.where(valid, g * s, 0.0)
+            tl.store(g_ptr + row * g_stride + cols, g.to(g_ptr.dtype.element_ty), mask=inside)
+        if FLAGS:
+            live = (read & (~(t == 0.0) | target)).to(tl.int32)
+            tiles = tl.reduce(tl.reshape(live, [BLOCK // TILE, TILE]), 1, _max)
+            marks = flags_ptr + (row // TILE) * flags_stride + start // TILE
+            tl.store(marks + tl.arange(0, BLOCK // TILE), tiles, mask=tiles > 0)
+    loss = k1 * tl.reduce(powers, 0, _add) + k0 - keep * zy
+    if SMOOTH:
+        loss -= spread * tl.reduce(logits, 0, _add)
+    tl.store(rows_ptr + row, tl.where(valid, loss, 0.0))
+
+
+@triton.jit
+def _scale_kernel(x_ptr, scale_ptr, cols, blocks, x_stride, scale_stride, BLOCK: tl.constexpr):
+    """``x[row, block] *= scale[row]`` for program ``row * blocks + block``, skipped at 1."""
+    pid = tl.program_id(0).to(tl.int64)
+    row = pid // blocks
+    offs = (pid % blocks) * BLOCK + tl.arange(0, BLOCK)
+    s = tl.load(scale_ptr + row * scale_stride).to(tl.float32)
+    mask = offs < tl.where(s != 1.0, cols, 0)
+    ptrs = x_ptr + row * x_stride + offs
+    x = tl.load(ptrs, mask=mask, other=0.0).to(tl.float32)
+    tl.store(ptrs, (x * s).to(x_ptr.dtype.element_ty), mask=mask)
 
 
 @triton.jit
@@ -80,12 +146,18 @@ def _probs_kernel(z_ptr, out_ptr, scale_ptr, vocab, z_stride, out_stride, c, e, 
     row = tl.program_id(0).to(tl.int64)
     cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
     mask = cols < vocab
-    t = _shifted(z_ptr + row * z_stride + cols, mask, c)
+    t = tl.load(z_ptr + row * z_stride + cols, mask=mask, other=0.0).to(tl.float32) - c
+    t = tl.where(mask & ~(t < 0.0), t, 0.0)
     k = ka
     if HAS_SCALE:
         k = tl.load(scale_ptr + row).to(tl.float32) * ka
     p = k * _power(t, e, K)
     tl.store(out_ptr + row * out_stride + cols, p.to(out_ptr.dtype.element_ty), mask=mask)
+
+
+def on_device(t: torch.Tensor):
+    """The CUDA device guard for launches on ``t`` (a no-op for CPU tensors)."""
+    return torch.cuda.device(t.device) if t.is_cuda else contextlib.nullcontext()
 
 
 def _integer_power(e: float) -> int:
@@ -94,19 +166,59 @@ def _integer_power(e: float) -> int:
 
 
 def _block(vocab: int, most: int) -> int:
-    return min(most, triton.next_power_of_2(vocab))
+    return max(TILE, min(most, triton.next_power_of_2(vocab)))
 
 
-def loss_sums(z: torch.Tensor, c: float, e: float) -> torch.Tensor:
-    """``sum_j [z_ij - c]_+^(e + 1)`` per row of ``z (N, V)`` (unit stride along V), fp32."""
+def loss_pass(z: torch.Tensor, y: torch.Tensor, alpha: float, tau: float, eps: float = 0.0,
+              ignore_index: int = -100, grad: torch.Tensor | None = None,
+              scale: torch.Tensor | None = None, flags: torch.Tensor | None = None,
+              rows: torch.Tensor | None = None) -> torch.Tensor:
+    """The per-row loss (fp32) of ``z (N, V)`` (unit stride along V) at targets ``y (N,)``, in
+    one read of ``z``.
+
+    ``grad``: also write ``scale_i (p - q)`` there (it may be ``z`` itself); ``scale``: fp32,
+    ``(N,)`` or 0-d (None: 1); ``flags``: int32 ``(ceil(N / TILE), ceil(V / TILE))``, zeroed
+    by the caller: set to 1 where a tile of the gradient holds a nonzero; ``rows``: the
+    output (None: a new tensor).
+    """
     n, vocab = z.shape
-    sums = torch.empty(n, dtype=torch.float32, device=z.device)
-    if n:
-        k = _integer_power(e)
-        block = _block(vocab, _SUM_BLOCK)
-        _loss_sums_kernel[(n,)](z, sums, vocab, z.stride(0), c, e + 1.0, k + 1 if k else 0,
-                                BLOCK=block, num_warps=8 if block >= 2048 else 4)
-    return sums
+    rows = torch.empty(n, dtype=torch.float32, device=z.device) if rows is None else rows
+    if n == 0:
+        return rows
+    a = alpha - 1.0
+    e, c = 1.0 / a, tau / a
+    smooth = eps > 0.0
+    if flags is not None and smooth:
+        flags.fill_(1)  # the smoothed target is nonzero everywhere
+    mark = flags is not None and not smooth and grad is not None
+    block = _block(vocab, _LOSS_BLOCK)
+    with on_device(z):
+        _loss_kernel[(n,)](
+            z, y, rows, rows if grad is None else grad, rows if scale is None else scale,
+            flags if mark else rows, vocab, z.stride(0), 0 if grad is None else grad.stride(0),
+            0 if scale is None or scale.dim() == 0 else scale.stride(0),
+            flags.stride(0) if mark else 0, ignore_index, c, e, a ** e,
+            a ** (e + 1.0) / alpha, 1.0 / (alpha * a) + c, 1.0 - eps, eps / vocab,
+            K=_integer_power(e), GRAD=grad is not None, SCALED=scale is not None, SMOOTH=smooth,
+            FLAGS=mark, TILE=TILE, BLOCK=block, num_warps=8 if block >= 2048 else 4)
+    return rows
+
+
+def scale_(x: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    """``x *= scale`` in place, in fp32: ``scale`` 0-d (any contiguous ``x``) or ``(N,)`` (one
+    factor per row of ``x (N, V)``, unit stride along V). Rows whose factor is 1 are left
+    untouched by the device itself."""
+    if x.numel() == 0:
+        return x
+    scale = scale.to(device=x.device, dtype=torch.float32)
+    view = x.view(1, -1) if scale.dim() == 0 else x
+    n, cols = view.shape
+    blocks = triton.cdiv(cols, _SCALE_BLOCK)
+    with on_device(x):
+        _scale_kernel[(n * blocks,)](view, scale, cols, blocks, view.stride(0),
+                                    0 if scale.dim() == 0 else scale.stride(0),
+                                    BLOCK=_SCALE_BLOCK, num_warps=4)
+    return x
 
 
 def probs_into(z: torch.Tensor, scale: torch.Tensor | None, c: float, e: float, ka: float,
@@ -116,7 +228,8 @@ def probs_into(z: torch.Tensor, scale: torch.Tensor | None, c: float, e: float, 
     if n:
         block = _block(vocab, _PROBS_BLOCK)
         grid = (n, triton.cdiv(vocab, block))
-        _probs_kernel[grid](z, out, z if scale is None else scale, vocab, z.stride(0),
-                            out.stride(0), c, e, ka, K=_integer_power(e),
-                            HAS_SCALE=scale is not None, BLOCK=block, num_warps=4)
+        with on_device(z):
+            _probs_kernel[grid](z, out, z if scale is None else scale, vocab, z.stride(0),
+                                out.stride(0), c, e, ka, K=_integer_power(e),
+                                HAS_SCALE=scale is not None, BLOCK=block, num_warps=4)
     return out

@@ -11,10 +11,17 @@ reduction. Its paired loss, with ``p = alpha_relu(z)`` and Tsallis entropy
 
     loss(z, y) = (p - e_y)^T (z - tau / (alpha - 1) 1) + H_alpha(p)
 
-whose gradient with respect to ``z`` is exactly ``p - e_y`` (Lemma 1). The loss never
-builds ``p`` in forward; backward writes the gradient in one pass (see
-``_alpha_relu_kernels``). Layers as in the ``entmax`` package: private autograd Functions,
-plain functions, thin modules.
+whose gradient with respect to ``z`` is exactly ``p - e_y`` (Lemma 1). With label smoothing
+``eps`` in [0, 1) the one-hot ``e_y`` becomes the smoothed target
+``q = (1 - eps) e_y + eps / V`` (``V`` the vocabulary size, the last dimension)::
+
+    loss(z, y) = (p - q)^T (z - tau / (alpha - 1) 1) + H_alpha(p)
+
+with gradient exactly ``p - q``; like PyTorch's smoothed cross-entropy it does not subtract
+``H(q)``, so it is affine in ``eps``. ``eps = 0`` (the paper's setting) is the loss above,
+computed by the same code as without smoothing. The loss never builds ``p`` in forward;
+backward writes the gradient in one pass (see ``_alpha_relu_kernels``). Layers as in the
+``entmax`` package: private autograd Functions, plain functions, thin modules.
 """
 
 from __future__ import annotations
@@ -23,9 +30,10 @@ import torch
 from torch import nn
 
 from arelu_cli.transforms import _alpha_relu_kernels as kernels
-from arelu_cli.transforms._checks import (check_alpha, check_reduction, flatten_logits,
-                                          log_with_zeros, reduce_rows, row_scale,
-                                          split_ignored)
+from arelu_cli.transforms._single_pass_loss import single_pass_loss
+from arelu_cli.transforms._checks import (check_alpha, check_label_smoothing,
+                                          check_reduction, flatten_logits, log_with_zeros,
+                                          reduce_rows, row_scale, split_ignored)
 
 
 class _AlphaReLUFunction(torch.autograd.Function):
@@ -74,13 +82,15 @@ def alpha_relu_log_scores(logits: torch.Tensor, alpha: float = 1.5, tau: float =
 
 
 class _AlphaReLULossFunction(torch.autograd.Function):
-    """The alpha-ReLU loss on flattened ``(N, V)`` logits; gradient ``scale * (p - e_y)``."""
+    """The alpha-ReLU loss on flattened ``(N, V)`` logits with label smoothing ``eps``;
+    gradient ``scale * (p - q)``."""
 
     @staticmethod
-    def forward(ctx, logits, target, alpha, tau, ignore_index, reduction, shape, reuse):
+    def forward(ctx, logits, target, alpha, tau, ignore_index, reduction, shape, reuse, eps):
         valid, safe_target = split_ignored(target, ignore_index)
-        rows = kernels.loss_rows(logits, safe_target, alpha, tau)
+        rows = kernels.loss_rows(logits, safe_target, alpha, tau, eps)
         ctx.alpha, ctx.tau, ctx.reduction, ctx.reuse = alpha, tau, reduction, reuse
+        ctx.eps = eps
         ctx.save_for_backward(logits, safe_target, valid)
         return reduce_rows(rows, valid, reduction, shape).to(logits.dtype)
 
@@ -89,8 +99,8 @@ class _AlphaReLULossFunction(torch.autograd.Function):
         logits, safe_target, valid = ctx.saved_tensors
         scale = row_scale(grad, valid, ctx.reduction)
         out = logits if ctx.reuse else torch.empty_like(logits)
-        kernels.grad_into(logits, safe_target, scale, ctx.alpha, ctx.tau, out)
-        return out, None, None, None, None, None, None, None
+        kernels.grad_into(logits, safe_target, scale, ctx.alpha, ctx.tau, out, ctx.eps)
+        return out, None, None, None, None, None, None, None, None
 
 
 def _can_reuse(logits: torch.Tensor) -> bool:
@@ -102,7 +112,7 @@ def _can_reuse(logits: torch.Tensor) -> bool:
 
 def alpha_relu_loss(logits: torch.Tensor, target: torch.Tensor, alpha: float = 1.5,
                     tau: float = 0.0, ignore_index: int = -100, reduction: str = "mean",
-                    reuse_logits: bool = False) -> torch.Tensor:
+                    reuse_logits: bool = False, label_smoothing: float = 0.0) -> torch.Tensor:
     """The alpha-ReLU loss (paper eq. (sp_loss)) of ``logits (..., V)`` at ``target (...)``.
 
     Args:
@@ -115,18 +125,26 @@ def alpha_relu_loss(logits: torch.Tensor, target: torch.Tensor, alpha: float = 1
             a whole ``N x V`` allocation (the fastest path). Only for logits that nothing
             reads after backward, e.g. the output of the model's final linear layer;
             ignored for leaf tensors. Autograd raises if another op saved the logits.
+            On the ``triton`` engine (CUDA) the gradient is written in forward, so
+            nothing may read the logits after this call.
+        label_smoothing: ``eps`` in [0, 1): the target is ``q = (1 - eps) e_y + eps / V``
+            (see the module docstring); 0, the default and the paper's setting, is none.
 
-    The gradient with respect to ``logits`` is ``alpha_relu(logits) - onehot(target)``
-    (times the reduction's weight), exactly.
+    The gradient with respect to ``logits`` is ``alpha_relu(logits) - q`` (times the
+    reduction's weight), exactly.
     """
     alpha = check_alpha(alpha)
+    eps = check_label_smoothing(label_smoothing)
     check_reduction(reduction)
     flat, flat_target = flatten_logits(logits, target)
     flat = flat.contiguous()
     copied = flat.untyped_storage().data_ptr() != logits.untyped_storage().data_ptr()
     reuse = bool(reuse_logits) and (copied or _can_reuse(logits))
+    if kernels.engine_for(flat) == "triton":  # loss and gradient in one pass, in forward
+        return single_pass_loss(flat, flat_target, alpha, float(tau), eps, ignore_index,
+                                reduction, target.shape, reuse)
     return _AlphaReLULossFunction.apply(flat, flat_target, alpha, float(tau),
-                                        ignore_index, reduction, target.shape, reuse)
+                                        ignore_index, reduction, target.shape, reuse, eps)
 
 
 class AlphaReLU(nn.Module):
@@ -144,12 +162,14 @@ class AlphaReLULoss(nn.Module):
     """Module form of :func:`alpha_relu_loss`."""
 
     def __init__(self, alpha: float = 1.5, tau: float = 0.0, ignore_index: int = -100,
-                 reduction: str = "mean", reuse_logits: bool = False):
+                 reduction: str = "mean", reuse_logits: bool = False,
+                 label_smoothing: float = 0.0):
         super().__init__()
         self.alpha, self.tau = check_alpha(alpha), float(tau)
         self.ignore_index, self.reduction = ignore_index, check_reduction(reduction)
         self.reuse_logits = reuse_logits
+        self.label_smoothing = check_label_smoothing(label_smoothing)
 
     def forward(self, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         return alpha_relu_loss(logits, target, self.alpha, self.tau, self.ignore_index,
-                               self.reduction, self.reuse_logits)
+                               self.reduction, self.reuse_logits, self.label_smoothing)

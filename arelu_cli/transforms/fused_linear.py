@@ -16,12 +16,20 @@ gradient matmuls run on them only (``G[:, live]``, ``weight[live]``): every skip
 an exact zero, so the result is the dense one up to summation order (Cut Cross-Entropy
 filters small softmax gradients, an approximation; these are exact zeros).
 
+On the ``triton`` engine (CUDA tensors by default) the loop is ``_triton_linear``'s: chunks
+of a multiple of 128 tokens, one pass of a Triton kernel per chunk for the losses and
+``G``, and gradient GEMMs that skip each 128 x 128 tile of ``G`` that is exactly zero,
+decided on the device: no host sync and no data-dependent shape, so it can be captured in
+a CUDA graph. Elsewhere the skip is decided on the host (``nonzero``, free on CPU).
+
 For ``reduction`` ``sum``/``mean`` the gradients are computed in forward at unit upstream
 gradient and scaled in place in backward (as Liger-Kernel's fused linear cross-entropy), so
 the logits are computed once and a second backward through the same call is an error; for
 ``none`` backward recomputes them with the per-row upstream gradients. bf16/fp16 inputs:
-matmuls in the input dtype, loss math and the weight/bias gradient accumulation in fp32.
-Under autocast the inputs are cast as ``F.linear`` casts them.
+matmuls in the input dtype, loss math in fp32; the weight gradient accumulates in fp32 on
+CPU and, on the ``triton`` engine, in fp32 within a chunk and in the weight's dtype across
+chunks (no ``V x d`` temporary beside it). Under autocast the inputs are cast as
+``F.linear`` casts them. Under ``torch.compile`` the loss runs eagerly (one graph break).
 """
 
 from __future__ import annotations
@@ -38,8 +46,9 @@ from arelu_cli.transforms._checks import (check_alpha, check_reduction, reduce_r
 
 # Logits elements per chunk, the memory the loop holds beyond the gradients themselves.
 # CPU: 2^22 (104 tokens at V = 40000) ran as fast as 2^23 and 2^24 and keeps the peak at
-# 1/10 of the unfused loss's at 8192 x 40000 x 512; CUDA: not yet measured.
-CHUNK_ELEMENTS = {"cpu": 1 << 22, "cuda": 1 << 24}
+# 1/10 of the unfused loss's at 8192 x 40000 x 512; CUDA (the least; the triton loop also
+# takes at least N * d, see ``_triton_linear.chunk_rows``): not yet measured.
+CHUNK_ELEMENTS = {"cpu": 1 << 22, "cuda": 1 << 26}
 # Largest share of the vocabulary with a nonzero gradient in a chunk at which the gradient
 # matmuls run on those columns only (gathered) rather than on all of them.
 LIVE_FRACTION = {"cpu": 0.5, "cuda": 0.25}
@@ -53,6 +62,7 @@ class _Loop:
     tau: float
     rows: int          # tokens per chunk
     skip_zeros: bool
+    triton: bool = False  # the sync-free loop of ``_triton_linear``
 
 
 def _live_columns(logits: torch.Tensor, target: torch.Tensor, loop: _Loop) -> torch.Tensor | None:
@@ -91,7 +101,8 @@ def _chunk_grads(grad_logits, cols, hidden, weight, grads):
 
 def _run(hidden, weight, bias, target, loop: _Loop, scale=None, want=(False, False, False)):
     """The chunk loop over tokens: the per-row losses and, given ``scale`` (each row's
-    upstream gradient), the gradients (hidden, weight, bias) flagged in ``want``."""
+    upstream gradient), the gradients (hidden, weight, bias) flagged in ``want`` (None for
+    the others)."""
     n, d = hidden.shape
     vocab, device = weight.shape[0], hidden.device
     acc = kernels._acc_dtype(hidden.dtype)
@@ -117,7 +128,31 @@ def _run(hidden, weight, bias, target, loop: _Loop, scale=None, want=(False, Fal
             chunk_h = _chunk_grads(logits, cols, h, weight, grads)
             if chunk_h is not None:
                 grads[0][r0:r1] = chunk_h
-    return rows, grads
+    return (rows, *grads)
+
+
+def _losses(hidden, weight, bias, target, ignore_index, loop: _Loop, scale=None,
+            want=(False, False, False)):
+    """:func:`_run` or, on the ``triton`` engine, ``_triton_linear.run`` (which reads the
+    targets with ``ignore_index`` itself)."""
+    if loop.triton:
+        from arelu_cli.transforms import _triton_linear
+        return _triton_linear.run(hidden, weight, bias, target, scale, loop.alpha, loop.tau,
+                                  0.0, ignore_index, loop.rows, want, loop.skip_zeros)
+    _, safe_target = split_ignored(target, ignore_index)
+    return _run(hidden, weight, bias, safe_target, loop, scale, want)
+
+
+def _scale_grads(grads: tuple, grad: torch.Tensor, loop: _Loop) -> tuple:
+    """Multiply the gradients computed in forward by the upstream gradient, in place: on the
+    device and skipped there at 1 (``triton``), else skipped on the host at 1 (CPU only,
+    where reading it costs no sync)."""
+    if loop.triton:
+        from arelu_cli.transforms import _triton_kernels
+        return tuple(None if g is None else _triton_kernels.scale_(g, grad) for g in grads)
+    if grad.device.type != "cpu" or float(grad) != 1.0:
+        return tuple(None if g is None else g.mul_(grad.to(g.dtype)) for g in grads)
+    return grads
 
 
 class _LinearAlphaReLULossFunction(torch.autograd.Function):
@@ -126,22 +161,23 @@ class _LinearAlphaReLULossFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, hidden, weight, bias, target, ignore_index, reduction, shape, loop,
                 grad_enabled, out_dtype):
-        valid, safe_target = split_ignored(target, ignore_index)
+        valid = target != ignore_index
         want = ctx.needs_input_grad[:3] if grad_enabled else (False, False, False)
         ctx.early = reduction != "none" and any(want)
         unit = None
         if ctx.early:
             one = torch.ones((), dtype=kernels._acc_dtype(hidden.dtype), device=hidden.device)
             unit = row_scale(one, valid, reduction)
-        rows, grads = _run(hidden, weight, bias, safe_target, loop, unit, want)
+        rows, *grads = _losses(hidden, weight, bias, target, ignore_index, loop, unit, want)
+        ctx.loop = loop
         if ctx.early:
             # Saved (not ctx attributes) so that autograd frees them after backward and
             # AccumulateGrad can take them over without a copy.
             ctx.save_for_backward(*grads)
             ctx.used = False
         else:
-            ctx.save_for_backward(hidden, weight, bias, safe_target, valid)
-            ctx.loop = loop
+            ctx.save_for_backward(hidden, weight, bias, target, valid)
+            ctx.ignore_index = ignore_index
         ctx.dtypes = (hidden.dtype, weight.dtype, None if bias is None else bias.dtype)
         return reduce_rows(rows, valid, reduction, shape).to(out_dtype)
 
@@ -154,14 +190,12 @@ class _LinearAlphaReLULossFunction(torch.autograd.Function):
                                    "call; with reduction 'sum'/'mean' its gradients are computed "
                                    "once, in forward, and scaled in place")
             ctx.used = True
-            grads = ctx.saved_tensors
-            if grad.device.type != "cpu" or float(grad) != 1.0:  # no-op at 1, the usual case
-                grads = tuple(None if g is None else g.mul_(grad.to(g.dtype)) for g in grads)
+            grads = _scale_grads(ctx.saved_tensors, grad, ctx.loop)
         else:
-            hidden, weight, bias, safe_target, valid = ctx.saved_tensors
+            hidden, weight, bias, target, valid = ctx.saved_tensors
             scale = row_scale(grad, valid, "none")
-            _, grads = _run(hidden, weight, bias, safe_target, ctx.loop, scale,
-                            ctx.needs_input_grad[:3])
+            _, *grads = _losses(hidden, weight, bias, target, ctx.ignore_index, ctx.loop, scale,
+                                ctx.needs_input_grad[:3])
         out = tuple(None if g is None else g.to(dtype) for g, dtype in zip(grads, ctx.dtypes))
         return (*out, None, None, None, None, None, None, None)
 
@@ -203,8 +237,10 @@ def linear_alpha_relu_loss(hidden: torch.Tensor, weight: torch.Tensor, target: t
         target: ``(...)`` class indices; rows equal to ``ignore_index`` contribute nothing.
         alpha, tau, ignore_index, reduction: as in :func:`alpha_relu_loss`.
         bias: optional ``(V,)``.
-        chunk: tokens per chunk (default: ``CHUNK_ELEMENTS[device] // V``): the memory
-            held is one ``chunk x V`` logits buffer plus the gradients.
+        chunk: tokens per chunk (default: ``CHUNK_ELEMENTS[device] // V``; on the
+            ``triton`` engine rounded up to a multiple of 128, by default at least
+            ``N * d / V``): the memory held is one ``chunk x V`` logits buffer plus the
+            gradients.
         skip_zeros: let the gradient products skip the exact zeros of alpha-ReLU where
             that is faster (never changes the result beyond summation order).
 
@@ -214,6 +250,11 @@ def linear_alpha_relu_loss(hidden: torch.Tensor, weight: torch.Tensor, target: t
     in fp32 and the loss keeps ``hidden``'s dtype, as ``logits.float()`` would give); not
     twice differentiable.
     """
+    if torch.compiler.is_compiling():
+        # Dynamo can trace neither the triton loop's kernels nor the CPU loop's
+        # data-dependent skip: one graph break, the loss runs eagerly.
+        return _eager_loss(hidden, weight, target, alpha, tau, bias, ignore_index, reduction,
+                           chunk, skip_zeros)
     alpha = check_alpha(alpha)
     check_reduction(reduction)
     _check(hidden, weight, target, bias)
@@ -225,13 +266,21 @@ def linear_alpha_relu_loss(hidden: torch.Tensor, weight: torch.Tensor, target: t
         raise ValueError(f"hidden, weight and bias must share a dtype, got {hidden.dtype}, "
                          f"{weight.dtype}{'' if bias is None else ', ' + str(bias.dtype)}")
     vocab = weight.shape[0]
-    rows = chunk or max(1, CHUNK_ELEMENTS.get(hidden.device.type, CHUNK_ELEMENTS["cuda"]) // vocab)
     flat = hidden.reshape(-1, hidden.shape[-1]).contiguous()
-    loop = _Loop(alpha, float(tau), rows, bool(skip_zeros))
+    elements = CHUNK_ELEMENTS.get(hidden.device.type, CHUNK_ELEMENTS["cuda"])
+    if kernels.engine_for(flat) == "triton":
+        from arelu_cli.transforms import _triton_linear
+        rows = _triton_linear.chunk_rows(chunk, *flat.shape, vocab, elements)
+        loop = _Loop(alpha, float(tau), rows, bool(skip_zeros), triton=True)
+    else:
+        loop = _Loop(alpha, float(tau), chunk or max(1, elements // vocab), bool(skip_zeros))
     with torch.autocast(hidden.device.type, enabled=False):
         return _LinearAlphaReLULossFunction.apply(
             flat, weight.contiguous(), bias, target.reshape(-1).long(), ignore_index, reduction,
             target.shape, loop, torch.is_grad_enabled(), out_dtype)
+
+
+_eager_loss = torch.compiler.disable(linear_alpha_relu_loss)
 
 
 class LinearAlphaReLULoss(nn.Module):

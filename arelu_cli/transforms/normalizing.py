@@ -6,8 +6,19 @@ alpha-entmax (Peters et al., 2019; the paper's eq. (entmax)) solves
 ``sum p = 1``; alpha -> 1 is softmax, alpha = 2 is sparsemax. Its loss (the Fenchel-Young
 loss) has gradient ``p - e_y``. These wrap the reference ``entmax`` package (exact sort,
 partial sort over the top ``k`` and bisection) and add what this project's losses share:
-``(..., V)`` inputs, ``ignore_index``, ``reduction`` and low-precision inputs computed in
-float32.
+``(..., V)`` inputs, ``ignore_index``, ``reduction``, label smoothing and low-precision
+inputs computed in float32.
+
+Label smoothing ``eps`` in [0, 1) replaces the one-hot ``e_y`` by the smoothed target
+``q = (1 - eps) e_y + eps / V`` (``V`` the vocabulary size, the last dimension). For softmax
+that is ``F.cross_entropy(..., label_smoothing=eps)``, the cross-entropy to ``q``; for
+sparsemax and alpha-entmax it is the Fenchel-Young loss at ``q``::
+
+    loss(z, y) = p^T z + H_alpha(p) - q^T z
+               = [entmax package's loss at e_y] + eps * (z_y - mean_j z_j)
+
+(like PyTorch's smoothed cross-entropy it does not subtract ``H(q)``). Every gradient is
+exactly ``p - q``. ``eps = 0`` (the paper's setting) runs the unsmoothed code unchanged.
 """
 
 from __future__ import annotations
@@ -16,8 +27,9 @@ import entmax as _entmax
 import torch
 import torch.nn.functional as F
 
-from arelu_cli.transforms._checks import (check_alpha, check_reduction, flatten_logits,
-                                          log_with_zeros, reduce_rows, split_ignored)
+from arelu_cli.transforms._checks import (check_alpha, check_label_smoothing, check_reduction,
+                                          flatten_logits, log_with_zeros, reduce_rows,
+                                          split_ignored)
 
 
 def _acc(logits: torch.Tensor) -> torch.Tensor:
@@ -58,44 +70,57 @@ def log_probs(probs: torch.Tensor) -> torch.Tensor:
     return log_with_zeros(probs)
 
 
-def _reduced(row_loss, logits, target, ignore_index, reduction) -> torch.Tensor:
-    """Run a per-row loss of the entmax package on flattened, ignore-safe inputs."""
+def _reduced(row_loss, logits, target, ignore_index, reduction,
+             label_smoothing) -> torch.Tensor:
+    """Run a per-row loss of the entmax package on flattened, ignore-safe inputs, moved
+    from ``e_y`` to the smoothed target ``q`` by ``+ eps (z_y - mean_j z_j)``; autograd adds
+    that term's gradient ``eps (e_y - 1/V)``, making the total ``p - q``."""
+    eps = check_label_smoothing(label_smoothing)
     check_reduction(reduction)
     flat, flat_target = flatten_logits(logits, target)
     valid, safe_target = split_ignored(flat_target, ignore_index)
-    rows = row_loss(_acc(flat), safe_target)
+    z = _acc(flat)
+    rows = row_loss(z, safe_target)
+    if eps:
+        target_logit = z.gather(1, safe_target.unsqueeze(1)).squeeze(1)
+        rows = rows + eps * (target_logit - z.mean(1))
     return reduce_rows(rows, valid, reduction, target.shape).to(logits.dtype)
 
 
 def cross_entropy_loss(logits: torch.Tensor, target: torch.Tensor, ignore_index: int = -100,
-                       reduction: str = "mean") -> torch.Tensor:
-    """Softmax cross-entropy (``F.cross_entropy``) on ``(..., V)`` logits."""
+                       reduction: str = "mean", label_smoothing: float = 0.0) -> torch.Tensor:
+    """Softmax cross-entropy (``F.cross_entropy``) on ``(..., V)`` logits, to the smoothed
+    target ``q`` when ``label_smoothing > 0``."""
+    eps = check_label_smoothing(label_smoothing)
     check_reduction(reduction)
     flat, flat_target = flatten_logits(logits, target)
-    loss = F.cross_entropy(flat, flat_target, ignore_index=ignore_index, reduction=reduction)
+    loss = F.cross_entropy(flat, flat_target, ignore_index=ignore_index, reduction=reduction,
+                           label_smoothing=eps)
     return loss.reshape(target.shape) if reduction == "none" else loss
 
 
 def sparsemax_loss(logits: torch.Tensor, target: torch.Tensor, k: int | None = None,
-                   ignore_index: int = -100, reduction: str = "mean") -> torch.Tensor:
-    """The sparsemax loss (Martins & Astudillo, 2016); gradient ``sparsemax(z) - e_y``."""
+                   ignore_index: int = -100, reduction: str = "mean",
+                   label_smoothing: float = 0.0) -> torch.Tensor:
+    """The sparsemax loss (Martins & Astudillo, 2016); gradient ``sparsemax(z) - q``."""
     k = _check_k(k)
     return _reduced(lambda z, y: _entmax.sparsemax_loss(z, y, k), logits, target,
-                    ignore_index, reduction)
+                    ignore_index, reduction, label_smoothing)
 
 
 def entmax15_loss(logits: torch.Tensor, target: torch.Tensor, k: int | None = None,
-                  ignore_index: int = -100, reduction: str = "mean") -> torch.Tensor:
+                  ignore_index: int = -100, reduction: str = "mean",
+                  label_smoothing: float = 0.0) -> torch.Tensor:
     """The 1.5-entmax loss; exact sort when ``k`` is None, else partial sort over the top ``k``."""
     k = _check_k(k)
     return _reduced(lambda z, y: _entmax.entmax15_loss(z, y, k), logits, target,
-                    ignore_index, reduction)
+                    ignore_index, reduction, label_smoothing)
 
 
 def entmax_bisect_loss(logits: torch.Tensor, target: torch.Tensor, alpha: float = 1.5,
-                       n_iter: int = 50, ignore_index: int = -100,
-                       reduction: str = "mean") -> torch.Tensor:
+                       n_iter: int = 50, ignore_index: int = -100, reduction: str = "mean",
+                       label_smoothing: float = 0.0) -> torch.Tensor:
     """The alpha-entmax loss for any alpha in (1, 2], threshold found by bisection."""
     alpha = check_alpha(alpha)
     return _reduced(lambda z, y: _entmax.entmax_bisect_loss(z, y, alpha, n_iter), logits, target,
-                    ignore_index, reduction)
+                    ignore_index, reduction, label_smoothing)

@@ -36,3 +36,31 @@ def test_quick_bench_writes_a_row_per_method(tmp_path):
 def test_bad_options_are_user_errors(kwargs, match):
     with pytest.raises(UserError, match=match):
         make_plan(**kwargs)
+
+
+def test_missing_packages_give_not_installed_rows(tmp_path, monkeypatch):
+    """The Liger-Kernel and Cut Cross-Entropy rows of a GPU run, on CPU with tiny sizes."""
+    from arelu_cli.analysis import bench_fused
+
+    monkeypatch.setitem(bench_fused.EXTERNAL, "liger",
+                        ("arelu_not_a_module", "pip install liger-kernel"))
+    monkeypatch.setitem(bench_fused.EXTERNAL, "cce",
+                        ("arelu_not_a_module", "pip install cut-cross-entropy"))
+    monkeypatch.setenv("ARELU_BACKEND", "eager")  # no C++ build for a tiny case
+    plan = bench_fused.FusedPlan(sizes=((32, 300),), widths=(8,), dtype="float32", alpha=1.5,
+                                 repeats=1, device="cpu", methods=("fused", "liger", "cce"))
+    frame = bench_fused.run(plan, tmp_path / "fused.csv")
+    assert (COLUMNS | {"gpu"}) <= set(pd.read_csv(tmp_path / "fused.csv"))
+    assert list(frame["status"]) == ["ok", "not installed (pip install liger-kernel)",
+                                     "not installed (pip install cut-cross-entropy)"]
+    assert (frame["gpu"] == "cpu").all() and (frame["d"] == 8).all()
+
+
+def test_cuda_defaults_are_the_gpu_cases(monkeypatch):
+    from arelu_cli.analysis import bench_fused
+
+    monkeypatch.setattr(bench_fused.torch.cuda, "is_available", lambda: True)
+    plan = make_plan(device="cuda")
+    assert plan.sizes == tuple((n, v) for n in (16384, 65536) for v in (32768, 131072, 262144))
+    assert plan.widths == (2048, 4096) and plan.dtype == "bfloat16"
+    assert plan.methods == ("fused", "fused-dense", "liger", "cce")

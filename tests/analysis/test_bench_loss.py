@@ -39,3 +39,36 @@ def test_quick_bench_writes_a_row_per_loss_and_mode(tmp_path):
 def test_bad_options_are_user_errors(kwargs, match):
     with pytest.raises(UserError, match=match):
         make_plan(**kwargs)
+
+
+def test_a_missing_package_gives_a_not_installed_row(tmp_path, monkeypatch):
+    """The Liger-Kernel row of a GPU run, on CPU with tiny sizes: every other row is timed
+    and carries the device's name and the copy bandwidth measured in the same run."""
+    from arelu_cli.analysis import bench_loss
+
+    monkeypatch.setitem(bench_loss.EXTERNAL, "liger",
+                        ("arelu_not_a_module", "pip install liger-kernel"))
+    plan = bench_loss.BenchPlan(
+        methods=(bench_loss.Method("softmax"), bench_loss.Method("softmax", "liger")),
+        sizes=((16, 300),), dtypes=("float32",), modes=("fwd+bwd",), repeats=1, device="cpu",
+        threads=1, max_seconds=1.0)
+    frame = bench_loss.run(plan, tmp_path / "loss.csv")
+    written = set(pd.read_csv(tmp_path / "loss.csv"))
+    assert COLUMNS | {"gpu", "copy_ms", "copy_gb_per_s"} <= written
+    liger = frame[frame["variant"] == "liger"]
+    assert list(liger["status"]) == ["not installed (pip install liger-kernel)"]
+    timed = frame[frame["variant"] != "liger"]
+    assert (timed["status"] == "ok").all() and (timed["copy_gb_per_s"] > 0).all()
+    assert (frame["gpu"] == "cpu").all()
+
+
+def test_cuda_defaults_are_the_gpu_cases(monkeypatch):
+    from arelu_cli.analysis import bench_loss
+
+    monkeypatch.setattr(bench_loss.torch.cuda, "is_available", lambda: True)
+    plan = make_plan(device="cuda")
+    assert plan.sizes == tuple((n, v) for n in (8192, 32768) for v in (32768, 131072, 262144))
+    assert plan.dtypes == ("bfloat16",)
+    assert {(m.transform, m.variant) for m in plan.methods} >= {
+        ("softmax", "default"), ("softmax", "compiled"), ("softmax", "liger"),
+        ("1.5-relu", "default"), ("1.5-relu", "reuse_logits")}

@@ -11,7 +11,8 @@ from arelu_cli.train_log import append_row
 
 
 def write_run(folder: Path, transform: str, tau: float | None = None, steps: int = 40,
-              valid_every: int = 20, world_size: int = 1, bleu_gain: float = 1.0) -> Path:
+              valid_every: int = 20, world_size: int = 1, bleu_gain: float = 1.0,
+              seed: int = 1) -> Path:
     """A run logging every 10 steps (2 s and 1000 tokens/s each), validating every
     ``valid_every`` steps with BLEU ``bleu_gain * step / 10``; ||z|| grows by 1 per row,
     1.5-entmax's tau(z) by 0.01, alpha-ReLU's tau is fixed."""
@@ -19,7 +20,7 @@ def write_run(folder: Path, transform: str, tau: float | None = None, steps: int
     config = {"data": {"path": "data/toy"}, "train": {"transform": transform, "tau": tau},
               "resolved": {"tau": tau, "world_size": world_size}}
     (folder / "config.json").write_text(json.dumps(config))
-    sig = f"transform:{transform}|data:toy|recipe:toy|seed:1"
+    sig = f"transform:{transform}|data:toy|recipe:toy|seed:{seed}"
     for i, step in enumerate(range(10, steps + 1, 10)):
         tau_z = 0.2 + 0.01 * i
         row = {"step": step, "epoch": step / 100, "wall_s": 2.0 * step / 10,
@@ -39,36 +40,74 @@ def run_folder():
     return write_run
 
 
-def write_all_csvs(folder: Path) -> Path:
-    """Every CSV of the catalog, small, built by the report's own builders."""
-    from arelu_cli.report import distributions, examples, runs, tables
+REFS = ["the cat sat on the mat", "a red car drove by", "hello world how are you",
+        "good morning to you all", "it is raining again today", "we went to the beach"]
+HYPS = {"softmax": ["the cat sat on a mat", "a blue car drove", "hello world how are you",
+                    "good morning to you", "it rains today", "we go to the beach"],
+        "1.5-relu": ["the cat sat on the mat", "a red car drove by", "hello world how are you",
+                     "good morning to you all", "it is raining today", "we went to a beach"]}
+
+
+def significance_csv_rows(corpus: str, seeds: tuple[int, ...]) -> list[dict]:
+    """Paired bootstrap rows of a tiny fixed test set: per seed, and joined for several."""
+    from arelu_cli.analysis.significance import compare_to_baseline
+    from arelu_cli.report import tables
+
+    rows = []
+    labels = [str(s) for s in seeds] + (["+".join(map(str, seeds))] if len(seeds) > 1 else [])
+    for label in labels:
+        k = label.count("+") + 1
+        hyps = {n: lines * k for n, lines in HYPS.items()}
+        results = compare_to_baseline(hyps["softmax"], hyps, REFS * k, samples=200)
+        rows += tables.significance_rows(corpus, "softmax", label, results, "bs:200", {})
+    return rows
+
+
+def _cell(name: str, seed: int, seeds: tuple[int, ...]) -> str:
+    return name if len(seeds) == 1 else f"{name}/seed-{seed}"
+
+
+def write_all_csvs(folder: Path, seeds: tuple[int, ...] = (1,)) -> Path:
+    """Every CSV of the catalog, small, built by the report's own builders: one training
+    seed, or several (runs in ``seed-S`` folders, numbers that change a little per seed)."""
+    from arelu_cli.report import build, distributions, examples, runs, tables
     from arelu_cli.report.columns import write_csv
     from arelu_cli.report.curves import alpha_relu_curve_rows
 
-    main = [runs.load_run(write_run(folder / "runs" / t, t, tau=tau, bleu_gain=g))
-            for t, tau, g in (("softmax", None, 1.0), ("1.5-entmax", None, 1.05),
-                              ("1.5-relu", 0.33, 1.1))]
-    sweep = [runs.load_run(write_run(folder / "tau-sweep" / f"tau-{t}", "1.5-relu", tau=t))
-             for t in (0.1, 1.0)]
-    corpus = "iwslt14"
-    scores = {"softmax": 35.1, "sparsemax": 33.0, "1.5-entmax": 36.5, "1.5-relu": 37.0}
-    sums = {"1.5-relu": [1.2, 1.25, 1.3, 1.22]}
-    built = {
-        "table1_bleu.csv": tables.table1_rows(corpus, {t: tables.BleuScore(b) for t, b in scores.items()}),
-        "table2_empty.csv": tables.table2_rows(corpus, {"softmax": tables.EmptyCount(3, 40),
-                                                        "1.5-relu": tables.EmptyCount(0, 40)}),
+    corpus, built = "iwslt14", {name: [] for name in (
+        "table1_bleu.csv", "table2_empty.csv", "fig_inference_time.csv", "fig_sparsity.csv",
+        "fig_self_norm.csv")}
+    for seed in seeds:
+        d = 0.1 * (seed - seeds[0])
+        for t, tau, g in (("softmax", None, 1.0), ("1.5-entmax", None, 1.05),
+                          ("1.5-relu", 0.33, 1.1)):
+            write_run(folder / "runs" / _cell(t, seed, seeds), t, tau=tau, bleu_gain=g + d,
+                      seed=seed)
+        for t in (0.1, 1.0):
+            write_run(folder / "tau-sweep" / _cell(f"tau-{t}", seed, seeds), "1.5-relu", tau=t,
+                      seed=seed, bleu_gain=1.0 + d)
+        scores = {"softmax": 35.1, "sparsemax": 33.0, "1.5-entmax": 36.5, "1.5-relu": 37.0 + d}
+        built["table1_bleu.csv"] += tables.table1_rows(
+            corpus, {t: tables.BleuScore(b) for t, b in scores.items()}, seed=seed)
+        built["table2_empty.csv"] += tables.table2_rows(corpus, {
+            "softmax": tables.EmptyCount(3 + seed - seeds[0], 40),
+            "1.5-relu": tables.EmptyCount(0, 40)}, seed=seed)
+        built["fig_inference_time.csv"] += tables.inference_time_rows(corpus, {
+            ("softmax", 1): 10.0, ("1.5-entmax", 1): 19.0, ("1.5-relu", 1): 10.5 + d,
+            ("softmax", 5): 20.0, ("1.5-entmax", 5): 39.0, ("1.5-relu", 5): 21.0}, seed=seed)
+        built["fig_sparsity.csv"] += distributions.sparsity_rows(corpus, "test", {
+            "1.5-relu": [0.90, 0.95 - d / 10], "1.5-entmax": [0.99, 0.999]}, bins=4, seed=seed)
+        built["fig_self_norm.csv"] += distributions.self_norm_rows(
+            corpus, "test", {"1.5-relu": [1.2, 1.25 + d, 1.3, 1.22]}, bins=3, seed=seed)
+    main, sweep = runs.load_runs(folder / "runs"), runs.load_runs(folder / "tau-sweep")
+    built |= {
+        "table1_significance.csv": significance_csv_rows(corpus, seeds),
         "table3_tau.csv": tables.table3_rows(),
         "training_time.csv": runs.training_time_rows(main, gpu_watts=250.0),
         "fig_alpha_relu_curves.csv": alpha_relu_curve_rows(points=21),
         "fig_training_dynamics.csv": runs.training_dynamics_rows(main),
         "fig_tau_norm_evolution.csv": runs.tau_norm_rows(main),
         "fig_tau_sweep.csv": runs.tau_sweep_rows(sweep),
-        "fig_inference_time.csv": tables.inference_time_rows(corpus, {
-            ("softmax", 1): 10.0, ("1.5-entmax", 1): 19.0, ("1.5-relu", 1): 10.5,
-            ("softmax", 5): 20.0, ("1.5-entmax", 5): 39.0, ("1.5-relu", 5): 21.0}),
-        "fig_sparsity.csv": distributions.sparsity_rows(corpus, "test", {
-            "1.5-relu": [0.90, 0.95], "1.5-entmax": [0.99, 0.999]}, bins=4),
-        "fig_self_norm.csv": distributions.self_norm_rows(corpus, "test", sums, bins=3),
         "translation_examples.csv": examples.translation_examples_rows(
             ["a b c", "d e f"], ["x y z", "u v w"], "1.5-relu", ["x y z", "u"],
             "1.5-entmax", ["x", "u v w"]),
@@ -79,6 +118,7 @@ def write_all_csvs(folder: Path) -> Path:
     }
     for name, rows in built.items():
         write_csv(rows, folder, name)
+    write_csv(build.seed_summary_rows(folder), folder, "seed_summary.csv")
     return folder
 
 
@@ -86,3 +126,9 @@ def write_all_csvs(folder: Path) -> Path:
 def all_csvs(tmp_path) -> Path:
     """A results folder holding every CSV of the catalog (and the runs they came from)."""
     return write_all_csvs(tmp_path / "results")
+
+
+@pytest.fixture
+def seeded_csvs(tmp_path) -> Path:
+    """The same with three training seeds (1, 2, 3)."""
+    return write_all_csvs(tmp_path / "seeded", seeds=(1, 2, 3))

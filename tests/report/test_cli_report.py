@@ -53,3 +53,63 @@ def test_bad_system_option_is_one_line(monkeypatch, capsys, tmp_path):
                          "--reference", tmp_path / "a.txt", "--system", "softmax")
     assert code == 2 and "--system takes NAME=FILE" in printed.err
     assert "Traceback" not in printed.err
+
+
+def _refused(code, printed, message):
+    assert code == 2 and message in printed.err, printed.err
+    assert printed.err.count("\n") == 1 and "Traceback" not in printed.err
+
+
+def test_report_on_a_missing_folder_creates_nothing(monkeypatch, capsys, tmp_path):
+    code, printed = _run(monkeypatch, capsys, "report", tmp_path / "resutls")
+    _refused(code, printed, f"no results folder {tmp_path / 'resutls'}")
+    assert not (tmp_path / "resutls").exists()
+
+
+def test_report_on_a_file_is_one_line(monkeypatch, capsys, tmp_path):
+    (tmp_path / "r.txt").write_text("keep\n")
+    code, printed = _run(monkeypatch, capsys, "report", tmp_path / "r.txt")
+    _refused(code, printed, "is a file, not a results folder")
+    assert (tmp_path / "r.txt").read_text() == "keep\n"
+
+
+def test_report_never_replaces_a_users_csv(monkeypatch, capsys, tmp_path):
+    (tmp_path / "fig_alpha_relu_curves.csv").write_bytes(b"x,y\n1,2\n")
+    code, printed = _run(monkeypatch, capsys, "report", tmp_path)
+    _refused(code, printed, "exists and is not a CSV this command writes")
+    assert (tmp_path / "fig_alpha_relu_curves.csv").read_bytes() == b"x,y\n1,2\n"
+
+
+def _export(monkeypatch, capsys, tmp_path, out):
+    for name in ("src", "ref", "soft"):
+        (tmp_path / f"{name}.txt").write_text("".join(f"{name} {i}\n" for i in range(8)))
+    return _run(monkeypatch, capsys, "human-eval", "export", "--source", tmp_path / "src.txt",
+                "--reference", tmp_path / "ref.txt", "--system", f"softmax={tmp_path / 'soft.txt'}",
+                "--out", out, "--items", "3")
+
+
+def test_a_second_export_never_replaces_filled_sheets(monkeypatch, capsys, tmp_path):
+    out = tmp_path / "he"
+    assert _export(monkeypatch, capsys, tmp_path, out)[0] == 0
+    sheet = out / "sheet_a1.csv"
+    sheet.write_text(sheet.read_text().replace(",,", ",4,"))  # an annotator's work
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    code, printed = _export(monkeypatch, capsys, tmp_path, out)
+    _refused(code, printed, "already holds key.csv of an earlier export")
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+
+
+def test_export_and_score_to_an_unwritable_out_are_one_line(monkeypatch, capsys, tmp_path):
+    (tmp_path / "file").write_text("keep\n")
+    code, printed = _export(monkeypatch, capsys, tmp_path, tmp_path / "file")
+    _refused(code, printed, "file is a file, not a folder")
+    out = tmp_path / "he"
+    assert _export(monkeypatch, capsys, tmp_path, out)[0] == 0
+    for sheet in ("sheet_a1.csv", "sheet_a2.csv"):
+        frame = pd.read_csv(out / sheet, keep_default_na=False, dtype=str)
+        frame[["score_A", "score_B"]] = "3"
+        frame.to_csv(out / sheet, index=False)
+    code, printed = _run(monkeypatch, capsys, "human-eval", "score", out / "sheet_a1.csv",
+                         out / "sheet_a2.csv", "--key", out / "key.csv", "--out", tmp_path / "file")
+    _refused(code, printed, "file is a file, not a folder")
+    assert (tmp_path / "file").read_text() == "keep\n"

@@ -23,3 +23,9 @@ def test_plot_all_skips_absent_csvs(tmp_path):
 def test_plot_of_a_missing_csv_says_so(tmp_path):
     with pytest.raises(UserError, match="not found"):
         plots.plot_sparsity(tmp_path / "fig_sparsity.csv", tmp_path / "x.png")
+
+
+def test_several_seeds_draw_every_figure(seeded_csvs):
+    drawn = plots.plot_all(seeded_csvs)
+    assert len(drawn) == len(plots.FIGURES)
+    assert all(path.read_bytes()[:8] == PNG for path in drawn)

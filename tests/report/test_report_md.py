@@ -61,7 +61,7 @@ def test_regenerate_builds_from_runs_and_records_commands(tmp_path, run_folder):
     done = regenerate(tmp_path, ["arelu report ."], gpu_watts=250.0)
     assert sorted(p.name for p in done.csvs) == [
         "fig_alpha_relu_curves.csv", "fig_tau_norm_evolution.csv", "fig_tau_sweep.csv",
-        "fig_training_dynamics.csv", "table3_tau.csv", "training_time.csv"]
+        "fig_training_dynamics.csv", "seed_summary.csv", "table3_tau.csv", "training_time.csv"]
     assert len(done.pngs) == 4
     text = done.report.read_text()
     assert "```\narelu prepare toy\narelu train --transform softmax\narelu report .\n```" in text
@@ -69,5 +69,43 @@ def test_regenerate_builds_from_runs_and_records_commands(tmp_path, run_folder):
 
 
 def test_regenerate_refuses_an_explicit_runs_folder_without_runs(tmp_path):
+    (tmp_path / "out").mkdir()
     with pytest.raises(UserError, match="--runs .* no run folders"):
         regenerate(tmp_path / "out", runs_dir=tmp_path)
+
+
+def _section(text: str, title: str) -> str:
+    return text.split(f"## {title}")[1].split("\n## ")[0]
+
+
+def test_one_seed_reads_as_before_with_the_tests_of_table1(all_csvs):
+    text = regenerate(all_csvs).report.read_text()
+    assert "±" not in text and "seeds" not in _section(text, "Table 1")
+    table1 = _section(text, "Table 1")
+    assert "| BLEU 95% CI | Δ vs baseline [95% CI] | p |" in table1
+    assert "| iwslt14 | softmax | 35.1 | - | 35.3 | -0.2 | [" in table1
+    relu = next(line for line in table1.splitlines() if line.startswith("| iwslt14 | 1.5-relu"))
+    cells = [c.strip() for c in relu.strip("|").split("|")]
+    assert cells[7].startswith("+") and "[" in cells[7] and float(cells[8]) <= 1
+    assert "Against softmax on iwslt14 (paired bootstrap, p < 0.05)" in table1
+    assert "1,000 resamples" not in table1 and "200 resamples, seed 12345" in table1
+
+
+def test_several_seeds_show_mean_std_and_each_seed_everywhere(seeded_csvs):
+    done = regenerate(seeded_csvs)
+    text = done.report.read_text()
+    table1 = _section(text, "Table 1")
+    assert "| iwslt14 | 1.5-relu | 37.1 ± 0.1 (37.0 / 37.1 / 37.2) |" in table1
+    assert "| iwslt14 | softmax | 35.1 (all 3 seeds) |" in table1
+    assert "(per seed: " in table1 and "concatenated" in table1
+    assert "Over 3 training seeds: mean ± sample std (seed 1 / 2 / 3)" in table1
+    assert "| iwslt14 | softmax | 3/40 / 4/40 / 5/40 | 10.00 ± 2.50 (7.50 / 10.00 / 12.50) |" in text
+    for title in ("Figures: training dynamics", "Figure: evolution of τ(z)", "Figure: impact of τ",
+                  "Figure: normalized inference time", "Figure: sparsity",
+                  "Figure: self-normalization", "Training time"):
+        assert "±" in _section(text, title) and "Over 3 training seeds" in _section(text, title)
+    dynamics = _section(text, "Figures: training dyn")
+    assert "| softmax | softmax | 40 (all 3 seeds) | 0.00 (all 3 seeds) | 0.200 (all 3 seeds) | " \
+           "4.40 ± 0.40 (4.00 / 4.40 / 4.80) |" in dynamics
+    assert "1.5-ReLU's τ remains constant (1.5-relu, all 3 seeds)" in text
+    assert all(f"]({png.name})" in text for png in done.pngs)

@@ -78,3 +78,13 @@ def test_tau_sweep_rows_sorted_by_tau_with_best_and_final(tmp_path, run_folder):
 def test_tau_sweep_refuses_runs_without_fixed_tau(tmp_path, run_folder):
     with pytest.raises(UserError, match="alpha-ReLU runs only"):
         runs.tau_sweep_rows([runs.load_run(run_folder(tmp_path / "s", "softmax"))])
+
+
+def test_runs_of_several_seeds_are_named_by_their_path_and_carry_their_seed(tmp_path, run_folder):
+    for seed in (1, 2):
+        run_folder(tmp_path / "softmax" / f"seed-{seed}", "softmax", seed=seed)
+    loaded = runs.load_runs(tmp_path)
+    assert [(r.name, r.seed) for r in loaded] == [("softmax/seed-1", 1), ("softmax/seed-2", 2)]
+    rows = runs.training_time_rows(loaded)
+    assert [(r["run"], r["seed"]) for r in rows] == [("softmax/seed-1", 1), ("softmax/seed-2", 2)]
+    assert {r["seed"] for r in runs.training_dynamics_rows(loaded)} == {1, 2}

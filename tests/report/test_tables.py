@@ -82,3 +82,25 @@ def test_translation_examples_pick_disagreements_both_ways():
     assert [r["index"] for r in three] == [0, 1, 3]  # identical line 2 never shows
     with pytest.raises(UserError, match="one line per sentence"):
         examples.translation_examples_rows(refs, refs[:2], "a", a, "b", b)
+
+
+def test_rows_of_one_seed_carry_it():
+    (row,) = tables.table1_rows("toy", {"softmax": tables.BleuScore(30.0)}, seed=2)
+    assert row["seed"] == 2 and tuple(row) == COLUMNS["table1_bleu.csv"]
+    assert tables.table2_rows("toy", {"softmax": tables.EmptyCount(1, 4)}, seed=2)[0]["seed"] == 2
+    assert tables.inference_time_rows("toy", {("softmax", 1): 1.0}, seed=2)[0]["seed"] == 2
+    assert {r["seed"] for r in distributions.sparsity_rows("toy", "test", {"a": [0.5]},
+                                                          bins=2, seed=2)} == {2}
+
+
+def test_significance_rows_leave_the_baselines_test_empty():
+    from arelu_cli.analysis.significance import compare_to_baseline
+
+    refs = ["a b c d", "e f g h"]
+    results = compare_to_baseline(["a b c", "e f"], {"softmax": ["a b c", "e f"],
+                                                     "1.5-relu": refs}, refs, samples=50)
+    rows = tables.significance_rows("toy", "softmax", "1+2", results, "bs:50", {})
+    assert [r["transform"] for r in rows] == ["softmax", "1.5-relu"]
+    assert rows[0]["p_value"] is None and rows[0]["delta"] is None
+    assert rows[1]["p_value"] is not None and rows[1]["seeds"] == "1+2"
+    assert all(tuple(r) == COLUMNS["table1_significance.csv"] for r in rows)

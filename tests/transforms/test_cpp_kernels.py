@@ -43,6 +43,28 @@ def test_passes_match_the_definitions(e, dtype, c):
     assert torch.equal(z, out)
 
 
+@pytest.mark.parametrize("e", POWERS)
+@pytest.mark.parametrize("dtype", list(DTYPES))
+def test_label_smoothing_passes_match_the_definitions(e, dtype):
+    """The smoothed loss's extra row sum of z comes with the same sums; the gradient pass
+    subtracts scale * shift (shift = eps / V) in its one write, in place too."""
+    gen = torch.Generator().manual_seed(int(e * 10) + 11)
+    z = (torch.randn(5, 1000 + 3, generator=gen) * 2).to(dtype)
+    acc = torch.float64 if dtype == torch.float64 else torch.float32
+    scale = torch.rand(5, generator=gen, dtype=acc)
+    c, shift, tol = 0.4, 0.1 / 1003, DTYPES[dtype]
+    sums_ref, probs_ref = reference(z, c, e)
+    sums, logit_sums = _cpp_kernels.loss_and_logit_sums(z, c, e)
+    assert torch.equal(sums, _cpp_kernels.loss_sums(z, c, e))
+    torch.testing.assert_close(logit_sums.double(), z.double().sum(1), rtol=tol, atol=tol * 10)
+    out = torch.empty_like(z)
+    _cpp_kernels.probs_into(z, scale, c, e, 0.5, out, shift)
+    expected = ((probs_ref * 0.5 - shift) * scale.double()[:, None]).to(dtype)
+    torch.testing.assert_close(out, expected, rtol=tol, atol=tol)
+    _cpp_kernels.probs_into(z, scale, c, e, 0.5, z, shift)  # in place
+    assert torch.equal(z, out)
+
+
 @pytest.mark.parametrize("alpha", [1.5, 1.7])
 def test_nan_logits_give_nan_like_the_eager_engine(alpha, monkeypatch):
     z = torch.randn(3, 200)

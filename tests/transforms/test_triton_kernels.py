@@ -1,7 +1,7 @@
 """The ``triton`` engine under ``TRITON_INTERPRET=1`` on CPU tensors (no GPU needed):
-transform, loss and gradient against float64 definitions for every power and dtype."""
-
-import importlib
+transform, the single-pass loss and gradient against float64 definitions for every power
+and dtype, label smoothing, ignored rows, in-place gradients, the device-side scaling and
+the fused layer's tile marks (the ``interpreted`` fixture is in ``conftest.py``)."""
 
 import pytest
 import torch
@@ -16,25 +16,14 @@ ALPHAS = [1.5, 2.0, 4 / 3, 1.25, 1.7]
 TOLERANCE = {torch.float32: 1e-5, torch.bfloat16: 2e-2, torch.float16: 2e-3}
 
 
-@pytest.fixture(scope="module")
-def interpreted():
-    """The Triton kernels re-decorated under the interpreter, and the engine forced to them;
-    afterwards the module is reloaded as it was, for any later CUDA use."""
-    name = "arelu_cli.transforms._triton_kernels"
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("TRITON_INTERPRET", "1")
-        patch.setenv("ARELU_BACKEND", "triton")
-        yield importlib.reload(importlib.import_module(name))
-    importlib.reload(importlib.import_module(name))
-
-
-def reference(z, y, alpha, tau):
-    """Probabilities, per-row loss (paper eq. (sp_loss)) and gradient, in float64."""
+def reference(z, y, alpha, tau, eps=0.0):
+    """Probabilities, per-row loss (paper eq. (sp_loss), target ``(1 - eps) e_y + eps / V``)
+    and gradient, in float64."""
     z = z.double()
     p = ((alpha - 1) * z - tau).clamp_min(0) ** (1 / (alpha - 1))
-    onehot = F.one_hot(y, z.shape[-1]).double()
+    q = (1 - eps) * F.one_hot(y, z.shape[-1]).double() + eps / z.shape[-1]
     tsallis = (1 - (p ** alpha).sum(-1)) / (alpha * (alpha - 1))
-    return p, ((p - onehot) * (z - tau / (alpha - 1))).sum(-1) + tsallis, p - onehot
+    return p, ((p - q) * (z - tau / (alpha - 1))).sum(-1) + tsallis, p - q
 
 
 @pytest.mark.parametrize("alpha", ALPHAS)
@@ -89,3 +78,107 @@ def test_fused_linear_loss_runs_on_the_triton_engine(interpreted, monkeypatch):
     torch.testing.assert_close(loss, ref)
     for a, b in zip(grads, torch.autograd.grad(ref, (h, w))):
         torch.testing.assert_close(a, b)
+
+
+def logits_and_targets(n, vocab, dtype=torch.float32, seed=0, ignored=(1,)):
+    gen = torch.Generator().manual_seed(seed)
+    z = (torch.randn(n, vocab, generator=gen) * 2).to(dtype)
+    y = torch.randint(0, vocab, (n,), generator=gen)
+    y[list(ignored)] = -100
+    return z, y
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("reduction", ["none", "mean"])
+def test_single_pass_with_label_smoothing_and_ignored_rows(interpreted, dtype, reduction):
+    """V = 300 is no multiple of the kernel's 512-column block; row 1 is ignored."""
+    eps, alpha, tau = 0.1, 1.5, 0.3
+    z, y = logits_and_targets(4, 300, dtype)
+    x = z.clone().requires_grad_(True)
+    loss = alpha_relu_loss(x, y, alpha, tau, reduction=reduction, label_smoothing=eps)
+    upstream = torch.rand(loss.shape, generator=torch.Generator().manual_seed(1)) + 0.5
+    (grad,) = torch.autograd.grad(loss, x, upstream.to(loss.dtype))
+    valid = y != -100
+    _, rows_ref, grad_ref = reference(z, torch.where(valid, y, 0), alpha, tau, eps)
+    rows_ref, grad_ref = rows_ref * valid, grad_ref * valid[:, None]
+    if reduction == "mean":
+        loss_ref, grad_ref = rows_ref.sum() / valid.sum(), grad_ref / valid.sum()
+    else:
+        loss_ref = rows_ref
+    grad_ref = grad_ref * upstream.double().reshape(-1, 1)
+    tol = TOLERANCE[dtype]
+    torch.testing.assert_close(loss.double(), loss_ref, rtol=tol, atol=tol)
+    torch.testing.assert_close(grad.double(), grad_ref, rtol=tol, atol=tol)
+    assert torch.all(grad[1] == 0)
+
+
+def test_reuse_writes_the_gradient_in_forward_and_autograd_sees_it(interpreted):
+    z, y = logits_and_targets(3, 200, ignored=())
+    x = z.clone().requires_grad_(True)
+    logits = x * 1.0  # a non-leaf, as a Linear layer's output
+    loss = alpha_relu_loss(logits, y, 1.5, 0.2, reduction="sum", reuse_logits=True)
+    _, _, grad_ref = reference(z, y, 1.5, 0.2)
+    torch.testing.assert_close(logits.detach().double(), grad_ref, rtol=1e-5, atol=1e-6)
+    (grad,) = torch.autograd.grad(loss, x)  # upstream 1: the device skips the scaling
+    torch.testing.assert_close(grad.double(), grad_ref, rtol=1e-5, atol=1e-6)
+    logits = x * 1.0
+    squared = logits.pow(2)  # pow saves `logits` for its backward
+    loss = alpha_relu_loss(logits, y, 1.5, 0.2, reuse_logits=True) + squared.sum()
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        loss.backward()
+
+
+def test_without_gradient_nothing_is_written(interpreted):
+    z, y = logits_and_targets(3, 200)
+    logits = z.clone().requires_grad_(True) * 1.0
+    before = logits.detach().clone()
+    with torch.no_grad():
+        alpha_relu_loss(logits, y, 1.5, 0.2, reuse_logits=True)
+    assert torch.equal(logits.detach(), before)
+
+
+def test_second_backward_raises(interpreted):
+    z, y = logits_and_targets(2, 64, ignored=())
+    x = z.clone().requires_grad_(True)
+    loss = alpha_relu_loss(x, y, 1.5, 0.2)
+    torch.autograd.grad(loss, x, retain_graph=True)
+    with pytest.raises(RuntimeError, match="backward ran twice"):
+        torch.autograd.grad(loss, x)
+
+
+def test_one_row_and_a_target_out_of_range(interpreted):
+    z, _ = logits_and_targets(1, 130, ignored=())
+    y = torch.tensor([129])
+    _, rows_ref, _ = reference(z, y, 1.7, 0.1)
+    rows = alpha_relu_loss(z, y, 1.7, 0.1, reduction="none")
+    torch.testing.assert_close(rows.double(), rows_ref, rtol=1e-5, atol=1e-5)
+    assert alpha_relu_loss(z, torch.tensor([130]), 1.7, 0.1, reduction="none").isnan().all()
+
+
+def test_scaling_is_in_place_and_skipped_at_one(interpreted):
+    x = torch.randn(3, 300)
+    before = x.clone()
+    interpreted.scale_(x, torch.tensor([1.0, 0.5, 1.0]))
+    assert torch.equal(x[[0, 2]], before[[0, 2]])
+    torch.testing.assert_close(x[1], before[1] * 0.5)
+    interpreted.scale_(x, torch.tensor(1.0))
+    interpreted.scale_(x[1], torch.tensor(2.0))  # a scalar factor on any contiguous tensor
+    torch.testing.assert_close(x, before)
+
+
+def test_tile_marks_are_exactly_the_nonzero_tiles_of_the_gradient(interpreted):
+    """Rows 0-127 and 128-129 are two row blocks, columns 0-127, 128-255 and 256-299 three
+    vocabulary tiles; logits far below the threshold leave some tiles without a nonzero."""
+    z, y = logits_and_targets(130, 300, ignored=(5,))
+    z[:, 128:256] = -50.0
+    z[128:, :128] = -50.0
+    y[y // 128 == 1] = 0
+    y[128:] = 260
+    grad = torch.empty_like(z)
+    flags = torch.zeros(2, 3, dtype=torch.int32)
+    interpreted.loss_pass(z, y, 1.5, 0.3, grad=grad, flags=flags)
+    padded = torch.zeros(256, 384, dtype=torch.bool)
+    padded[:130, :300] = grad.ne(0)
+    expected = padded.reshape(2, 128, 3, 128).any(3).any(1)
+    assert flags.bool().tolist() == expected.tolist()
+    assert expected.tolist() == [[True, False, True], [False, False, True]]

@@ -4,7 +4,11 @@
 //
 // With t = [z - c]_+ (c = tau / (alpha - 1), e = 1 / (alpha - 1)):
 //   loss_sums:  s_i = sum_j t_ij^(e + 1)          (one read pass)
-//   probs_into: out_ij = scale_i * ka * t_ij^e    (one read + one write pass; out may be z)
+//   loss_and_logit_sums: s_i and w_i = sum_j z_ij (one read pass; label smoothing's term)
+//   probs_into: out_ij = scale_i * (ka * t_ij^e - shift)
+//                                                 (one read + one write pass; out may be z)
+// shift = eps / V is label smoothing's uniform part of the gradient p - q; shift = 0 and
+// the plain loss_sums run the loops without it.
 // Integer e in 1..4 (alpha = 2, 1.5, 4/3, 1.25) are straight-line SIMD loops; any other e
 // calls pow only inside blocks of kBlock entries that hold a positive t (the support of
 // alpha-ReLU on a vocabulary is a few dozen entries).
@@ -56,10 +60,25 @@ inline acc_t shifted(const scalar_t* z, int64_t j, acc_t c) {
   return t < acc_t(0) ? acc_t(0) : t;
 }
 
-// sum_j t_j^(K + 1) over one row (K = 0: t_j^e1 through pow).
-template <int K, typename scalar_t, typename acc_t>
-double row_sum(const scalar_t* z, int64_t vocab, acc_t c, acc_t e1) {
-  double total = 0;
+// sum_j z_j over one block, while the block is in L1 (the smoothed loss's extra sum).
+template <typename scalar_t, typename acc_t>
+inline acc_t block_logit_sum(const scalar_t* zb, int64_t m) {
+  acc_t lanes[kLanes] = {};
+  int64_t j = 0;
+  for (; j + kLanes <= m; j += kLanes) {
+    for (int64_t l = 0; l < kLanes; ++l) lanes[l] += static_cast<acc_t>(zb[j + l]);
+  }
+  for (; j < m; ++j) lanes[0] += static_cast<acc_t>(zb[j]);
+  acc_t s = 0;
+  for (int64_t l = 0; l < kLanes; ++l) s += lanes[l];
+  return s;
+}
+
+// sum_j t_j^(K + 1) over one row (K = 0: t_j^e1 through pow) and, if Logits, sum_j z_j
+// into *logit_sum in the same pass.
+template <int K, bool Logits, typename scalar_t, typename acc_t>
+double row_sum(const scalar_t* z, int64_t vocab, acc_t c, acc_t e1, double* logit_sum) {
+  double total = 0, logits = 0;
   for (int64_t j0 = 0; j0 < vocab; j0 += kBlock) {
     const int64_t m = std::min(kBlock, vocab - j0);
     const scalar_t* zb = z + j0;
@@ -67,6 +86,7 @@ double row_sum(const scalar_t* z, int64_t vocab, acc_t c, acc_t e1) {
     acc_t lanes[kLanes] = {};
 #pragma omp simd
     for (int64_t j = 0; j < m; ++j) t[j] = shifted(zb, j, c);
+    if constexpr (Logits) logits += block_logit_sum<scalar_t, acc_t>(zb, m);
     if constexpr (K > 0) {
       int64_t j = 0;
       for (; j + kLanes <= m; j += kLanes) {
@@ -85,13 +105,26 @@ double row_sum(const scalar_t* z, int64_t vocab, acc_t c, acc_t e1) {
     for (int64_t l = 0; l < kLanes; ++l) s += lanes[l];
     total += s;
   }
+  if constexpr (Logits) *logit_sum = logits;
   return total;
 }
 
-// out_j = k * t_j^K (K = 0: k * t_j^e through pow); out may be z. t goes through a block
-// buffer: fused into one loop, GCC sinks the product into a branch and stops vectorizing.
-template <int K, typename scalar_t, typename acc_t>
-void row_probs(const scalar_t* z, scalar_t* out, int64_t vocab, acc_t c, acc_t e, acc_t k) {
+// x - o where the loop subtracts a shift; x itself otherwise (no change to unshifted code).
+template <bool Shift, typename acc_t>
+inline acc_t minus(acc_t x, acc_t o) {
+  if constexpr (Shift) {
+    return x - o;
+  } else {
+    return x;
+  }
+}
+
+// out_j = k * t_j^K - o (K = 0: k * t_j^e through pow; o only if Shift); out may be z. t
+// goes through a block buffer: fused into one loop, GCC sinks the product into a branch
+// and stops vectorizing.
+template <int K, bool Shift, typename scalar_t, typename acc_t>
+void row_probs(const scalar_t* z, scalar_t* out, int64_t vocab, acc_t c, acc_t e, acc_t k,
+               acc_t o) {
   acc_t t[kBlock];
   for (int64_t j0 = 0; j0 < vocab; j0 += kBlock) {
     const int64_t m = std::min(kBlock, vocab - j0);
@@ -101,7 +134,9 @@ void row_probs(const scalar_t* z, scalar_t* out, int64_t vocab, acc_t c, acc_t e
 #pragma omp simd
       for (int64_t j = 0; j < m; ++j) t[j] = shifted(zb, j, c);
 #pragma omp simd
-      for (int64_t j = 0; j < m; ++j) ob[j] = static_cast<scalar_t>(k * ipow<K>(t[j]));
+      for (int64_t j = 0; j < m; ++j) {
+        ob[j] = static_cast<scalar_t>(minus<Shift>(k * ipow<K>(t[j]), o));
+      }
     } else {
       int live = 0;  // entries that are positive or NaN
 #pragma omp simd reduction(+ : live)
@@ -110,27 +145,33 @@ void row_probs(const scalar_t* z, scalar_t* out, int64_t vocab, acc_t c, acc_t e
         live += !(t[j] <= acc_t(0));
       }
       for (int64_t j = 0; j < m; ++j) {
-        ob[j] = static_cast<scalar_t>(live > 0 && t[j] != 0 ? k * std::pow(t[j], e) : acc_t(0));
+        const acc_t p = live > 0 && t[j] != 0 ? k * std::pow(t[j], e) : acc_t(0);
+        ob[j] = static_cast<scalar_t>(minus<Shift>(p, o));
       }
     }
   }
 }
 
-template <int K, typename scalar_t, typename acc_t>
-void sums_rows(const scalar_t* z, acc_t* sums, int64_t n, int64_t vocab, acc_t c, acc_t e1) {
+// logit_sums is null unless Logits.
+template <int K, bool Logits, typename scalar_t, typename acc_t>
+void sums_rows(const scalar_t* z, acc_t* sums, acc_t* logit_sums, int64_t n, int64_t vocab,
+               acc_t c, acc_t e1) {
   at::parallel_for(0, n, grain_rows(vocab), [=](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
-      sums[i] = static_cast<acc_t>(row_sum<K>(z + i * vocab, vocab, c, e1));
+      double logits = 0;
+      sums[i] = static_cast<acc_t>(row_sum<K, Logits>(z + i * vocab, vocab, c, e1, &logits));
+      if constexpr (Logits) logit_sums[i] = static_cast<acc_t>(logits);
     }
   });
 }
 
-template <int K, typename scalar_t, typename acc_t>
+template <int K, bool Shift, typename scalar_t, typename acc_t>
 void probs_rows(const scalar_t* z, const acc_t* scale, scalar_t* out, int64_t n, int64_t vocab,
-                acc_t c, acc_t e, acc_t ka) {
+                acc_t c, acc_t e, acc_t ka, acc_t shift) {
   at::parallel_for(0, n, grain_rows(vocab), [=](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
-      row_probs<K>(z + i * vocab, out + i * vocab, vocab, c, e, scale[i] * ka);
+      row_probs<K, Shift>(z + i * vocab, out + i * vocab, vocab, c, e, scale[i] * ka,
+                          scale[i] * shift);
     }
   });
 }
@@ -140,29 +181,49 @@ void check_matrix(const at::Tensor& z) {
               "arelu_cpu: expected a contiguous 2-D CPU tensor, got ", z.sizes());
 }
 
-at::Tensor loss_sums(const at::Tensor& z, double c, double e) {
-  check_matrix(z);
-  const auto acc = z.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
-  at::Tensor sums = at::empty({z.size(0)}, z.options().dtype(acc));
+// The per-row sums of the loss (and, if Logits, of the logits) into sums / logit_sums.
+template <bool Logits>
+void fill_sums(const at::Tensor& z, double c, double e, const at::Tensor& sums,
+               const at::Tensor& logit_sums) {
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, z.scalar_type(), "loss_sums", [&] {
     using acc_t = at::opmath_type<scalar_t>;
     const auto* zp = z.const_data_ptr<scalar_t>();
     auto* sp = sums.mutable_data_ptr<acc_t>();
+    auto* wp = Logits ? logit_sums.mutable_data_ptr<acc_t>() : nullptr;
     const acc_t cc = static_cast<acc_t>(c), e1 = static_cast<acc_t>(e + 1.0);
     const int64_t n = z.size(0), v = z.size(1);
     switch (integer_power(e)) {
-      case 1: sums_rows<1>(zp, sp, n, v, cc, e1); break;
-      case 2: sums_rows<2>(zp, sp, n, v, cc, e1); break;
-      case 3: sums_rows<3>(zp, sp, n, v, cc, e1); break;
-      case 4: sums_rows<4>(zp, sp, n, v, cc, e1); break;
-      default: sums_rows<0>(zp, sp, n, v, cc, e1);
+      case 1: sums_rows<1, Logits>(zp, sp, wp, n, v, cc, e1); break;
+      case 2: sums_rows<2, Logits>(zp, sp, wp, n, v, cc, e1); break;
+      case 3: sums_rows<3, Logits>(zp, sp, wp, n, v, cc, e1); break;
+      case 4: sums_rows<4, Logits>(zp, sp, wp, n, v, cc, e1); break;
+      default: sums_rows<0, Logits>(zp, sp, wp, n, v, cc, e1);
     }
   });
+}
+
+at::Tensor empty_sums(const at::Tensor& z) {
+  const auto acc = z.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
+  return at::empty({z.size(0)}, z.options().dtype(acc));
+}
+
+at::Tensor loss_sums(const at::Tensor& z, double c, double e) {
+  check_matrix(z);
+  at::Tensor sums = empty_sums(z);
+  fill_sums<false>(z, c, e, sums, sums);
   return sums;
 }
 
-void probs_into(const at::Tensor& z, const at::Tensor& scale, double c, double e, double ka,
-                const at::Tensor& out) {
+std::tuple<at::Tensor, at::Tensor> loss_and_logit_sums(const at::Tensor& z, double c, double e) {
+  check_matrix(z);
+  at::Tensor sums = empty_sums(z), logit_sums = empty_sums(z);
+  fill_sums<true>(z, c, e, sums, logit_sums);
+  return {sums, logit_sums};
+}
+
+template <bool Shift>
+void fill_probs(const at::Tensor& z, const at::Tensor& scale, double c, double e, double ka,
+                double shift, const at::Tensor& out) {
   check_matrix(z);
   check_matrix(out);
   TORCH_CHECK(out.sizes() == z.sizes() && out.scalar_type() == z.scalar_type(),
@@ -176,25 +237,38 @@ void probs_into(const at::Tensor& z, const at::Tensor& scale, double c, double e
     const auto* sp = scale.const_data_ptr<acc_t>();
     auto* op = out.mutable_data_ptr<scalar_t>();
     const auto cc = static_cast<acc_t>(c), ee = static_cast<acc_t>(e), kk = static_cast<acc_t>(ka);
+    const auto ss = static_cast<acc_t>(shift);
     const int64_t n = z.size(0), v = z.size(1);
     switch (integer_power(e)) {
-      case 1: probs_rows<1>(zp, sp, op, n, v, cc, ee, kk); break;
-      case 2: probs_rows<2>(zp, sp, op, n, v, cc, ee, kk); break;
-      case 3: probs_rows<3>(zp, sp, op, n, v, cc, ee, kk); break;
-      case 4: probs_rows<4>(zp, sp, op, n, v, cc, ee, kk); break;
-      default: probs_rows<0>(zp, sp, op, n, v, cc, ee, kk);
+      case 1: probs_rows<1, Shift>(zp, sp, op, n, v, cc, ee, kk, ss); break;
+      case 2: probs_rows<2, Shift>(zp, sp, op, n, v, cc, ee, kk, ss); break;
+      case 3: probs_rows<3, Shift>(zp, sp, op, n, v, cc, ee, kk, ss); break;
+      case 4: probs_rows<4, Shift>(zp, sp, op, n, v, cc, ee, kk, ss); break;
+      default: probs_rows<0, Shift>(zp, sp, op, n, v, cc, ee, kk, ss);
     }
   });
+}
+
+void probs_into(const at::Tensor& z, const at::Tensor& scale, double c, double e, double ka,
+                const at::Tensor& out, double shift) {
+  if (shift == 0) {
+    fill_probs<false>(z, scale, c, e, ka, shift, out);
+  } else {
+    fill_probs<true>(z, scale, c, e, ka, shift, out);
+  }
 }
 
 }  // namespace
 
 TORCH_LIBRARY(arelu_cpu, m) {
   m.def("loss_sums(Tensor z, float c, float e) -> Tensor");
-  m.def("probs_into(Tensor z, Tensor scale, float c, float e, float ka, Tensor(a!) out) -> ()");
+  m.def("loss_and_logit_sums(Tensor z, float c, float e) -> (Tensor, Tensor)");
+  m.def("probs_into(Tensor z, Tensor scale, float c, float e, float ka, Tensor(a!) out, "
+        "float shift=0.0) -> ()");
 }
 
 TORCH_LIBRARY_IMPL(arelu_cpu, CPU, m) {
   m.impl("loss_sums", &loss_sums);
+  m.impl("loss_and_logit_sums", &loss_and_logit_sums);
   m.impl("probs_into", &probs_into);
 }

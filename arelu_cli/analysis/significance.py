@@ -1,0 +1,186 @@
+"""Paired bootstrap resampling of corpus BLEU: is a transform's test BLEU better than the
+baseline's (softmax) by more than the choice of test sentences explains?
+
+The procedure is sacrebleu's ``--paired-bs`` (``sacrebleu.significance._paired_bs_test``,
+which replicates Moses' ``bootstrap-hypothesis-difference-significance.pl``; Koehn, 2004,
+"Statistical Significance Tests for Machine Translation Evaluation"):
+
+1. per-sentence BLEU sufficient statistics of both systems (hypothesis and reference length,
+   matching and total n-grams for n = 1..4), extracted by the metric itself;
+2. ``samples`` (1,000) resamples of the test sentences with replacement, drawn with
+   ``numpy.random.default_rng(seed).choice(N, size=(samples, N))`` -- the same
+   indices for both systems (that is what makes the test paired) and the same draw as
+   sacrebleu's for the same seed (its default ``SACREBLEU_SEED``: 12345);
+3. corpus BLEU of each resample from the summed statistics (``BLEU.compute_bleu``, through
+   the metric's own ``_compute_score_from_stats`` as in sacrebleu);
+4. the 95% interval: the 26th smallest and 26th largest of the 1,000 resampled scores
+   (sacrebleu's ``estimate_ci``, which prints half its width as "± 95% CI" around the
+   resamples' mean), for the system's BLEU and for the difference system - baseline;
+5. the p-value of H0 "no difference": with ``d_i = |BLEU_sys,i - BLEU_base,i|`` and the
+   centred ``d_i - mean(d)`` as the null distribution,
+   ``p = (#{d_i - mean(d) >= |BLEU_sys - BLEU_base|} + 1) / (samples + 1)``.
+
+One deliberate difference from sacrebleu in step 5: it counts ``>`` where this module
+counts ``>=`` (the textbook "at least as extreme"). The two agree whenever no resample ties
+the observed difference exactly; they differ in degenerate cases, most visibly two identical
+systems, where every centred difference and the observed one are 0: sacrebleu reports
+p = 1/1001 ("significant"), this module p = 1.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from sacrebleu.metrics import BLEU
+
+from arelu_cli.errors import UserError
+
+RESAMPLES = 1000
+"""sacrebleu's default number of paired bootstrap resamples."""
+SEED = 12345
+"""sacrebleu's default ``SACREBLEU_SEED``."""
+
+
+@dataclass(frozen=True)
+class PairedBootstrap:
+    """One system against the baseline on the same test sentences (a CSV row as a dict:
+    :func:`dataclasses.asdict`)."""
+
+    bleu: float
+    """The system's corpus BLEU on the real test set."""
+    baseline_bleu: float
+    bleu_mean: float
+    """Mean of the system's resampled BLEU (sacrebleu's μ)."""
+    bleu_low: float
+    """Lower end of the 95% interval of the system's BLEU."""
+    bleu_high: float
+    delta: float
+    """BLEU(system) - BLEU(baseline) on the real test set."""
+    delta_low: float
+    """Lower end of the 95% interval of the difference over the same resamples."""
+    delta_high: float
+    p_value: float
+    """Paired bootstrap p-value of "the two systems score the same"."""
+    samples: int
+    """Bootstrap resamples."""
+    bootstrap_seed: int
+    sentences: int
+    """Test sentences (resampled units)."""
+
+
+def paper_bleu() -> BLEU:
+    """The paper's BLEU: sacrebleu's defaults (13a, mixed case, exp smoothing), the same
+    settings as :func:`arelu_cli.analysis.score.bleu_chrf`."""
+    return BLEU(tokenize="13a", smooth_method="exp", lowercase=False)
+
+
+def sentence_stats(hypotheses: Sequence[str], references: Sequence[str],
+                   metric: BLEU) -> np.ndarray:
+    """(N, 2 + 2 * max_ngram_order) int64 sufficient statistics, one row per sentence:
+    hypothesis length, reference length, matching n-grams, total n-grams."""
+    if len(hypotheses) != len(references):
+        raise UserError(f"{len(hypotheses)} hypotheses but {len(references)} references; "
+                        "they must be line-aligned")
+    if not references:
+        raise UserError("nothing to test: no sentences")
+    # The extraction sacrebleu's own significance test uses (no public per-sentence API).
+    stats = metric._extract_corpus_statistics(list(hypotheses), [list(references)])
+    return np.asarray(stats, dtype=np.int64)
+
+
+def corpus_bleu(stats: np.ndarray, metric: BLEU) -> float:
+    """Corpus BLEU of summed sufficient statistics (one row, or a 1-D vector)."""
+    return metric._compute_score_from_stats(stats).score
+
+
+def bootstrap_indices(n: int, samples: int = RESAMPLES, seed: int = SEED) -> np.ndarray:
+    """(samples, n) sentence indices drawn with replacement: sacrebleu's draw."""
+    if samples < 1:
+        raise UserError(f"the bootstrap needs at least 1 resample, got {samples}")
+    return np.random.default_rng(seed).choice(n, size=(samples, n), replace=True)
+
+
+def resampled_bleu(stats: np.ndarray, indices: np.ndarray, metric: BLEU) -> np.ndarray:
+    """(resamples,) corpus BLEU of each resample.
+
+    The statistics of a resample are summed as counts @ stats (how often each sentence was
+    drawn), which needs (resamples, N) memory rather than (resamples, N, stats); the sums are
+    integers, cast to float32 because sacrebleu scores float32 sums (NumPy 2 keeps that
+    precision in ``compute_bleu``), so both give the same numbers.
+    """
+    resamples, n = indices.shape
+    offsets = indices + n * np.arange(resamples)[:, None]
+    counts = np.bincount(offsets.ravel(), minlength=resamples * n).reshape(resamples, n)
+    sums = (counts @ stats).astype(np.float32)
+    return np.array([corpus_bleu(row, metric) for row in sums])
+
+
+def interval95(scores: np.ndarray) -> tuple[float, float]:
+    """sacrebleu's 95% interval of resampled scores: the values at positions n // 40 and
+    n - n // 40 - 1 of the sorted scores (2.5% cut on each side)."""
+    ordered = np.sort(scores)
+    low = len(ordered) // 40
+    return float(ordered[low]), float(ordered[len(ordered) - low - 1])
+
+
+def p_value(system: np.ndarray, baseline: np.ndarray, observed: float) -> float:
+    """Paired bootstrap p-value (step 5 of the module docstring): the share of centred
+    resampled differences at least as large as the observed one, with the +1 that keeps
+    the false-rejection rate at most the level."""
+    diffs = np.abs(system - baseline)
+    extreme = int(np.sum(diffs - diffs.mean() >= abs(observed)))
+    return (extreme + 1) / (len(diffs) + 1)
+
+
+def bootstrap_stats(baseline: np.ndarray, system: np.ndarray, metric: BLEU,
+                    samples: int = RESAMPLES, seed: int = SEED) -> PairedBootstrap:
+    """The paired bootstrap test of ``system`` against ``baseline``, both (N, k) sentence
+    statistics of the same N test sentences (:func:`sentence_stats`)."""
+    if baseline.shape != system.shape:
+        raise UserError(f"the systems cover {baseline.shape[0]} and {system.shape[0]} "
+                        "sentences; a paired test needs the same test sentences")
+    indices = bootstrap_indices(len(system), samples, seed)
+    base_scores = resampled_bleu(baseline, indices, metric)
+    sys_scores = resampled_bleu(system, indices, metric)
+    bleu, base = corpus_bleu(system.sum(0), metric), corpus_bleu(baseline.sum(0), metric)
+    low, high = interval95(sys_scores)
+    delta_low, delta_high = interval95(sys_scores - base_scores)
+    return PairedBootstrap(bleu=bleu, baseline_bleu=base, bleu_mean=float(sys_scores.mean()),
+                           bleu_low=low, bleu_high=high, delta=bleu - base, delta_low=delta_low,
+                           delta_high=delta_high,
+                           p_value=p_value(sys_scores, base_scores, bleu - base),
+                           samples=samples, bootstrap_seed=seed, sentences=len(system))
+
+
+def compare_to_baseline(baseline: Sequence[str], systems: Mapping[str, Sequence[str]],
+                        references: Sequence[str], samples: int = RESAMPLES,
+                        seed: int = SEED, metric: BLEU | None = None
+                        ) -> dict[str, PairedBootstrap]:
+    """Every system's hypotheses against the baseline's (all line-aligned with
+    ``references``), each with the same resamples; the baseline against itself gives its
+    own BLEU interval (and p = 1)."""
+    metric = metric or paper_bleu()
+    base = sentence_stats(baseline, references, metric)
+    return {name: bootstrap_stats(base, sentence_stats(hyps, references, metric), metric,
+                                  samples, seed)
+            for name, hyps in systems.items()}
+
+
+def paired_bootstrap(baseline: Sequence[str], system: Sequence[str], references: Sequence[str],
+                     samples: int = RESAMPLES, seed: int = SEED) -> dict:
+    """One system against the baseline, as a row: the fields of :class:`PairedBootstrap`."""
+    (result,) = compare_to_baseline(baseline, {"system": system}, references, samples,
+                                    seed).values()
+    return dataclasses.asdict(result)
+
+
+def bootstrap_signature(metric: BLEU, samples: int = RESAMPLES, seed: int = SEED) -> str:
+    """sacrebleu's signature of a paired bootstrap test (``nrefs:1|bs:1000|seed:12345|...``)
+    with ``metric`` after it scored (sacrebleu learns the number of references then)."""
+    sig = metric.get_signature()
+    sig.update("bs", samples)
+    sig.update("seed", seed)
+    return str(sig)

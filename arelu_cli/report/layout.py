@@ -1,0 +1,71 @@
+"""Where a results folder keeps each (transform, seed) cell of the reproduction grid.
+
+A grid trained with one seed keeps the layout it always had, so committed single-seed
+results stay valid: ``runs/TRANSFORM/``, ``tau-sweep/tau-T/``,
+``translations/TRANSFORM.test.txt`` and the raw analysis CSVs in ``analysis/``. A grid
+trained with several seeds nests each seed under what it repeats:
+``runs/TRANSFORM/seed-S/``, ``tau-sweep/tau-T/seed-S/``,
+``translations/TRANSFORM/seed-S.test.txt``, and ``analysis/seed-S/`` (an analysis CSV covers
+every transform of one seed, as the matching single command writes it). The seed of a row
+is also in its ``seed`` column and its signature, so a CSV never depends on the layout.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from pathlib import Path
+
+RUNS, SWEEP, TRANSLATIONS, ANALYSIS = "runs", "tau-sweep", "translations", "analysis"
+SEED_DIR = re.compile(r"^seed-(\d+)$")
+
+
+def seed_dir(seed: int) -> str:
+    return f"seed-{seed}"
+
+
+def cell(name: str, seed: int, seeds: Sequence[int]) -> str:
+    """``name`` in a single-seed grid, ``name/seed-S`` when the grid has several seeds."""
+    return name if len(seeds) <= 1 else f"{name}/{seed_dir(seed)}"
+
+
+def cell_name(run: str) -> str:
+    """The run name without its seed folder: ``softmax/seed-2`` -> ``softmax``."""
+    head, _, last = str(run).rpartition("/")
+    return head if head and SEED_DIR.match(last) else str(run)
+
+
+def run_dir(out: Path, name: str, seed: int, seeds: Sequence[int]) -> Path:
+    return Path(out) / RUNS / cell(name, seed, seeds)
+
+
+def sweep_dir(out: Path, tau: float, seed: int, seeds: Sequence[int]) -> Path:
+    return Path(out) / SWEEP / cell(f"tau-{tau:g}", seed, seeds)
+
+
+def translation(out: Path, name: str, seed: int, seeds: Sequence[int], split: str) -> Path:
+    return Path(out) / TRANSLATIONS / f"{cell(name, seed, seeds)}.{split}.txt"
+
+
+def analysis_dir(out: Path, seed: int, seeds: Sequence[int]) -> Path:
+    return Path(out) / ANALYSIS if len(seeds) <= 1 else Path(out) / ANALYSIS / seed_dir(seed)
+
+
+def _seed_runs(folder: Path) -> list[Path]:
+    seeds = [p for p in folder.iterdir() if SEED_DIR.match(p.name) and (p / "log.csv").is_file()]
+    return sorted(seeds, key=lambda p: int(SEED_DIR.match(p.name).group(1)))
+
+
+def find_run_dirs(parent: str | Path) -> list[Path]:
+    """Run folders (holding a ``log.csv``) directly under ``parent``, or the ``seed-S`` run
+    folders of one of them, sorted by name and seed. A folder with seed runs is the cell of a
+    grid of several seeds: a run of its own beside them is from an earlier single-seed grid
+    of the same folder, and is left out."""
+    parent = Path(parent)
+    if not parent.is_dir():
+        return []
+    found = []
+    for child in sorted(p for p in parent.iterdir() if p.is_dir()):
+        seeds = _seed_runs(child)
+        found += seeds or ([child] if (child / "log.csv").is_file() else [])
+    return found

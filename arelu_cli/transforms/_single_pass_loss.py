@@ -1,0 +1,75 @@
+"""The alpha-ReLU loss in one pass over the logits: the ``triton`` engine's autograd Function.
+
+The loss of the paper's eq. (sp_loss) and its gradient ``p - q`` (Lemma 1; ``q`` the
+label-smoothed target, ``e_y`` without smoothing) come from one kernel
+(``_triton_kernels._loss_kernel``) that reads each row of the logits once and, when a
+gradient is wanted, writes ``p - q`` in the same pass, into the logits' own memory
+(``reuse_logits``) or into a new buffer. Backward then only multiplies it by the upstream
+gradient (per row for ``reduction='none'``, one factor for ``sum``/``mean``), a
+multiplication the device skips where the factor is 1. Targets equal to ``ignore_index``
+are handled inside the kernel. No step reads a tensor's value on the host, so none
+synchronizes with the GPU. Without a wanted gradient (validation, ``torch.no_grad``) the
+pass writes only the per-row losses.
+
+The gradient is scaled in place, so backward runs once per call: a second backward
+through the same loss (``retain_graph=True``) raises instead of scaling it twice.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch.autograd.function import once_differentiable
+
+from arelu_cli.transforms._checks import reduce_rows
+
+
+class _SinglePassLossFunction(torch.autograd.Function):
+    """Loss and unscaled gradient in forward, a scaling in backward; see the module doc."""
+
+    @staticmethod
+    def forward(ctx, logits, target, alpha, tau, eps, ignore_index, reduction, shape, reuse,
+                grad_enabled):
+        from arelu_cli.transforms import _triton_kernels
+
+        want = grad_enabled and ctx.needs_input_grad[0]
+        grad = None
+        if want:
+            grad = logits if reuse else torch.empty_like(logits)
+        rows = _triton_kernels.loss_pass(logits, target, alpha, tau, eps, ignore_index, grad=grad)
+        valid = target != ignore_index
+        if want and reuse:
+            # Written behind autograd's back: let it see the write, so that another op
+            # which saved these logits for its backward raises instead of reading p - q.
+            torch.autograd.graph.increment_version(logits)
+        ctx.reduction, ctx.used = reduction, False
+        ctx.save_for_backward(grad, valid)
+        return reduce_rows(rows, valid, reduction, shape).to(logits.dtype)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad_out):
+        from arelu_cli.transforms import _triton_kernels
+
+        if ctx.used:
+            raise RuntimeError("alpha_relu_loss: backward ran twice through one call; on the "
+                               "triton engine its gradient is written in forward and scaled "
+                               "in place in backward")
+        ctx.used = True
+        grad, valid = ctx.saved_tensors
+        factor = grad_out.to(torch.float32)
+        if ctx.reduction == "none":
+            factor = factor.reshape(-1)
+        elif ctx.reduction == "mean":
+            factor = factor / valid.sum()
+        return (_triton_kernels.scale_(grad, factor), None, None, None, None, None, None, None,
+                None, None)
+
+
+def single_pass_loss(flat: torch.Tensor, target: torch.Tensor, alpha: float, tau: float,
+                     eps: float, ignore_index: int, reduction: str, shape: torch.Size,
+                     reuse: bool) -> torch.Tensor:
+    """The loss of contiguous ``flat (N, V)`` logits at ``target (N,)`` (checked arguments,
+    as :func:`arelu_cli.transforms.alpha_relu_loss` passes them), reduced to ``shape``
+    for ``reduction='none'``."""
+    return _SinglePassLossFunction.apply(flat, target, alpha, tau, eps, ignore_index,
+                                         reduction, shape, reuse, torch.is_grad_enabled())

@@ -1,0 +1,221 @@
+"""The fused linear + alpha-ReLU loss on the ``triton`` engine: no host sync, static shapes.
+
+The loss of the paper's eq. (sp_loss) on ``logits = hidden @ weight.T + bias``, with
+gradients (Lemma 1: ``G = s (p - q)`` with respect to the logits)::
+
+    grad_hidden = G @ weight,   grad_weight = G^T @ hidden,   grad_bias = G^T 1
+
+A loop over chunks of ``rows`` tokens (a multiple of ``TILE`` = 128, so every GEMM tile is
+whole) computes a chunk's logits into one reused ``rows x V`` buffer (cuBLAS), then one
+pass of ``_triton_kernels._loss_kernel`` writes the chunk's per-row losses and overwrites
+the buffer with ``G``, marking every ``128 x 128`` tile of ``G`` that holds a nonzero.
+alpha-ReLU is exactly zero where ``(alpha - 1) z - tau <= 0``, so a tile whose every logit
+is at or below the threshold and which holds no target contributes nothing, and the two
+gradient GEMMs below skip it by reading its mark on the device: nothing goes back to the
+host, the loop and every shape depend on ``N``, ``V`` and ``d`` only, so the loop runs
+under CUDA graph capture. Every skipped term is an exact zero: the result is the dense
+one up to summation order. (Cut Cross-Entropy skips a tile of the softmax gradient whose
+entries are all below a small epsilon inside its fused matmul kernel, an approximation
+for softmax; here the zeros are exact. It never writes the logits at all, recomputing each
+tile in registers in forward and backward; this loop keeps cuBLAS for the dense forward
+product and writes a ``rows x V`` chunk, which it reuses.)
+
+* ``_grad_hidden_kernel``: ``grad_hidden[chunk] = G @ W`` over the live vocabulary tiles
+  of each 128-row block, fp32 accumulation over the whole vocabulary, written once in
+  ``hidden``'s dtype.
+* ``_grad_weight_kernel``: ``grad_weight[tile] += G[:, tile]^T @ hidden[chunk]`` over the
+  live row blocks, fp32 accumulation within the chunk, added in fp32 to the gradient (in
+  ``weight``'s dtype, so a bf16/fp16 gradient is rounded once per chunk, as Liger-Kernel's
+  default accumulation does) and left untouched where the chunk has no live tile; its
+  first column block also sums ``G``'s columns into an fp32 bias gradient. No ``V x d``
+  temporary exists beside the gradient itself.
+
+bf16/fp16 products run on tensor cores with fp32 accumulation; fp32 products follow
+``torch.backends.cuda.matmul.allow_tf32`` as ``torch.mm`` does. Under the CPU interpreter
+(``TRITON_INTERPRET=1``, the tests) bf16 operands are widened to fp32 before ``tl.dot``,
+whose bf16 path is wrong there (exact products either way: a bf16 x bf16 product is exact
+in fp32). Like ``_triton_kernels`` the kernels call no function of triton's jit-compiled
+standard library (``tl.cdiv``, ``tl.sum``), for the tests' re-import under the interpreter.
+Tile sizes are not tuned on a GPU yet.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from arelu_cli.transforms import _triton_kernels
+from arelu_cli.transforms._triton_kernels import TILE, on_device
+
+
+@triton.jit
+def _dot(a, b, acc, UPCAST: tl.constexpr, IEEE: tl.constexpr):
+    if UPCAST:
+        a = a.to(tl.float32)
+        b = b.to(tl.float32)
+    if IEEE:
+        acc = tl.dot(a, b, acc, input_precision="ieee")
+    else:
+        acc = tl.dot(a, b, acc)
+    return acc
+
+
+@triton.jit
+def _add(a, b):
+    return a + b
+
+
+@triton.jit
+def _grad_hidden_kernel(g_ptr, w_ptr, out_ptr, flags_ptr, rows, vocab, width, g_stride,
+                        w_stride, out_stride, flags_stride, BN: tl.constexpr,
+                        TILE: tl.constexpr, UPCAST: tl.constexpr, IEEE: tl.constexpr):
+    """One ``TILE x BN`` block of ``G @ W``; consecutive programs take consecutive row
+    blocks of one column block, so they share the weight panel they read (in L2)."""
+    pid = tl.program_id(0)
+    row_blocks = (rows + TILE - 1) // TILE
+    block = pid % row_blocks
+    m = block.to(tl.int64) * TILE + tl.arange(0, TILE)
+    n = (pid // row_blocks) * BN + tl.arange(0, BN)
+    k = tl.arange(0, TILE)
+    acc = tl.full([TILE, BN], 0.0, tl.float32)
+    for tile in range(0, (vocab + TILE - 1) // TILE):
+        if tl.load(flags_ptr + block * flags_stride + tile) != 0:
+            cols = tile * TILE + k
+            g = tl.load(g_ptr + m[:, None] * g_stride + cols[None, :],
+                        mask=(m[:, None] < rows) & (cols[None, :] < vocab), other=0.0)
+            w = tl.load(w_ptr + cols[:, None].to(tl.int64) * w_stride + n[None, :],
+                        mask=(cols[:, None] < vocab) & (n[None, :] < width), other=0.0)
+            acc = _dot(g, w, acc, UPCAST, IEEE)
+    tl.store(out_ptr + m[:, None] * out_stride + n[None, :], acc.to(out_ptr.dtype.element_ty),
+             mask=(m[:, None] < rows) & (n[None, :] < width))
+
+
+@triton.jit
+def _grad_weight_kernel(g_ptr, h_ptr, dw_ptr, db_ptr, flags_ptr, rows, vocab, width,
+                        g_stride, h_stride, dw_stride, flags_stride, col_blocks,
+                        BN: tl.constexpr, TILE: tl.constexpr, WEIGHT: tl.constexpr,
+                        BIAS: tl.constexpr, UPCAST: tl.constexpr, IEEE: tl.constexpr):
+    """One ``TILE x BN`` block of ``grad_weight += G^T @ hidden`` (and, in column block 0,
+    ``grad_bias += G^T 1``); consecutive programs share one vocabulary tile of ``G``."""
+    pid = tl.program_id(0)
+    tile = pid // col_blocks
+    col_block = pid % col_blocks
+    v = tile.to(tl.int64) * TILE + tl.arange(0, TILE)
+    n = col_block * BN + tl.arange(0, BN)
+    r = tl.arange(0, TILE)
+    acc = tl.full([TILE, BN], 0.0, tl.float32)
+    sums = tl.full([TILE], 0.0, tl.float32)
+    live = pid < 0  # a scalar False: whether any row block of the tile is marked
+    for block in range(0, (rows + TILE - 1) // TILE):
+        if tl.load(flags_ptr + block * flags_stride + tile) != 0:
+            m = (block * TILE + r).to(tl.int64)
+            gt = tl.load(g_ptr + m[None, :] * g_stride + v[:, None],  # G^T: (TILE_V, TILE_M)
+                         mask=(v[:, None] < vocab) & (m[None, :] < rows), other=0.0)
+            if WEIGHT:
+                h = tl.load(h_ptr + m[:, None] * h_stride + n[None, :],
+                            mask=(m[:, None] < rows) & (n[None, :] < width), other=0.0)
+                acc = _dot(gt, h, acc, UPCAST, IEEE)
+            if BIAS:
+                sums += tl.reduce(gt.to(tl.float32), 1, _add)
+            live = pid >= 0
+    if live:
+        if WEIGHT:
+            ptrs = dw_ptr + v[:, None] * dw_stride + n[None, :]
+            mask = (v[:, None] < vocab) & (n[None, :] < width)
+            total = tl.load(ptrs, mask=mask, other=0.0).to(tl.float32) + acc
+            tl.store(ptrs, total.to(dw_ptr.dtype.element_ty), mask=mask)
+        if BIAS:
+            first = v < tl.where(col_block == 0, vocab, 0)
+            tl.store(db_ptr + v, tl.load(db_ptr + v, mask=first, other=0.0) + sums, mask=first)
+
+
+def _ieee(t: torch.Tensor) -> bool:
+    return t.dtype == torch.float32 and not torch.backends.cuda.matmul.allow_tf32
+
+
+def _col_block(t: torch.Tensor) -> tuple[int, int]:
+    """Columns of ``d`` per program and software-pipeline stages, so that the operand tiles
+    (128 x 128 of G and 128 x BN of the other; 64 KiB a stage in bf16/fp16, 80 KiB in fp32)
+    fit the shared memory of an A100 (164 KiB) as well as an H100's."""
+    return (32, 1) if t.dtype == torch.float32 else (128, 2)
+
+
+def grad_hidden_into(g: torch.Tensor, weight: torch.Tensor, flags: torch.Tensor,
+                     out: torch.Tensor) -> None:
+    """``out = g @ weight`` over the tiles of ``g (rows, V)`` marked in ``flags``."""
+    rows, vocab = g.shape
+    width = weight.shape[1]
+    bn, stages = _col_block(g)
+    grid = (triton.cdiv(rows, TILE) * triton.cdiv(width, bn),)
+    with on_device(g):
+        _grad_hidden_kernel[grid](g, weight, out, flags, rows, vocab, width, g.stride(0),
+                                  weight.stride(0), out.stride(0), flags.stride(0), BN=bn,
+                                  TILE=TILE, UPCAST=not g.is_cuda, IEEE=_ieee(g), num_warps=8,
+                                  num_stages=stages)
+
+
+def grad_weight_add(g: torch.Tensor, hidden: torch.Tensor, flags: torch.Tensor,
+                    grad_w: torch.Tensor | None, grad_b: torch.Tensor | None) -> None:
+    """``grad_w += g^T @ hidden`` and ``grad_b += g^T 1`` (fp32) over the marked tiles."""
+    rows, vocab = g.shape
+    width = hidden.shape[1]
+    bn, stages = _col_block(g)
+    col_blocks = triton.cdiv(width, bn) if grad_w is not None else 1
+    grid = (triton.cdiv(vocab, TILE) * col_blocks,)
+    with on_device(g):
+        _grad_weight_kernel[grid](
+            g, hidden, g if grad_w is None else grad_w, g if grad_b is None else grad_b, flags,
+            rows, vocab, width, g.stride(0), hidden.stride(0),
+            0 if grad_w is None else grad_w.stride(0), flags.stride(0), col_blocks, BN=bn,
+            TILE=TILE, WEIGHT=grad_w is not None, BIAS=grad_b is not None,
+            UPCAST=not g.is_cuda, IEEE=_ieee(g), num_warps=8, num_stages=stages)
+
+
+def chunk_rows(requested: int | None, n: int, width: int, vocab: int, elements: int) -> int:
+    """Tokens per chunk: a multiple of ``TILE``. By default at least ``elements`` logits and
+    at least as many as ``hidden`` has entries (``n * width``, Liger-Kernel's rule: fewer
+    rows make the per-chunk update of ``grad_weight`` dominate); a requested number is
+    rounded up to a multiple of ``TILE``."""
+    if requested is not None:
+        return triton.cdiv(requested, TILE) * TILE
+    rows = max(elements, n * width) // vocab
+    return max(TILE, rows // TILE * TILE)
+
+
+def run(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
+        target: torch.Tensor, scale: torch.Tensor | None, alpha: float, tau: float, eps: float,
+        ignore_index: int, rows: int, want: tuple[bool, bool, bool], skip: bool = True):
+    """The chunk loop: per-row losses (fp32) and, given ``scale`` (each row's factor, fp32
+    ``(N,)``), the gradients (hidden, weight, bias) flagged in ``want`` (None otherwise),
+    in the inputs' dtypes. ``hidden (N, d)`` and ``weight (V, d)`` contiguous, one dtype;
+    ``rows`` tokens per chunk; ``skip=False`` runs every tile of the gradient GEMMs."""
+    n, d = hidden.shape
+    vocab, device = weight.shape[0], hidden.device
+    with_grads = scale is not None
+    losses = torch.empty(n, dtype=torch.float32, device=device)
+    grad_h = torch.empty_like(hidden) if with_grads and want[0] else None
+    grad_w = torch.zeros_like(weight) if with_grads and want[1] else None
+    grad_b = (torch.zeros(vocab, dtype=torch.float32, device=device)
+              if with_grads and want[2] and bias is not None else None)
+    buffer = torch.empty(min(rows, n), vocab, dtype=hidden.dtype, device=device)
+    flags = (torch.empty(triton.cdiv(min(rows, n), TILE), triton.cdiv(vocab, TILE),
+                         dtype=torch.int32, device=device) if with_grads else None)
+    for r0 in range(0, n, rows):
+        r1 = min(n, r0 + rows)
+        h, logits = hidden[r0:r1], buffer[:r1 - r0]  # (n_c, V)
+        if bias is None:
+            torch.mm(h, weight.t(), out=logits)
+        else:
+            torch.addmm(bias, h, weight.t(), out=logits)
+        if flags is not None:
+            flags.fill_(0 if skip else 1)  # 1: every tile counts as live
+        _triton_kernels.loss_pass(logits, target[r0:r1], alpha, tau, eps, ignore_index,
+                                  grad=logits if with_grads else None,
+                                  scale=scale[r0:r1] if with_grads else None,
+                                  flags=flags if skip else None, rows=losses[r0:r1])
+        if grad_h is not None:
+            grad_hidden_into(logits, weight, flags, grad_h[r0:r1])
+        if grad_w is not None or grad_b is not None:
+            grad_weight_add(logits, h, flags, grad_w, grad_b)
+    return losses, grad_h, grad_w, None if grad_b is None else grad_b.to(bias.dtype)

@@ -1,0 +1,99 @@
+"""``arelu bench train --under-load``: rows per transform and thread setting, the CSV, and
+a competitor process that never outlives the benchmark. Speeds are never checked: they
+depend on the machine."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from arelu_cli.analysis import bench_load
+from arelu_cli.cli import app
+from arelu_cli.threads import Policy
+
+COLUMNS = {"transform", "mode", "threads_max", "quiet_tokens_per_s", "loaded_tokens_per_s",
+           "loaded_ratio", "quiet_switches", "loaded_switches", "loaded_share_at_max",
+           "threads_end", "steps", "warmup", "load_threads", "load_size", "tokens_per_step",
+           "omp_wait_policy", "nice", "signature"}
+
+
+@pytest.fixture
+def spied(monkeypatch):
+    """The competitor processes the benchmark starts."""
+    started = []
+    original = bench_load.competitor
+
+    @contextlib.contextmanager
+    def spy(*args):
+        with original(*args) as proc:
+            started.append(proc)
+            yield proc
+    monkeypatch.setattr(bench_load, "competitor", spy)
+    return started
+
+
+def _gone(proc) -> bool:
+    """Killed and reaped: no zombie, no process."""
+    return proc.returncode is not None and not os.path.exists(f"/proc/{proc.pid}")
+
+
+def _recipe(tmp_path, corpus):
+    recipe = tmp_path / "r.toml"
+    recipe.write_text(f'[data]\npath = "{corpus}"\nmax_tokens = 256\n[model]\nd_model = 16\n'
+                      "encoder_layers = 1\ndecoder_layers = 1\nheads = 2\nd_ff = 32\n"
+                      "[train]\naccum = 1\n")
+    return recipe
+
+
+def test_cli_writes_rows_and_stops_the_competitor(tiny_corpus, tmp_path, spied):
+    out = tmp_path / "load.csv"
+    result = CliRunner().invoke(app, [
+        "bench", "train", "--under-load", "--recipe", str(_recipe(tmp_path, tiny_corpus)),
+        "--transforms", "softmax,1.5-relu", "--load-steps", "2", "--load-warmup", "1",
+        "--load-threads", "1", "--load-size", "64", "--device", "cpu", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    frame = pd.read_csv(out)
+    assert COLUMNS <= set(frame.columns)
+    assert list(zip(frame["transform"], frame["mode"])) == [
+        ("softmax", "fixed"), ("softmax", "auto"), ("1.5-relu", "fixed"), ("1.5-relu", "auto")]
+    assert frame["loaded_ratio"].tolist() == pytest.approx(
+        (frame["loaded_tokens_per_s"] / frame["quiet_tokens_per_s"]).tolist())
+    assert (frame["steps"] == 2).all() and (frame["load_size"] == 64).all()
+    assert frame["signature"].str.contains("threads:auto").tolist() == [False, True] * 2
+    assert len(spied) == 1 and _gone(spied[0])  # one competitor for the whole benchmark
+
+
+def test_competitor_is_killed_when_the_benchmark_fails(tiny_corpus, tiny_config, spied,
+                                                       monkeypatch):
+    calls = []
+    original = bench_load._run
+
+    def interrupted(session, governor, steps):
+        calls.append(steps)
+        if len(calls) == 3:  # warm-up, quiet, then Ctrl-C in the loaded phase
+            assert spied[0].poll() is None
+            raise KeyboardInterrupt
+        return original(session, governor, steps)
+    monkeypatch.setattr(bench_load, "_run", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        bench_load.bench_under_load(tiny_config(tiny_corpus), ["softmax"], steps=1, warmup=1,
+                                    load_threads=1, load_size=32, device_name="cpu",
+                                    policy=Policy(window=1))
+    assert len(spied) == 1 and _gone(spied[0])
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--fused"], "--fused does not apply to --under-load"),
+    (["--device", "cuda"], "--under-load measures CPU training"),
+    (["--load-steps", "0"], "must be >= 1"),
+])
+def test_bad_options_are_refused_before_anything_starts(tiny_corpus, tmp_path, spied, args,
+                                                        message):
+    result = CliRunner().invoke(app, ["bench", "train", "--under-load", "--recipe",
+                                      str(_recipe(tmp_path, tiny_corpus)), *args])
+    assert result.exit_code != 0 and not spied
+    assert message in str(result.exception)

@@ -1,0 +1,105 @@
+"""Paired bootstrap resampling of BLEU: the same numbers as sacrebleu's ``--paired-bs`` on a
+fixed example, p = 1 for identical systems, a small p for a system better everywhere."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+from sacrebleu.significance import PairedTest
+
+from arelu_cli.analysis import significance as sig
+from arelu_cli.analysis.score import bleu_chrf
+from arelu_cli.errors import UserError
+
+REFS = ["the cat sat on the mat", "a red car drove by the house", "hello world how are you",
+        "good morning to you all", "it is raining again today", "we went to the beach",
+        "she reads a long book", "the children play in the park"]
+BASE = ["the cat sat on a mat", "a blue bus drove by", "hello world how are you",
+        "good morning to you", "it rains today", "we go to the beach",
+        "she reads a book", "children play in a park"]
+SYSTEM = ["the cat is on the mat", "a red car drove by the house", "hello there",
+          "good morning to you all", "it is raining", "we went to the sea",
+          "she reads the long book", "the children play in the park"]
+
+
+def _sacrebleu(monkeypatch, systems, seed):
+    monkeypatch.setenv("SACREBLEU_SEED", str(seed))
+    named = [("base", BASE), *systems.items()]
+    _, scores = PairedTest(named, {"BLEU": sig.paper_bleu()}, [REFS], test_type="bs",
+                           n_samples=sig.RESAMPLES)()
+    return dict(zip([n for n, _ in named], scores["BLEU"]))
+
+
+@pytest.mark.parametrize("seed", [12345, 7])
+def test_same_numbers_as_sacrebleu_paired_bs(monkeypatch, seed):
+    theirs = _sacrebleu(monkeypatch, {"system": SYSTEM}, seed)
+    ours = sig.compare_to_baseline(BASE, {"base": BASE, "system": SYSTEM}, REFS, seed=seed)
+    for name in ("base", "system"):
+        r = ours[name]
+        assert r.bleu == theirs[name].score
+        assert r.bleu_mean == pytest.approx(theirs[name].mean, abs=1e-9)
+        assert (r.bleu_high - r.bleu_low) / 2 == pytest.approx(theirs[name].ci, abs=1e-9)
+    assert ours["system"].p_value == theirs["system"].p_value
+    assert 0.05 < ours["system"].p_value < 1  # 8 sentences decide nothing
+    assert ours["system"].baseline_bleu == theirs["base"].score
+
+
+def test_bleu_is_the_reported_bleu():
+    ours = sig.compare_to_baseline(BASE, {"system": SYSTEM}, REFS)["system"]
+    assert ours.bleu == bleu_chrf(SYSTEM, REFS)[0]
+    assert ours.baseline_bleu == bleu_chrf(BASE, REFS)[0]
+    assert ours.delta == pytest.approx(ours.bleu - ours.baseline_bleu)
+    assert ours.delta_low <= ours.delta <= ours.delta_high
+    assert ours.bleu_low <= ours.bleu <= ours.bleu_high
+    assert (ours.samples, ours.bootstrap_seed, ours.sentences) == (1000, 12345, len(REFS))
+
+
+def test_the_row_form_for_one_system():
+    row = sig.paired_bootstrap(BASE, SYSTEM, REFS, samples=200, seed=5)
+    same = sig.compare_to_baseline(BASE, {"s": SYSTEM}, REFS, samples=200, seed=5)["s"]
+    assert row == dataclasses.asdict(same) and row["samples"] == 200
+
+
+def test_identical_systems_are_not_significant(monkeypatch):
+    (same,) = sig.compare_to_baseline(BASE, {"same": BASE}, REFS).values()
+    assert same.p_value == 1.0 and same.delta == 0.0 and same.delta_low == same.delta_high == 0.0
+    # sacrebleu counts ties as "more extreme" never, and calls this significant (documented)
+    assert _sacrebleu(monkeypatch, {"same": BASE}, sig.SEED)["same"].p_value == 1 / 1001
+
+
+def test_a_system_better_on_every_sentence_is_significant():
+    refs = [f"sentence number {i} says the weather is fine today" for i in range(60)]
+    worse = [f"number {i} weather fine" for i in range(60)]
+    (better,) = sig.compare_to_baseline(worse, {"better": refs}, refs).values()
+    assert better.bleu == pytest.approx(100.0) and better.p_value < 0.01
+    assert better.delta_low > 0
+
+
+def test_resampled_bleu_equals_summing_the_drawn_rows():
+    metric = sig.paper_bleu()
+    stats = sig.sentence_stats(SYSTEM, REFS, metric)
+    indices = sig.bootstrap_indices(len(REFS), samples=5, seed=3)
+    direct = [sig.corpus_bleu(stats[row].sum(0), metric) for row in indices]
+    assert sig.resampled_bleu(stats, indices, metric) == pytest.approx(direct, abs=1e-4)
+    assert indices.shape == (5, len(REFS))
+    assert np.array_equal(indices, sig.bootstrap_indices(len(REFS), 5, 3))
+
+
+def test_interval95_cuts_25_of_1000_each_side():
+    assert sig.interval95(np.arange(1000.0)[::-1]) == (25.0, 974.0)
+
+
+def test_signature_names_resamples_and_seed():
+    metric = sig.paper_bleu()
+    sig.compare_to_baseline(BASE, {"s": SYSTEM}, REFS, samples=10, metric=metric)
+    text = sig.bootstrap_signature(metric, 1000, 12345)
+    assert "bs:1000" in text and "seed:12345" in text and "tok:13a" in text
+
+
+def test_bad_inputs_are_user_errors():
+    with pytest.raises(UserError, match="line-aligned"):
+        sig.compare_to_baseline(BASE, {"s": SYSTEM[:3]}, REFS)
+    with pytest.raises(UserError, match="no sentences"):
+        sig.compare_to_baseline([], {"s": []}, [])
+    with pytest.raises(UserError, match="at least 1 resample"):
+        sig.compare_to_baseline(BASE, {"s": SYSTEM}, REFS, samples=0)

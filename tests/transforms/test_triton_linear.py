@@ -1,0 +1,113 @@
+"""The fused linear + alpha-ReLU loss on the ``triton`` engine under ``TRITON_INTERPRET=1``
+(CPU tensors, no GPU): chunks of 128 tokens, tile-skipping gradient GEMMs, against the
+unfused loss in float64; tied and untied weights, bias, ignored rows, bf16, torch.compile."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from arelu_cli.transforms import alpha_relu_loss, fused_linear, linear_alpha_relu_loss
+
+pytest.importorskip("triton")
+
+
+def problem(n=300, d=24, vocab=290, dtype=torch.float32, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    hidden = torch.randn(n, d, generator=gen).to(dtype)
+    weight = (torch.randn(vocab, d, generator=gen) / d ** 0.5).to(dtype)
+    bias = (torch.randn(vocab, generator=gen) * 0.1).to(dtype)
+    target = torch.randint(0, vocab, (n,), generator=gen)
+    target[[1, n * 2 // 3]] = -100
+    return hidden, weight, bias, target
+
+
+def run(hidden, weight, bias, target, tau, reduction, tied, fused, **kwargs):
+    """Loss and gradients (hidden, weight[, bias]); ``tied``: the weight is also the input
+    embedding, ``hidden`` then scales rows of it (gradients reach it both ways)."""
+    leaves = [t.clone().requires_grad_(True) for t in (hidden, weight)]
+    leaves += [bias.clone().requires_grad_(True)] if bias is not None else []
+    h, w = leaves[0], leaves[1]
+    b = leaves[2] if bias is not None else None
+    if tied:
+        h = h + 0.5 * w[torch.arange(h.shape[0]) % w.shape[0]]
+    if fused:
+        loss = linear_alpha_relu_loss(h, w, target, 1.5, tau, bias=b, reduction=reduction,
+                                      **kwargs)
+    else:
+        loss = alpha_relu_loss(F.linear(h, w, b), target, 1.5, tau, reduction=reduction)
+    upstream = torch.rand(loss.shape, generator=torch.Generator().manual_seed(3)) + 0.5
+    return loss, torch.autograd.grad(loss, leaves, upstream.to(loss.dtype))
+
+
+def reference(hidden, weight, bias, target, tau, reduction, tied, monkeypatch):
+    """The unfused loss in float64 (the eager engine, itself checked against the paper)."""
+    with monkeypatch.context() as patch:
+        patch.setenv("ARELU_BACKEND", "eager")
+        return run(hidden.double(), weight.double(), None if bias is None else bias.double(),
+                   target, tau, reduction, tied, fused=False)
+
+
+def assert_close(got, expected, tol):
+    torch.testing.assert_close(got[0].double(), expected[0], rtol=tol, atol=tol)
+    for a, b in zip(got[1], expected[1]):
+        torch.testing.assert_close(a.double(), b, rtol=tol, atol=tol * b.abs().max())
+
+
+@pytest.mark.parametrize("bias, tied, reduction", [(True, False, "sum"), (False, True, "mean"),
+                                                   (True, True, "none")])
+def test_matches_the_unfused_loss_in_float64(interpreted, monkeypatch, bias, tied, reduction):
+    """300 tokens: chunks of 128, 128 and 44; V = 290: tiles of 128, 128 and 34 columns."""
+    hidden, weight, b, target = problem()
+    b = b if bias else None
+    got = run(hidden, weight, b, target, 0.3, reduction, tied, fused=True, chunk=128)
+    assert_close(got, reference(hidden, weight, b, target, 0.3, reduction, tied, monkeypatch),
+                 1e-5)
+
+
+def test_skipping_changes_nothing_and_dead_tiles_stay_zero(interpreted):
+    """A high threshold leaves most 128 x 128 tiles of the gradient exactly zero: skipping
+    them gives the dense result bit for bit, and weight rows no token reaches get 0."""
+    hidden, weight, b, target = problem()
+    target[target >= 128] = 5  # no target in the last two vocabulary tiles
+    weight[128:] *= 0.01       # and logits far below the threshold there
+    skipped = run(hidden, weight, b, target, 1.0, "sum", False, fused=True, chunk=128)
+    dense = run(hidden, weight, b, target, 1.0, "sum", False, fused=True, chunk=128,
+                skip_zeros=False)
+    assert torch.equal(skipped[0], dense[0])
+    for a, c in zip(skipped[1], dense[1]):
+        assert torch.equal(a, c)
+    assert torch.all(skipped[1][1][128:] == 0) and torch.all(skipped[1][2][128:] == 0)
+
+
+def test_bfloat16_matches_float64(interpreted, monkeypatch):
+    hidden, weight, b, target = problem(n=150, dtype=torch.bfloat16)
+    got = run(hidden, weight, b, target, 0.3, "sum", False, fused=True)
+    expected = reference(hidden, weight, b, target, 0.3, "sum", False, monkeypatch)
+    assert got[0].dtype == torch.bfloat16 and got[1][1].dtype == torch.bfloat16
+    assert_close(got, expected, 3e-2)
+
+
+def test_chunks_are_whole_tiles(interpreted):
+    from arelu_cli.transforms import _triton_linear
+
+    assert _triton_linear.chunk_rows(4, 1000, 64, 50000, 1 << 26) == 128
+    assert _triton_linear.chunk_rows(None, 1000, 64, 40000, 1 << 24) == 384  # not 419
+    assert _triton_linear.chunk_rows(None, 65536, 4096, 262144, 1 << 26) == 1024  # N d / V
+    assert _triton_linear.chunk_rows(None, 10, 8, 1 << 30, 1 << 26) == 128
+
+
+def test_under_torch_compile_it_runs_eagerly(interpreted, monkeypatch):
+    hidden, weight, b, target = problem(n=40, vocab=70)
+    eager = run(hidden, weight, b, target, 0.3, "sum", False, fused=True)
+
+    @torch.compile(backend="eager")
+    def compiled(h, w, bb):
+        return linear_alpha_relu_loss(h * 1.0, w, target, 1.5, 0.3, bias=bb, reduction="sum")
+    leaves = [t.clone().requires_grad_(True) for t in (hidden, weight, b)]
+    loss = compiled(*leaves)
+    upstream = torch.rand((), generator=torch.Generator().manual_seed(3)) + 0.5
+    grads = torch.autograd.grad(loss, leaves, upstream)
+    torch.testing.assert_close(loss, eager[0])
+    for a, c in zip(grads, eager[1]):
+        torch.testing.assert_close(a, c)
+    assert fused_linear.kernels.engine_for(hidden) == "triton"
