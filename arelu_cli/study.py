@@ -5,17 +5,20 @@ Stages, each skipped where its outputs are already there (run it again to contin
 1. **sweep** (``[sweep]``, :mod:`arelu_cli.sweep`): per tuned transform, the training
    configurations, each trained for ``[train] max_steps`` steps at seed ``[train] seed``;
    selection on dev BLEU only.
-2. **seeds** (``[study] seeds``): every compared transform at its selected configuration
+2. **bench**: the quiet training step time of every compared transform (``arelu bench
+   train`` into ``bench_train.csv``; this one stage wants an otherwise idle machine), which
+   turns equal time into steps: the step each transform reaches in the time the fastest
+   needs for ``[train] max_steps`` steps (or in ``[study] equal_time_minutes``), rounded down
+   to a kept snapshot (``[train] keep_every``).
+3. **seeds** (``[study] seeds``): every compared transform at its selected configuration
    (``[study] borrow`` transforms at another one's) for every seed; the sweep's run is the
-   first seed's.
-3. **convergence** (``[study] convergence_steps``): the tuned transforms' first-seed runs
-   continued to that many steps, in a copy of the run (the sweep's own run stays as it was).
-4. **bench**: the quiet training step time of every compared transform (``arelu bench
-   train``; run this stage on an otherwise idle machine), which turns equal time into steps.
-5. **evaluate**: test translations (``[decode]`` beam) of the kept weight snapshots at equal
-   steps (``[train] max_steps``), at equal time (the step each transform reaches in the same
-   training time, rounded down to ``[train] keep_every``) and at convergence.
-6. **report**: the CSVs and ``REPORT.md`` (:mod:`arelu_cli.report.study`).
+   first seed's. Each run is translated (test, ``[decode]`` beam) at equal steps and at
+   equal time as soon as it is trained, so that its checkpoints are no longer needed.
+4. **convergence** (``[study] convergence_steps``): the tuned transforms' first-seed runs
+   continued to that many steps in a copy of the run (the sweep's own run stays as it was),
+   then translated.
+5. **report**: the CSVs and ``REPORT.md`` (:mod:`arelu_cli.report.study`), with paired
+   bootstrap tests against ``[study] baseline``.
 
 Every result is step-budgeted: no other process on the machine can change a BLEU score, only
 how long it takes. Layout of ``--out``: ``runs/TRANSFORM/CONFIG[_seed-S]/``,
@@ -61,10 +64,18 @@ class Run:
     steps: int
 
 
-def finished(folder: Path) -> bool:
-    """A run is finished when it wrote its summary and its checkpoint is there (a clone of
-    committed results has summaries without the git-ignored checkpoints, and trains again)."""
-    return (folder / SUMMARY).is_file() and (folder / checkpoint.LAST).is_file()
+def trained(folder: Path) -> bool:
+    """The run wrote its summary: its dev BLEU (what the sweep selects on) is known."""
+    return (folder / SUMMARY).is_file()
+
+
+def done(folder: Path, needs: list[Path] = ()) -> bool:
+    """Nothing to train: the run is finished with its checkpoint there, or finished and
+    every output wanted from it (its test translations) is already made. A committed study
+    keeps summaries and translations but not the git-ignored checkpoints, so its tables can
+    be rebuilt without training, while a run whose outputs are missing trains again."""
+    return trained(folder) and ((folder / checkpoint.LAST).is_file()
+                                or (bool(needs) and all(p.is_file() for p in needs)))
 
 
 def summary(folder: Path) -> dict:
@@ -119,8 +130,9 @@ def compared(config: Config) -> list[str]:
     return list(dict.fromkeys([*config.sweep.transforms, *borrowed(config)]))
 
 
-def _train(trainer: Trainer, config: Config, folder: Path, console: Console) -> None:
-    if finished(folder):
+def _train(trainer: Trainer, config: Config, folder: Path, console: Console,
+           needs: list[Path] = ()) -> None:
+    if done(folder, needs):
         return
     resume = (folder / checkpoint.LAST).is_file()
     console.rule(f"{'resume' if resume else 'train'} {folder}")
@@ -134,7 +146,7 @@ def scores(config: Config, out: Path, name: str) -> dict[Point, float]:
     while True:
         new = {p: summary(folder)["best_bleu"]
                for p in visited(grid, config.sweep.order, found)
-               if p not in found and finished(folder := run_folder(out, name, p, base, base))}
+               if p not in found and trained(folder := run_folder(out, name, p, base, base))}
         if not new:
             return found
         found |= new
@@ -193,25 +205,34 @@ def continue_copy(source: Path, target: Path) -> None:
     os.replace(tmp, target)
 
 
-def train_all(config: Config, out: Path, trainer: Trainer, console: Console
-              ) -> tuple[dict[str, Point], list[Run], list[Run]]:
-    """Stages 1-3; returns the selection, the seed runs and the convergence runs."""
+Evaluator = Callable[[Config, list[tuple[str, "Run", int]], Console], None]
+
+
+def train_all(config: Config, out: Path, trainer: Trainer, console: Console,
+              ms_per_step: Callable[[], dict[str, float]],
+              evaluator: Evaluator | None = None
+              ) -> tuple[dict[str, Point], list[tuple[str, Run, int]]]:
+    """Stages 1-3 and 5: the selection, then each seed and convergence run trained and at
+    once translated at every step the tables need (so that its checkpoints are no longer
+    needed); returns the selection and the ``(comparison, run, step)`` evaluations."""
+    evaluator = evaluator or evaluate
     selected = sweep(config, out, trainer, console)
     atomic_write_text(out / "selected.json", json.dumps(
         {name: dataclasses.asdict(p) | {"run": p.name} for name, p in selected.items()},
         indent=2) + "\n")
-    seeds = seed_runs(config, out, selected)
-    for run in seeds:
-        _train(trainer, run_config(config, run.transform, run.point, run.seed), run.folder,
-               console)
-    longer = convergence_runs(config, out, selected)
-    for run in longer:
-        if not finished(run.folder):
-            continue_copy(run_folder(out, run.transform, run.point, run.seed, run.seed),
-                          run.folder)
+    seeds, longer = seed_runs(config, out, selected), convergence_runs(config, out, selected)
+    todo = evaluations(config, seeds, longer, equal_time_steps(config, ms_per_step()))
+    for run in seeds + longer:
+        mine = [item for item in todo if item[1] == run]
+        needs = [translation_path(run.folder, step, config.decode.beam) for _, _, step in mine]
+        first = run_folder(out, run.transform, run.point, run.seed, run.seed)
+        if (run in longer and not done(run.folder, needs)
+                and (first / checkpoint.LAST).is_file()):
+            continue_copy(first, run.folder)  # else it trains from step 0, to the same weights
         _train(trainer, run_config(config, run.transform, run.point, run.seed, run.steps),
-               run.folder, console)
-    return selected, seeds, longer
+               run.folder, console, needs)
+        evaluator(config, mine, console)
+    return selected, todo
 
 
 def equal_time_steps(config: Config, ms_per_step: dict[str, float]) -> dict[str, int]:
@@ -296,8 +317,6 @@ def study(config: Config, out: Path, console: Console | None = None,
     out.mkdir(parents=True, exist_ok=True)
     trainer = trainer or (lambda cfg, folder, resume: train(cfg, folder, resume=resume,
                                                              recipe=recipe, console=console))
-    selected, seeds, longer = train_all(config, out, trainer, console)
-    at_equal_time = equal_time_steps(config, bench(config, out, console))
-    todo = evaluations(config, seeds, longer, at_equal_time)
-    evaluate(config, todo, console)
+    selected, todo = train_all(config, out, trainer, console,
+                               lambda: bench(config, out, console))
     return write_report(config, out, selected, todo)

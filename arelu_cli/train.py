@@ -35,6 +35,7 @@ import copy
 import dataclasses
 import gc
 import json
+import math
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -163,10 +164,10 @@ def _setup(config: Config, out: Path, ctx: distributed.Context, resume: bool,
     t = config.train
     transform = get_transform(t.transform)
     ckpt = _load_for_resume(out, config, data, transform) if resume else None
-    check_run_folder(out, ctx.is_main)
     if transform.family == "relu" and not ckpt and not isinstance(t.tau, str):
         check_relu_tau(t.tau, transform.name, transform.alpha, data.tgt_vocab_size,
                        config.data.max_tokens)  # before building any model
+    check_run_folder(out, ctx.is_main)
     if not resume and (out / checkpoint.LAST).exists():
         raise UserError(f"{out} already holds a run; continue it with --resume {out} or "
                         "choose another --out")
@@ -314,8 +315,10 @@ def _micro_loss(s: Session, batch: Batch, with_stats: bool) -> tuple[torch.Tenso
     if not s.transform.half_logits:  # e.g. softmax's cross-entropy would compute in bf16
         logits = logits.float()
     stats = batch_stats(logits, s.transform, rows) if with_stats else None
-    total = logits.detach().sum(dtype=torch.float32)  # NaN or inf if any logit is
-    if not is_finite(total):  # the sort-based entmax losses index out of range on NaN
+    # The sort-based entmax losses index out of range on NaN logits, so for them a NaN
+    # anywhere is found first (one more pass over N x V); softmax's and alpha-ReLU's losses
+    # simply come out non-finite, which the step catches without that pass.
+    if s.transform.family == "entmax" and not is_finite(logits.detach().sum(dtype=torch.float32)):
         return logits.sum(dtype=torch.float32), stats  # backward runs on every process
     loss = s.transform.loss(logits, target, reduction="none", reuse_logits=True,
                             label_smoothing=s.config.train.label_smoothing)  # (N,)
@@ -391,12 +394,16 @@ def _validate(s: Session, state: State) -> dict:
         model = s.average if s.average is not None else s.model
         with _autocast(s):
             result = validate(model, s.data, s.transform, s.config, s.ctx.device)
-        if result.bleu > state.best_bleu:
+        if is_finite(result.loss) and result.bleu > state.best_bleu:
             state.best_bleu, state.best_step = result.bleu, state.step
             checkpoint.save(_payload(s, state, "best"), s.out / checkpoint.BEST)
         state.valid_seconds = time.perf_counter() - began
         fields = {"val_loss": result.loss, "val_bleu": result.bleu}
     distributed.barrier(s.ctx)
+    # Finite weights can still give non-finite logits; every process stops alike.
+    if distributed.any_true(s.ctx, not is_finite(fields.get("val_loss", 0.0))):
+        diverged(s.out, state.step, {"val_loss": fields.get("val_loss", math.nan)},
+                 s.saved_step, s.ctx.is_main)
     return fields
 
 

@@ -4,10 +4,11 @@
   :func:`read_last` (``--resume``: a run folder holding ``last.pt``), as one-line
   :class:`UserError` messages that say what to do.
 * Divergence: a step whose loss or gradient norm is not finite (NaN or inf) is never
-  applied, and weights that an update made non-finite are never validated or saved, so
-  ``last.pt`` keeps the last good state. :func:`record_divergence` writes ``diverged.json``
-  in the run folder for tools (a diverged run has no ``summary.json``); :class:`Diverged`
-  carries the one-line message (exit status 2, like every :class:`UserError`).
+  applied, and weights that an update made non-finite (or whose validation loss is not
+  finite) are never saved, so ``last.pt`` keeps the last good state. :func:`diverged`
+  writes ``diverged.json`` in the run folder for tools (a diverged run has no
+  ``summary.json``) and raises :class:`Diverged` with the one-line message (exit status 2,
+  like every :class:`UserError`).
 * Signals: :class:`StopSignals` turns the first SIGINT (Ctrl-C) or SIGTERM into a request that
   the loop honours after the current step: it saves ``last.pt`` and raises
   :class:`Interrupted` (exit status 130 or 143) with the command that resumes the run. A
@@ -106,17 +107,19 @@ def diverged(out: Path, step: int, what: dict, saved_step: int | None, record: b
     message = (f"training diverged at step {step} ({values}); that step was not saved. "
                f"{resume_hint(out, saved_step)} after lowering the learning rate (--set "
                "train.lr=...) or clipping gradients (--set train.clip_norm=1.0)")
-    if record:
+    if record:  # strict JSON: a value that is not finite is written as "nan", "inf", "-inf"
+        numbers = {k: float(v) if is_finite(v) else str(float(v)) for k, v in what.items()}
         atomic_write_text(out / DIVERGED, json.dumps(
-            {"step": step, **{k: float(v) for k, v in what.items()}, "last_saved_step":
-             saved_step, "message": message}, indent=2) + "\n")
+            {"step": step, **numbers, "last_saved_step": saved_step, "message": message},
+            indent=2, allow_nan=False) + "\n")
     raise Diverged(message)
 
 
 class StopSignals:
     """Within ``with``: SIGINT and SIGTERM set :attr:`received` instead of ending the process
     (only in the main thread, where Python runs signal handlers); a second SIGINT raises
-    ``KeyboardInterrupt``. The earlier handlers come back on exit."""
+    ``KeyboardInterrupt``. A signal the process was started to ignore (``nohup``, a shell's
+    background job) stays ignored. The earlier handlers come back on exit."""
 
     def __init__(self, announce: bool = True):
         self.received: int | None = None
@@ -126,7 +129,8 @@ class StopSignals:
     def __enter__(self) -> StopSignals:
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGINT, signal.SIGTERM):
-                self._previous[sig] = signal.signal(sig, self._handle)
+                if signal.getsignal(sig) is not signal.SIG_IGN:
+                    self._previous[sig] = signal.signal(sig, self._handle)
         return self
 
     def __exit__(self, *exc) -> None:

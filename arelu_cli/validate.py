@@ -7,6 +7,7 @@ translations against the prepared split's raw references.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import sacrebleu
@@ -39,7 +40,9 @@ def corpus_bleu(hypotheses: list[str], references: list[str]) -> float:
 def split_loss(model: Transformer, data: Prepared, split: str, transform: OutputTransform,
                max_tokens: int, device: torch.device) -> float:
     """Mean per-token loss of ``transform`` over a split, teacher-forced, in eval mode;
-    always without label smoothing (the one-hot target)."""
+    always without label smoothing (the one-hot target). NaN as soon as a batch's logits
+    are not finite (a diverged model): the sort-based entmax losses index out of range on
+    them."""
     was_training = model.training
     model.eval()
     total, tokens = 0.0, 0
@@ -47,6 +50,9 @@ def split_loss(model: Transformer, data: Prepared, split: str, transform: Output
         batch = batch.to(device)
         keep = batch.tgt_out != data.pad_id
         logits = model(batch.src, batch.tgt_in, keep).float()  # (N, V)
+        if not torch.isfinite(logits.sum()):
+            model.train(was_training)
+            return float("nan")
         total += float(transform.loss(logits, batch.tgt_out[keep], reduction="sum"))
         tokens += batch.n_tgt_tokens
     model.train(was_training)
@@ -57,5 +63,7 @@ def validate(model: Transformer, data: Prepared, transform: OutputTransform, con
              device: torch.device) -> Validation:
     split = config.data.valid_split
     loss = split_loss(model, data, split, transform, config.decode.max_tokens, device)
+    if math.isnan(loss):  # a diverged model, whose greedy search would fail the same way
+        return Validation(loss, 0.0, [])
     hypotheses = translate_split(model, data, split, transform, config.decode, device)
     return Validation(loss, corpus_bleu(hypotheses, data.references(split)), hypotheses)

@@ -110,25 +110,31 @@ def test_impossible_alpha_and_tau_are_refused_before_any_model(monkeypatch, caps
     _one_line_error(code, captured, message)
 
 
-@pytest.mark.parametrize("transform, lr, message", [
-    ("1.5-relu", "1e12", r"training diverged at step 2 \(loss nan, grad_norm nan\); that step "
-                         r"was not saved\. \S+ keeps step 1; resume with: arelu train --resume"),
-    ("1.5-entmax", "1e12", r"training diverged at step 2 \(loss nan, grad_norm nan\)"),
-    ("softmax", "1e41", r"training diverged at step 1 \(weight_norm inf\); that step was not "
-                        r"saved\. no last\.pt was saved yet; start again with --out"),
+@pytest.mark.parametrize("transform, lr, valid, message", [
+    ("1.5-relu", "1e12", 2, r"training diverged at step 2 \(loss nan, grad_norm nan\); that "
+                            r"step was not saved\. \S+ keeps step 1; resume with: arelu train "
+                            r"--resume"),
+    ("1.5-entmax", "1e12", 2, r"training diverged at step 2 \(loss nan, grad_norm nan\)"),
+    ("softmax", "1e41", 2, r"training diverged at step 1 \(weight_norm inf\); that step was not "
+                           r"saved\. no last\.pt was saved yet; start again with --out"),
+    # finite weights whose logits overflow: validation must not crash in the entmax loss
+    ("1.5-entmax", "1e20", 1, r"training diverged at step 1 \(val_loss nan\)"),
 ])
 def test_a_diverging_run_exits_2_and_never_saves_nan(monkeypatch, capsys, tiny_corpus, tmp_path,
-                                                      transform, lr, message):
+                                                      transform, lr, valid, message):
     out = tmp_path / "run"
     code, captured = _run(monkeypatch, capsys, "train", "--recipe", _recipe(tmp_path, tiny_corpus),
                           "--transform", transform, "--out", out, "--max-steps", "4",
-                          "--set", f"train.lr={lr}", "--set", "train.save_every=1")
+                          "--set", f"train.lr={lr}", "--set", "train.save_every=1",
+                          "--set", f"train.valid_every={valid}")
     _one_line_error(code, captured, "training diverged at step")
     assert re.search(message, captured.err), captured.err
     assert not (out / "summary.json").exists() and (out / "diverged.json").exists()
-    if (out / checkpoint.LAST).exists():
-        last = checkpoint.load(out)
-        assert all(torch.isfinite(w).all() for w in last["model"].values())
+    for name in (checkpoint.LAST, checkpoint.BEST):
+        if (out / name).exists():
+            saved = checkpoint.load(out / name)
+            assert saved["step"] < json.loads((out / "diverged.json").read_text())["step"]
+            assert all(torch.isfinite(w).all() for w in saved["model"].values())
 
 
 @pytest.mark.parametrize("args, message", [

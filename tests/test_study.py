@@ -15,8 +15,8 @@ from rich.console import Console
 from arelu_cli import checkpoint
 from arelu_cli.config import load_config
 from arelu_cli.errors import UserError
-from arelu_cli.study import (continue_copy, equal_time_steps, finished, run_folder, study,
-                             sweep, train_all)
+from arelu_cli.study import (continue_copy, done, equal_time_steps, run_folder, study, sweep,
+                             train_all, translation_path)
 from arelu_cli.sweep import Point
 from arelu_cli.train import SUMMARY
 
@@ -77,21 +77,51 @@ def test_an_unfinished_sweep_run_is_resumed(tmp_path):
 
 
 def test_seeds_borrow_and_convergence_runs(tmp_path):
-    calls = []
+    calls, evaluated = [], []
     config = _config(study={"borrow": ["1.5-entmax-k100=1.5-relu"]})
-    selected, seeds, longer = train_all(config, tmp_path, _fake_trainer(lambda t: t.lr, calls),
-                                        QUIET)
+    ms = {"softmax": 4.0, "1.5-relu": 3.0, "1.5-entmax-k100": 6.0}
+    selected, todo = train_all(config, tmp_path, _fake_trainer(lambda t: t.lr, calls), QUIET,
+                               lambda: ms, lambda c, items, con: evaluated.append(items))
     assert selected == {"softmax": Point(2.0, 4, 0.0), "1.5-relu": Point(2.0, 4, 0.0)}
+    seeds = [run for comparison, run, _ in todo if comparison == "equal_steps"]
     assert [(r.transform, r.seed, r.folder.name) for r in seeds] == [
         ("softmax", 1, "lr-2_warmup-4_ls-0"), ("softmax", 2, "lr-2_warmup-4_ls-0_seed-2"),
         ("1.5-relu", 1, "lr-2_warmup-4_ls-0"), ("1.5-relu", 2, "lr-2_warmup-4_ls-0_seed-2"),
         ("1.5-entmax-k100", 1, "lr-2_warmup-4_ls-0"),
         ("1.5-entmax-k100", 2, "lr-2_warmup-4_ls-0_seed-2")]
-    assert all(finished(r.folder) for r in seeds + longer)
-    assert [(r.transform, r.steps) for r in longer] == [("softmax", 9), ("1.5-relu", 9)]
+    assert all(done(r.folder) for _, r, _ in todo)
+    steps = {(c, r.transform, r.seed): s for c, r, s in todo}
+    assert steps[("equal_time", "1.5-relu", 1)] == 6  # the fastest: the whole budget
+    assert steps[("equal_time", "softmax", 2)] == 3  # 6 * 3 / 4 = 4.5 -> snapshot 3
+    assert steps[("convergence", "softmax", 1)] == 9
     resumed = [c for c in calls if "convergence" in c[0].parts]
     assert all(c[1] and c[2].max_steps == 9 for c in resumed)  # continued, not retrained
+    assert len(evaluated) == 8  # each run translated right after its training
     assert json.loads((tmp_path / "selected.json").read_text())["softmax"]["lr"] == 2.0
+
+
+def test_a_run_with_its_translations_needs_no_checkpoint(tmp_path):
+    calls = []
+    config = _config(**{"sweep": {"transforms": ["softmax"], "label_smoothing": [0.0]},
+                        "study": {"seeds": [1], "convergence_steps": 0}})
+    trainer = _fake_trainer(lambda t: t.lr, calls)
+    _, todo = train_all(config, tmp_path, trainer, QUIET, lambda: {"softmax": 1.0},
+                        lambda c, items, con: None)
+    (_, run, step), *_ = todo
+    for _, _, s in todo:
+        path = translation_path(run.folder, s, config.decode.beam)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("x\n")
+    for pt in tmp_path.rglob("last.pt"):  # a fresh clone: checkpoints are not committed
+        pt.unlink()
+    calls.clear()
+    train_all(config, tmp_path, trainer, QUIET, lambda: {"softmax": 1.0},
+              lambda c, items, con: None)
+    assert calls == []
+    translation_path(run.folder, step, config.decode.beam).unlink()
+    train_all(config, tmp_path, trainer, QUIET, lambda: {"softmax": 1.0},
+              lambda c, items, con: None)
+    assert [c[0] for c in calls] == [run.folder]  # only the run missing an output retrains
 
 
 def test_continue_copy_links_checkpoints_and_leaves_the_source_alone(tmp_path):

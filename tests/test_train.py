@@ -224,8 +224,10 @@ def test_sigint_saves_last_pt_and_the_resumed_run_is_the_uninterrupted_one(tiny_
     whole, broken = tmp_path / "whole", tmp_path / "broken"
     subprocess.run(_arelu("train", "--recipe", recipe, "--out", whole), check=True,
                    capture_output=True)
+    # SIGINT as from a terminal, even where this test runs with it ignored (a background job)
     proc = subprocess.Popen(_arelu("train", "--recipe", recipe, "--out", broken),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 120
     log = broken / "log.csv"  # a row is written after each step: the loop is running
     while not (log.exists() and log.read_text().count("\n") >= 2) and proc.poll() is None:

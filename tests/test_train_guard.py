@@ -68,7 +68,8 @@ def test_divergence_is_recorded_and_raised(tmp_path):
     assert f"{tmp_path / 'last.pt'} keeps step 6; resume with: arelu train --resume" in message
     record = json.loads((tmp_path / DIVERGED).read_text())
     assert record["step"] == 7 and record["last_saved_step"] == 6
-    assert record["message"] == message and record["grad_norm"] == float("inf")
+    assert record["message"] == message
+    assert (record["loss"], record["grad_norm"]) == ("nan", "inf")  # strict JSON
     with pytest.raises(Diverged, match=r"no last.pt was saved yet; start again with --out"):
         diverged(tmp_path / "other", 1, {"loss": float("nan")}, saved_step=None, record=False)
     assert not (tmp_path / "other").exists()
@@ -84,8 +85,19 @@ def test_grad_norm_is_the_global_norm_and_clips():
     assert grad_norm([a, b], 0.0).isnan()
 
 
-def test_first_signal_asks_to_stop_and_a_second_ctrl_c_aborts():
+@pytest.fixture
+def terminal_signals():
+    """SIGINT and SIGTERM as in a terminal, even where the tests run with them ignored."""
     before = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    yield signal.default_int_handler, signal.SIG_DFL
+    signal.signal(signal.SIGINT, before[0])
+    signal.signal(signal.SIGTERM, before[1])
+
+
+def test_first_signal_asks_to_stop_and_a_second_ctrl_c_aborts(terminal_signals):
+    before = terminal_signals
     with StopSignals(announce=False) as signals:
         assert signals.received is None
         os.kill(os.getpid(), signal.SIGTERM)
@@ -97,6 +109,13 @@ def test_first_signal_asks_to_stop_and_a_second_ctrl_c_aborts():
     with StopSignals(announce=False) as signals:
         os.kill(os.getpid(), signal.SIGINT)
         assert signals.code == 130
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # as under nohup: it stays ignored
+    with StopSignals(announce=False) as signals:
+        os.kill(os.getpid(), signal.SIGTERM)
+        assert signals.received is None
+        assert signal.getsignal(signal.SIGTERM) is signal.SIG_IGN
+    with StopSignals(announce=False) as signals:
+        signals.received = signal.SIGINT
         stopped = signals.interrupted(5, Path("runs/x"), 5, rank=0)
     assert stopped.code == 130 and str(stopped) == (
         "stopped by SIGINT after step 5: runs/x/last.pt keeps step 5; resume with: "
