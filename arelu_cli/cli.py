@@ -61,7 +61,7 @@ def prepare(
     train_size: Optional[int] = typer.Option(
         None, help="Toy: training pairs to generate (50000); others: keep the first N cleaned pairs."),
     eval_size: Optional[int] = typer.Option(None, help="Toy: dev and test pairs each, at least 1 (1000)."),
-    toy_vocab: Optional[int] = typer.Option(None, help="Toy: content words per language, at least 1 (6000)."),
+    toy_vocab: Optional[int] = typer.Option(None, help="Toy: content words per language, at least 100 (400)."),
     max_words: Optional[int] = typer.Option(None, help="Drop training pairs with a side longer than this."),
     max_ratio: Optional[float] = typer.Option(None, help="Drop training pairs whose word-count ratio exceeds this."),
     force: bool = typer.Option(
@@ -181,20 +181,23 @@ def train(
     from arelu_cli.config import load_config, parse_override
     from arelu_cli.reproduce import resolve_recipe
     from arelu_cli.train import train as run_training
-    from arelu_cli.train_guard import Interrupted, read_last
+    from arelu_cli.train_guard import Interrupted, check_tau_given, read_last
 
     recipe = recipe and resolve_recipe(recipe)
     overrides = {(sec, key): value for sec, key, value in map(parse_override, set_)}
-    overrides |= {("train", "transform"): transform, ("train", "tau"): _tau_option(tau),
-                  ("data", "path"): data, ("train", "max_steps"): max_steps,
-                  ("train", "max_minutes"): max_minutes, ("train", "seed"): seed,
-                  ("train", "device"): device, ("train", "precision"): precision,
-                  ("train", "compile"): compile, ("train", "fused_output"): fused_output}
+    flags = {("train", "transform"): transform, ("train", "tau"): _tau_option(tau),
+             ("data", "path"): data, ("train", "max_steps"): max_steps,
+             ("train", "max_minutes"): max_minutes, ("train", "seed"): seed,
+             ("train", "device"): device, ("train", "precision"): precision,
+             ("train", "compile"): compile, ("train", "fused_output"): fused_output}
+    # a flag not given keeps what --set says
+    overrides |= {key: value for key, value in flags.items() if value is not None}
     if resume is not None and out is not None and out.resolve() != resume.resolve():
         raise UserError(f"--resume continues the run in its own folder ({resume}); drop --out "
                         f"{out}, or copy the run folder there and resume that")
     base = read_last(resume)["config"] if resume is not None and recipe is None else None
     config = load_config(recipe, overrides, base=base)
+    check_tau_given(overrides.get(("train", "tau")), config.train.transform)
     folder = resume or out or Path("runs") / (recipe.stem if recipe else "default") / config.train.transform
     try:
         summary = run_training(config, folder, resume=resume is not None,
@@ -218,10 +221,13 @@ def reproduce(
     source: Optional[Path] = typer.Option(
         None, help="Folder with the corpus files in the publisher's layout (see `arelu prepare`)."),
     transforms: Optional[str] = typer.Option(
-        None, help="Comma-separated transforms (default: the recipe's [reproduce] transforms, "
-        "softmax,sparsemax,1.5-entmax,1.5-entmax-k100,1.5-relu)."),
+        None, help="Comma-separated transforms (default: the recipe's [reproduce] transforms); "
+        "'paper' is Table 1's grid: softmax,sparsemax,1.5-entmax,1.5-entmax-k100,1.5-relu."),
+    steps: Optional[int] = typer.Option(
+        None, help="Training steps per transform (default: the recipe's step budget)."),
     minutes: Optional[float] = typer.Option(
-        None, help="Training budget per transform in minutes (default: the recipe's)."),
+        None, help="Training minutes per transform; alone, it replaces the step budget "
+        "(e.g. --minutes 6 for longer toy runs)."),
     tau_sweep: Optional[str] = typer.Option(
         None, help="Comma-separated fixed taus of the tau-sweep runs (default: the recipe's)."),
     device: str = typer.Option("auto", help="auto, cpu or cuda."),
@@ -237,14 +243,14 @@ def reproduce(
 
     Steps whose outputs exist are skipped, so running it again continues an interrupted grid.
     """
-    from arelu_cli.reproduce import Request, parse_seeds, reproduce as run_grid, resolve_recipe
+    from arelu_cli.reproduce import (Request, parse_seeds, parse_transforms,
+                                     reproduce as run_grid, resolve_recipe)
 
     path = resolve_recipe(recipe)
     request = Request(
-        path, out or Path("results") / path.stem, source,
-        tuple(t.strip() for t in transforms.split(",") if t.strip()) if transforms else None,
-        minutes, _float_list(tau_sweep, "--tau-sweep"), device, gpu_watts, parse_seeds(seeds),
-        command="arelu " + " ".join(sys.argv[1:]))
+        path, out or Path("results") / path.stem, source, parse_transforms(transforms),
+        minutes, steps, _float_list(tau_sweep, "--tau-sweep"), device, gpu_watts,
+        parse_seeds(seeds), command="arelu " + " ".join(sys.argv[1:]))
     run_grid(request, console)
 
 
@@ -410,7 +416,8 @@ def human_eval_export(
     system: list[str] = typer.Option(
         ..., "--system", help="NAME=FILE: a system's detokenized translations, aligned with "
         "--source. Repeatable (the paper: softmax, 1.5-entmax, 1.5-relu)."),
-    out: Path = typer.Option(Path("results/human_eval"), help="Folder for the sheets and key.csv."),
+    out: Path = typer.Option(Path("results/human_eval"), help="Folder for the sheets and the "
+                             "instructions (what annotators get); the key goes to OUT-key/."),
     items: int = typer.Option(135, help="Items per annotator (paper: 135)."),
     annotators: str = typer.Option("a1,a2", help="Annotator names, comma-separated."),
     shared: float = typer.Option(1 / 3, help="Fraction of each sheet every annotator gets, for "
@@ -431,7 +438,7 @@ def human_eval_export(
         systems[name] = read_lines(Path(path))
     names = parse_list(annotators, str, "--annotators")
     # Filled-in sheets are the annotators' work, and a new key would no longer match them.
-    taken = [path for path in (out / "key.csv", out / "INSTRUCTIONS.txt",
+    taken = [path for path in (human_eval.key_path(out), out / "INSTRUCTIONS.txt",
                                *(out / f"sheet_{name}.csv" for name in names)) if path.exists()]
     if taken:
         raise UserError(f"{out} already holds {taken[0].name} of an earlier export (its sheets may "
@@ -440,8 +447,8 @@ def human_eval_export(
                                     annotators=names, seed=seed, shared_fraction=shared)
     for name, path in done.sheets.items():
         console.print(f"wrote {path} for {name} ({items} items, {done.n_shared} shared)")
-    console.print(f"wrote {done.key}: keep it from the annotators; give them "
-                  f"{out / 'INSTRUCTIONS.txt'}")
+    console.print(f"wrote {done.key}: keep it from the annotators; give them the folder "
+                  f"{out} (sheets and INSTRUCTIONS.txt)")
 
 
 @human_eval_app.command("score")
@@ -449,14 +456,15 @@ def human_eval_score(
     sheets: list[Path] = typer.Argument(..., help="The filled sheets (CSV)."),
     key: Path = typer.Option(..., help="key.csv written by `arelu human-eval export`."),
     out: Optional[Path] = typer.Option(
-        None, help="Folder for table_human_eval.csv and human_eval_kappa.csv (default: the key's)."),
+        None, help="Folder for table_human_eval.csv and human_eval_kappa.csv (default: the "
+        "results folder that holds the key's folder, where `arelu report` reads them)."),
 ) -> None:
     """Mean and std per system, Cohen's kappa on the shared items; write CSV."""
     from arelu_cli.report import human_eval
     from arelu_cli.report.columns import write_csv
 
     systems, agreement = human_eval.score_sheets(sheets, key)
-    folder = out or key.parent
+    folder = out or key.parent.parent
     write_csv(systems, folder, "table_human_eval.csv")
     write_csv(agreement, folder, "human_eval_kappa.csv")
     human_eval.print_scores(systems, agreement, console)
@@ -662,8 +670,17 @@ def sparsity(
     seed: int = typer.Option(0, help="Seed of the --max-sentences sample."),
     data: Optional[Path] = typer.Option(None, help=_DECODE_HELP["data"]),
     device: str = typer.Option("auto", help=_DECODE_HELP["device"]),
-    out: Path = typer.Option(Path("results/sparsity.csv"), help="CSV: steps per number of zeros."),
-    plot: bool = typer.Option(False, "--plot", help="Also draw OUT.png (the paper's histogram)."),
+    out: Optional[Path] = typer.Option(
+        None, help="CSV: steps per number of zeros (default results/sparsity.csv); with "
+        "--attention, zeros per layer and kind (default results/attention_sparsity.csv)."),
+    plot: bool = typer.Option(False, "--plot", help="Also draw OUT.png (the paper's histogram; "
+                              "with --attention, cross-attention heatmaps)."),
+    attention: bool = typer.Option(
+        False, "--attention", help="Measure the attention weights instead of the output: the "
+        "share of exact zeros per layer and kind (encoder self, decoder self, cross), and the "
+        "head-averaged cross-attention of --heatmaps sentences in OUT_heatmaps.csv."),
+    heatmaps: int = typer.Option(3, help="--attention: sentences of the first split (beam "
+                                 "output when measured) drawn in the heatmaps."),
 ) -> None:
     """Paper Figs. sparsity: the number of zero output components at every decoding step."""
     from arelu_cli import plots
@@ -673,6 +690,22 @@ def sparsity(
     from arelu_cli.translate import decode_config, open_checkpoint
 
     alongs, rows = parse_along(along), []
+    if attention:
+        from arelu_cli.analysis import attention_sparsity as att
+
+        out = out or Path("results/attention_sparsity.csv")
+        frame, written = att.run(_checkpoints(checkpoint), split, alongs, out, data=data,
+                                 device=device, beam=beam, batch_tokens=batch_tokens,
+                                 max_sentences=max_sentences, seed=seed, heatmaps=heatmaps)
+        if plot and heatmaps:
+            written.append(plots.plot_attention_heatmaps(written[-1], out.with_suffix(".png")))
+        for r in frame.to_dict("records"):
+            console.print(f"{r['attention']} {r['split']} ({r['along']}) {r['kind']} layer "
+                          f"{r['layer']}: {100 * r['zero_fraction']:.1f}% of weights zero, "
+                          f"{100 * r['empty_fraction']:.1f}% of queries empty", soft_wrap=True)
+        console.print("wrote " + ", ".join(map(str, written)))
+        return
+    out = out or Path("results/sparsity.csv")
     for path in _checkpoints(checkpoint):
         decoder = open_checkpoint(path, data, device)
         cfg = decode_config(decoder, beam=beam, max_tokens=batch_tokens)
@@ -736,13 +769,15 @@ def bench_translate(
     beams: str = typer.Option("1,2,4,8,12", help="Comma-separated beam sizes."),
     split: str = typer.Option("test", help="Split of the prepared corpus to translate."),
     max_sentences: Optional[int] = typer.Option(None, help="Translate only this many sentences (seeded sample)."),
-    repeats: int = typer.Option(1, help="Timed translations per model and beam (median is reported)."),
+    repeats: int = typer.Option(1, help="Timed translations per model and beam, interleaved "
+                                "(A, B, A, B, ...); the median is reported."),
     batch_tokens: Optional[int] = typer.Option(None, help=_DECODE_HELP["batch_tokens"]),
     data: Optional[Path] = typer.Option(None, help=_DECODE_HELP["data"]),
     device: str = typer.Option("auto", help=_DECODE_HELP["device"]),
     out: Path = typer.Option(Path("results/bench/translate.csv"), help="CSV to write; OUT.png too."),
 ) -> None:
-    """Paper Fig. infTime: translation time per model and beam size, normalized by the fastest."""
+    """Paper Fig. infTime: translation time per model and beam size, normalized by the fastest,
+    and its ratio to the first softmax checkpoint's (else the first's) at each beam."""
     from arelu_cli import plots
     from arelu_cli.analysis import bench_translate as bench
     from arelu_cli.results import write_rows

@@ -56,6 +56,21 @@ class ModelConfig:
     """The decoder's output projection reuses its input embedding matrix."""
     max_positions: int = 1024
     """Longest sequence the sinusoidal position table covers."""
+    attention: str = "softmax"
+    """Transform of the attention scores, by registry name (softmax, sparsemax, 1.5-entmax,
+    <a>-relu...), for every kind not set below; see :mod:`arelu_cli.attention`."""
+    attention_encoder: str = ""
+    """Encoder self-attention's transform; empty: ``attention``."""
+    attention_decoder: str = ""
+    """Decoder self-attention's transform; empty: ``attention``."""
+    attention_cross: str = ""
+    """Cross-attention's transform; empty: ``attention``."""
+    attention_relu: Literal["raw", "estimated", "renormalized"] = "raw"
+    """alpha-ReLU attention variant: ``raw`` (constant ``attention_tau``, unnormalized),
+    ``estimated`` (tau from the analytic estimate per number of keys) or ``renormalized``
+    (divided by its sum plus 1e-6)."""
+    attention_tau: float = 0.0
+    """The constant tau of ``raw`` and ``renormalized`` alpha-ReLU attention."""
 
 
 @dataclass(frozen=True)
@@ -145,6 +160,9 @@ class ReproduceConfig:
     """Output transforms of Table 1, trained one after another with this recipe."""
     train_minutes: float = 0.0
     """Wall-clock budget of each of those runs (0: ``[train] max_minutes``)."""
+    train_steps: int = 0
+    """Optimizer steps of each of those runs (0: ``[train] max_steps``): a step budget gives
+    the same models on every machine, however busy."""
     valid_every: int = 0
     """Validation interval of those runs (0: ``[train] valid_every``)."""
     tau_sweep: tuple[float, ...] = (0.0, 0.1, 0.2, 0.3, 5.0, 10.0)
@@ -347,11 +365,34 @@ def validate(config: Config) -> Config:
     if any(b < 1 for b in r.beams):
         raise UserError(f"[reproduce] beams must be at least 1, got {list(r.beams)}")
     for key in ("timing_sentences", "train_sentences", "human_eval_items", "gpu_watts",
-                "sweep_minutes", "train_minutes", "valid_every"):
+                "sweep_minutes", "train_minutes", "train_steps", "valid_every"):
         if getattr(r, key) < 0:
             raise UserError(f"[reproduce] {key} must be >= 0, got {getattr(r, key)}")
     _validate_study(config)
+    _check_seeds(config)
+    _check_finite(config)
     return config
+
+
+def _check_seeds(config: Config) -> None:
+    """Seeds feed numpy's generator (which refuses negative ones) and name folders."""
+    if config.train.seed < 0:
+        raise UserError(f"[train] seed must be >= 0, got {config.train.seed}")
+    for where, seeds in (("[reproduce] seeds", config.reproduce.seeds),
+                         ("[study] seeds", config.study.seeds)):
+        if any(s < 0 for s in seeds) or len(set(seeds)) != len(seeds):
+            raise UserError(f"{where} must be distinct integers >= 0, got {list(seeds)}")
+
+
+def _check_finite(config: Config) -> None:
+    """No number of any table is NaN or infinite (TOML has ``nan`` and ``inf``): the checks
+    above compare with bounds, which NaN passes, and no budget, rate or power is infinite."""
+    for name in SECTIONS:
+        for key, value in dataclasses.asdict(getattr(config, name)).items():
+            values = value if isinstance(value, (list, tuple)) else (value,)
+            bad = [v for v in values if isinstance(v, float) and not math.isfinite(v)]
+            if bad:
+                raise UserError(f"[{name}] {key} must be a finite number, got {bad[0]}")
 
 
 def _validate_study(config: Config) -> None:
@@ -402,21 +443,32 @@ def parse_override(item: str) -> tuple[str, str, object]:
     return section, name, value
 
 
+def read_recipe(recipe: str | Path) -> dict[str, object]:
+    """The tables of the TOML file ``recipe``; anything but a readable TOML file (missing,
+    a folder, unreadable, not UTF-8, not TOML) is a one-line :class:`UserError`."""
+    path = Path(recipe)
+    hint = "give a TOML file (recipes live in recipes/*.toml)"
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UserError(f"recipe {path} does not exist; {hint}") from None
+    except IsADirectoryError:
+        raise UserError(f"recipe {path} is a folder, not a file; {hint}") from None
+    except OSError as err:
+        raise UserError(f"cannot read recipe {path} ({err.strerror or err}); {hint}") from None
+    except UnicodeDecodeError:
+        raise UserError(f"recipe {path} is not UTF-8 text; {hint}") from None
+    except tomllib.TOMLDecodeError as err:
+        raise UserError(f"recipe {path} is not valid TOML: {err}") from None
+
+
 def load_config(recipe: str | Path | None = None,
                 overrides: Mapping[tuple[str, str], object] | None = None,
                 base: Mapping[str, Mapping[str, object]] | None = None) -> Config:
     """Read a TOML recipe (or start from ``base`` tables, e.g. a checkpoint's config, or from
     the defaults) and apply ``{(section, key): value}`` overrides, e.g. from command-line
     flags; ``None`` values are ignored."""
-    tables: Mapping[str, Mapping[str, object]] = base or {}
-    if recipe is not None:
-        path = Path(recipe)
-        try:
-            tables = tomllib.loads(path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise UserError(f"recipe {path} does not exist; recipes live in recipes/*.toml") from None
-        except tomllib.TOMLDecodeError as err:
-            raise UserError(f"recipe {path} is not valid TOML: {err}") from None
+    tables = read_recipe(recipe) if recipe is not None else base or {}
     tables = {name: dict(table) if isinstance(table, Mapping) else table
               for name, table in tables.items()}
     for (section, key), value in (overrides or {}).items():

@@ -3,11 +3,15 @@
 Every hypothesis is scored with the transform's own ``log_scores``: log softmax, log entmax /
 sparsemax, and for alpha-ReLU the log of its unnormalized output (``renormalize=True``
 divides alpha-ReLU's output by its sum at each step instead, to compare). A token outside
-the support scores ``-inf``.
+the support scores ``-inf``. Search needs only the best few scores of each row
+(:func:`step_top_scores`): for alpha-ReLU, whose scores grow with the logits one by one,
+those come from one pass over the logits and ``k`` logs per row, never the whole ``(R, V)``
+score matrix (:meth:`arelu_cli.registry.OutputTransform.top_log_scores`). Logits holding
+NaN (a checkpoint whose weights are not finite) stop decoding with a :class:`UserError`.
 
-Greedy search picks the arg-max logit at each step; every transform of the registry is
-monotone in the logits, so that choice is the same for all of them and stays defined when
-alpha-ReLU's output is all zero.
+Greedy search picks the arg-max logit at each step (the first of equal ones); every transform
+of the registry is monotone in the logits, so that choice is the same for all of them and
+stays defined when alpha-ReLU's output is all zero.
 
 Beam search follows OpenNMT-py (the toolkit of the paper): at each step the ``beam`` best
 extensions of a sentence's live hypotheses are kept; those ending in eos are finished and
@@ -26,6 +30,7 @@ hypothesis of a sentence dies before finishing, its best prefix is returned with
 from __future__ import annotations
 
 import math
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
@@ -72,6 +77,56 @@ def step_log_scores(transform: OutputTransform, logits: torch.Tensor,
     return (scores - total.log()).masked_fill(total == 0, -math.inf)
 
 
+_NAN_LOGITS = ("the model gave NaN logits while decoding: its weights are not finite (a run "
+               "that diverged?); decode an earlier checkpoint of it")
+
+
+def _refuse_nan(scores: torch.Tensor) -> None:
+    if bool(torch.isnan(scores).any()):
+        raise UserError(_NAN_LOGITS)
+
+
+@contextmanager
+def _nan_logits_refused(logits: torch.Tensor):
+    """NaN logits as a UserError where scoring them fails (entmax's threshold search raises an
+    index error on them); the other transforms give NaN scores, for :func:`_refuse_nan`."""
+    try:
+        yield
+    except RuntimeError:
+        _refuse_nan(logits)
+        raise
+
+
+def step_top_scores(transform: OutputTransform, logits: torch.Tensor, k: int,
+                    renormalize: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """The ``k`` best decoding scores of each row of ``logits`` (R, V) and their tokens, (R, k)
+    each, best first: :func:`step_log_scores` then ``topk``, but for alpha-ReLU (without
+    ``renormalize``) from one pass over the logits, equal logits lower index first. NaN logits
+    raise a :class:`UserError`."""
+    logits = logits.float()
+    with _nan_logits_refused(logits):
+        if renormalize and not transform.normalized:
+            top = step_log_scores(transform, logits, True).topk(k, dim=1)
+        else:
+            top = transform.top_log_scores(logits, k)
+    _refuse_nan(top[0])
+    return top
+
+
+def _greedy_choice(transform: OutputTransform, logits: torch.Tensor,
+                   renormalize: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """(b,) arg-max tokens of ``logits`` (b, V), the first of equal logits, and their scores."""
+    if transform.fused_top_k and not renormalize:
+        scores, tokens = step_top_scores(transform, logits, 1)          # (b, 1) each
+        return tokens[:, 0], scores[:, 0]
+    tokens = logits.argmax(-1)                                          # (b,)
+    with _nan_logits_refused(logits):
+        scores = step_log_scores(transform, logits, renormalize)
+    chosen = scores.gather(1, tokens[:, None])[:, 0]
+    _refuse_nan(chosen)
+    return tokens, chosen
+
+
 def max_lengths(src: torch.Tensor, pad_id: int, cfg: DecodeConfig, cap: int) -> torch.Tensor:
     """(B,) most tokens to generate per sentence, eos included, at most ``cap``."""
     src_len = (src != pad_id).sum(1).float()
@@ -95,9 +150,7 @@ def greedy(model: Transformer, src: torch.Tensor, transform: OutputTransform, *,
     tokens = torch.full((batch,), bos_id, dtype=torch.long, device=device)
     limits = limits.to(device)
     for t in range(longest):
-        logits = model.step(tokens, state)                # (b, V)
-        tokens = logits.argmax(-1)                        # (b,)
-        chosen = step_log_scores(transform, logits, renormalize).gather(1, tokens[:, None])[:, 0]
+        tokens, chosen = _greedy_choice(transform, model.step(tokens, state), renormalize)
         out[alive, t] = tokens
         scores.index_add_(0, alive, chosen.double())
         ended[alive] = tokens == eos_id
@@ -153,16 +206,17 @@ def _start(model: Transformer, src: torch.Tensor) -> _Live:
                  model.start(memory, src_mask))
 
 
-def _extend(live: _Live, scores: torch.Tensor, batch: int, beam: int) -> _Step:
-    """Best ``beam`` extensions per sentence of the live rows, whose step scores are (R, V)."""
-    k = min(beam, scores.shape[1])
-    row_best, row_token = scores.topk(k, dim=1)                     # (R, k)
-    grid = torch.full((batch, beam * k), -math.inf, dtype=torch.float64, device=scores.device)
-    cols = live.slot[:, None] * k + torch.arange(k, device=scores.device)
+def _extend(live: _Live, row_best: torch.Tensor, row_token: torch.Tensor, batch: int,
+            beam: int) -> _Step:
+    """Best ``beam`` extensions per sentence of the live rows, from the ``k`` best step
+    scores of each row and their tokens, (R, k) each (:func:`step_top_scores`)."""
+    k, device = row_best.shape[1], row_best.device
+    grid = torch.full((batch, beam * k), -math.inf, dtype=torch.float64, device=device)
+    cols = live.slot[:, None] * k + torch.arange(k, device=device)
     grid[live.sent[:, None], cols] = live.scores[:, None] + row_best.double()
     best, index = grid.topk(beam, dim=1)                            # (B, K)
-    row_of = torch.zeros(batch, beam, dtype=torch.long, device=scores.device)
-    row_of[live.sent, live.slot] = torch.arange(live.sent.numel(), device=scores.device)
+    row_of = torch.zeros(batch, beam, dtype=torch.long, device=device)
+    row_of[live.sent, live.slot] = torch.arange(live.sent.numel(), device=device)
     parent = row_of.gather(1, index // k)
     token = row_token[parent, index % k]
     return _Step(parent, token, best, torch.isfinite(best))
@@ -220,8 +274,10 @@ def beam_search(model: Transformer, src: torch.Tensor, transform: OutputTransfor
     limits = limits.to(device)
     tokens = torch.full((batch,), bos_id, dtype=torch.long, device=device)
     for t in range(int(limits.max())):
-        scores = step_log_scores(transform, model.step(tokens, live.state), renormalize)  # (R, V)
-        step = _extend(live, scores, batch, beam)
+        logits = model.step(tokens, live.state)                                  # (R, V)
+        row_best, row_token = step_top_scores(transform, logits, min(beam, logits.shape[1]),
+                                              renormalize)                      # (R, k)
+        step = _extend(live, row_best, row_token, batch, beam)
         done = _finish(live, step, finished, eos_id=eos_id, at_limit=limits <= t + 1, done=done,
                        top_ended=top_ended, n_best=n_best)
         live = _advance(live, step, done, eos_id)

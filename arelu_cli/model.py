@@ -8,7 +8,9 @@ weight matrix is Glorot/Xavier-uniform and every bias zero, so that for any inpu
 untrained model the output projection sees a layer-normalized vector and its logits are
 ``N(0, 2 d_model / (d_model + d_vocab))`` (the paper's Lemma var_transformer), the
 distribution the analytic tau assumes. The output transform is not part of the model: the
-trainer picks it by name from :mod:`arelu_cli.registry`.
+trainer picks it by name from :mod:`arelu_cli.registry`. The transform of the attention
+scores is ``[model] attention`` (softmax by default; sparsemax, alpha-entmax or alpha-ReLU
+per attention kind, beyond the paper: :mod:`arelu_cli.attention`).
 
 Shapes: ``B`` batch, ``S`` source length, ``T`` target length, ``D`` d_model, ``H`` heads,
 ``V`` target vocabulary. Decoding runs step by step with a per-layer key/value cache
@@ -24,6 +26,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from arelu_cli import attention
 from arelu_cli.config import ModelConfig
 from arelu_cli.errors import UserError
 
@@ -63,16 +66,6 @@ class Dropout(nn.Module):
         return _MaskDropout.apply(x, self.p)
 
 
-def _attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, **kwargs) -> torch.Tensor:
-    """Scaled dot-product attention. On CPU in float32 even under bf16 autocast: the CPU
-    flash-attention backward is ~8x slower in bf16 than in float32."""
-    if q.device.type != "cpu" or q.dtype == torch.float32:
-        return F.scaled_dot_product_attention(q, k, v, **kwargs)
-    with torch.autocast("cpu", enabled=False):
-        y = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), **kwargs)
-    return y.to(q.dtype)
-
-
 def _heads(x: torch.Tensor, heads: int) -> torch.Tensor:
     """(B, T, D) -> (B, H, T, D/H)."""
     b, t, d = x.shape
@@ -85,12 +78,34 @@ def _merge(x: torch.Tensor) -> torch.Tensor:
     return x.transpose(1, 2).reshape(b, t, h * dh)
 
 
-class SelfAttention(nn.Module):
+class _MultiHead(nn.Module):
+    """What both attentions share: the transform of the scores, ``[model] attention`` for
+    the ``kind`` (:mod:`arelu_cli.attention`), given the score std ``sigma`` at
+    initialization of the subclass's projections. With ``keep_weights`` set, each call
+    leaves its attention weights (B, H, T, S) in ``weights`` (for the analyses)."""
+
+    def __init__(self, cfg: ModelConfig, kind: attention.Kind, sigma: float):
+        super().__init__()
+        self.heads, self.dropout = cfg.heads, cfg.attention_dropout
+        self.transform = attention.for_kind(cfg, kind, sigma)
+        self.keep_weights, self.weights = False, None
+
+    def _attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                mask: torch.Tensor | None = None, causal: bool = False) -> torch.Tensor:
+        y, weights = attention.attend(q, k, v, self.transform, visible=mask, causal=causal,
+                                      dropout_p=self.dropout if self.training else 0.0,
+                                      need_weights=self.keep_weights)
+        if self.keep_weights:
+            self.weights = weights
+        return self.out(_merge(y))
+
+
+class SelfAttention(_MultiHead):
     """Multi-head self-attention with one fused QKV projection."""
 
-    def __init__(self, d_model: int, heads: int, dropout: float):
-        super().__init__()
-        self.heads, self.dropout = heads, dropout
+    def __init__(self, cfg: ModelConfig, kind: attention.Kind):
+        d_model = cfg.d_model  # Xavier-uniform on the fused (3D, D) matrix: fan-out 3D
+        super().__init__(cfg, kind, attention.score_sigma(d_model, 3 * d_model, 3 * d_model))
         self.qkv = nn.Linear(d_model, 3 * d_model)
         self.out = nn.Linear(d_model, d_model)
 
@@ -103,25 +118,22 @@ class SelfAttention(nn.Module):
                 causal: bool = False) -> torch.Tensor:
         """``mask`` (B, 1, 1, T) is True where a key may be attended; ``causal`` hides the future."""
         q, k, v = self._qkv(x)
-        y = _attend(q, k, v, attn_mask=mask, is_causal=causal,
-                    dropout_p=self.dropout if self.training else 0.0)
-        return self.out(_merge(y))
+        return self._attend(q, k, v, mask, causal)
 
     def step(self, x: torch.Tensor, cache: KV | None) -> tuple[torch.Tensor, KV]:
         """One new position (B, 1, D) attending to itself and the cached earlier ones."""
         q, k, v = self._qkv(x)
         if cache is not None:
             k, v = torch.cat([cache[0], k], dim=2), torch.cat([cache[1], v], dim=2)
-        y = _attend(q, k, v)
-        return self.out(_merge(y)), (k, v)
+        return self._attend(q, k, v), (k, v)
 
 
-class CrossAttention(nn.Module):
+class CrossAttention(_MultiHead):
     """Multi-head attention from decoder positions to the encoder's output."""
 
-    def __init__(self, d_model: int, heads: int, dropout: float):
-        super().__init__()
-        self.heads, self.dropout = heads, dropout
+    def __init__(self, cfg: ModelConfig):
+        d_model = cfg.d_model  # Xavier-uniform on (D, D) for queries, (2D, D) for keys/values
+        super().__init__(cfg, "cross", attention.score_sigma(d_model, d_model, 2 * d_model))
         self.q = nn.Linear(d_model, d_model)
         self.kv = nn.Linear(d_model, 2 * d_model)
         self.out = nn.Linear(d_model, d_model)
@@ -132,10 +144,7 @@ class CrossAttention(nn.Module):
         return _heads(k, self.heads), _heads(v, self.heads)
 
     def forward(self, x: torch.Tensor, kv: KV, mask: torch.Tensor) -> torch.Tensor:
-        q = _heads(self.q(x), self.heads)
-        y = _attend(q, kv[0], kv[1], attn_mask=mask,
-                    dropout_p=self.dropout if self.training else 0.0)
-        return self.out(_merge(y))
+        return self._attend(_heads(self.q(x), self.heads), kv[0], kv[1], mask)
 
 
 class FeedForward(nn.Sequential):
@@ -148,7 +157,7 @@ class EncoderLayer(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.norm1, self.norm2 = nn.LayerNorm(cfg.d_model), nn.LayerNorm(cfg.d_model)
-        self.attn = SelfAttention(cfg.d_model, cfg.heads, cfg.attention_dropout)
+        self.attn = SelfAttention(cfg, "encoder")
         self.ffn = FeedForward(cfg.d_model, cfg.d_ff, cfg.dropout)
         self.drop = Dropout(cfg.dropout)
 
@@ -161,8 +170,8 @@ class DecoderLayer(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.norm1, self.norm2, self.norm3 = (nn.LayerNorm(cfg.d_model) for _ in range(3))
-        self.self_attn = SelfAttention(cfg.d_model, cfg.heads, cfg.attention_dropout)
-        self.cross_attn = CrossAttention(cfg.d_model, cfg.heads, cfg.attention_dropout)
+        self.self_attn = SelfAttention(cfg, "decoder")
+        self.cross_attn = CrossAttention(cfg)
         self.ffn = FeedForward(cfg.d_model, cfg.d_ff, cfg.dropout)
         self.drop = Dropout(cfg.dropout)
 

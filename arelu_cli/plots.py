@@ -4,7 +4,8 @@ the reproduction report live in :mod:`arelu_cli.report.plots`.
 
 * :func:`plot_sparsity` -- ``arelu sparsity --plot`` (paper Figs. sparsity, sparsity_train);
 * :func:`plot_self_norm` -- ``arelu self-norm --plot`` (paper Fig. self_norm);
-* :func:`plot_translation_time` -- ``arelu bench translate`` (paper Fig. infTime).
+* :func:`plot_translation_time` -- ``arelu bench translate`` (paper Fig. infTime);
+* :func:`plot_attention_heatmaps` -- ``arelu sparsity --attention --plot`` (beyond the paper).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from arelu_cli.errors import UserError  # noqa: E402
+from arelu_cli.ownership import check_ours, png_metadata, png_ours  # noqa: E402
 
 LINESTYLES = {"reference": "-", "beam": "--"}
 
@@ -38,7 +40,8 @@ def _save(fig, png: str | Path) -> Path:
     png = Path(png)
     png.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
-    fig.savefig(png, dpi=120)
+    check_ours(png, png_ours)
+    fig.savefig(png, dpi=120, metadata=png_metadata())
     plt.close(fig)
     return png
 
@@ -96,4 +99,33 @@ def plot_translation_time(csv: str | Path, png: str | Path) -> Path:
     wide.plot.bar(ax=ax, rot=0)
     ax.set(xlabel="beam size", ylabel="time / fastest")
     ax.legend(fontsize="small")
+    return _save(fig, png)
+
+
+def plot_attention_heatmaps(csv: str | Path, png: str | Path) -> Path:
+    """Cross-attention (averaged over heads) of a few sentences: one row of panels per
+    checkpoint and sentence, one column per layer; target steps down, source tokens across,
+    one colour scale, exact zeros white."""
+    frame = _read(csv, ("checkpoint", "attention", "sentence", "layer", "target_pos",
+                        "target_token", "source_pos", "source_token", "weight"))
+    panels = list(dict.fromkeys(zip(frame["checkpoint"], frame["sentence"])))
+    layers = sorted(set(frame["layer"]))
+    fig, axes = plt.subplots(len(panels), len(layers), squeeze=False,
+                             figsize=(3.2 * len(layers) + 1, 3.2 * len(panels)))
+    cmap = plt.get_cmap("viridis").with_extremes(bad="white")
+    top = max(float(frame["weight"].max()), 1e-12)
+    for row, (ckpt, sentence) in zip(axes, panels):
+        part = frame[(frame["checkpoint"] == ckpt) & (frame["sentence"] == sentence)]
+        for ax, layer in zip(row, layers):
+            cells = part[part["layer"] == layer]
+            grid = cells.pivot(index="target_pos", columns="source_pos", values="weight")
+            image = ax.imshow(np.ma.masked_equal(grid.to_numpy(), 0.0), cmap=cmap, vmin=0.0,
+                              vmax=top, aspect="auto", interpolation="nearest")
+            src = cells.drop_duplicates("source_pos").sort_values("source_pos")["source_token"]
+            tgt = cells.drop_duplicates("target_pos").sort_values("target_pos")["target_token"]
+            ax.set_xticks(range(len(src)), [str(t) for t in src], rotation=90, fontsize=6)
+            ax.set_yticks(range(len(tgt)), [str(t) for t in tgt], fontsize=6)
+            ax.set_title(f"{part['attention'].iloc[0]}: sentence {sentence}, layer {layer}",
+                         fontsize=7)
+        fig.colorbar(image, ax=row[-1], label="weight")  # the same scale in every panel
     return _save(fig, png)

@@ -19,6 +19,7 @@ import torch
 
 from arelu_cli import transforms as T
 from arelu_cli.errors import UserError
+from arelu_cli.transforms.top_scores import alpha_relu_top_log_scores
 
 PAPER_TRANSFORMS = ("softmax", "sparsemax", "1.5-entmax", "1.5-entmax-k100", "1.5-relu")
 NAME_FORMS = ("softmax", "sparsemax", "<a>-relu", "<a>-entmax", "<a>-entmax-k<k>",
@@ -59,6 +60,8 @@ class OutputTransform:
     _loss: Callable[..., torch.Tensor] = field(repr=False, compare=False, default=None)
     _log_scores: Callable[[torch.Tensor], torch.Tensor] = field(repr=False, compare=False,
                                                                default=None)
+    _top_log_scores: Callable[[torch.Tensor, int], tuple[torch.Tensor, torch.Tensor]] | None = \
+        field(repr=False, compare=False, default=None)
 
     @property
     def normalized(self) -> bool:
@@ -73,6 +76,28 @@ class OutputTransform:
 
     def log_scores(self, logits: torch.Tensor) -> torch.Tensor:
         return self._log_scores(logits)
+
+    @property
+    def fused_top_k(self) -> bool:
+        """Whether :meth:`top_log_scores` skips the full log-score matrix (alpha-ReLU)."""
+        return self._top_log_scores is not None
+
+    def top_log_scores(self, logits: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """The ``k`` best ``log_scores`` of each row of ``logits (..., V)`` and their
+        indices, best first; alpha-ReLU's come from one pass over the logits (equal logits
+        lower index first, NaN rows NaN: ``transforms.top_scores``), the others' from
+        ``log_scores(logits).topk(k)``."""
+        if self._top_log_scores is None:
+            return self.log_scores(logits).topk(k, dim=-1)
+        return self._top_log_scores(logits, k)
+
+    def loss_input(self, logits: torch.Tensor) -> torch.Tensor:
+        """``logits`` as :meth:`loss` should get them: as they are where the loss reads
+        bf16/fp16 with fp32 math (:attr:`half_logits`), else in fp32 (a copy only of
+        half-precision logits), so that no loss computes in 8 significant bits."""
+        if self.half_logits or logits.dtype not in (torch.float16, torch.bfloat16):
+            return logits
+        return logits.float()
 
     def loss(self, logits: torch.Tensor, target: torch.Tensor, ignore_index: int = -100,
              reduction: str = "mean", reuse_logits: bool = False,
@@ -119,7 +144,9 @@ def _relu(name: str, alpha: float, tau: float) -> OutputTransform:
     return OutputTransform(name, "relu", alpha, tau=tau, method="elementwise", half_logits=True,
                            _probs=partial(T.alpha_relu, alpha=alpha, tau=tau),
                            _loss=partial(T.alpha_relu_loss, alpha=alpha, tau=tau),
-                           _log_scores=partial(T.alpha_relu_log_scores, alpha=alpha, tau=tau))
+                           _log_scores=partial(T.alpha_relu_log_scores, alpha=alpha, tau=tau),
+                           _top_log_scores=partial(alpha_relu_top_log_scores, alpha=alpha,
+                                                   tau=tau))
 
 
 def get_transform(name: str, *, tau: float = 0.0, n_iter: int = 50) -> OutputTransform:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import csv
 import os
 import platform
+import re
 import secrets
 import stat
 from collections.abc import Iterable, Mapping, Sequence
@@ -60,6 +61,19 @@ def signature(**fields: object) -> str:
     parts = [f"{k}:{_fmt(fields[k])}" for k in ordered if fields[k] is not None]
     parts += [f"{k}:{v}" for k, v in versions().items()]
     return "|".join(parts)
+
+
+def signature_field(signature: object, key: str) -> str | None:
+    """The value of ``key`` in a ``key:value|key:value`` signature, or None."""
+    for part in str(signature).split("|"):
+        name, _, value = part.partition(":")
+        if name == key:
+            return value
+    return None
+
+
+ATOMIC_TEMP = re.compile(r"\..+\.[0-9a-f]{8}\.tmp")
+"""Names of :func:`open_temp`'s temporary files (``.NAME.RANDOM.tmp``)."""
 
 
 def open_temp(path: Path) -> tuple[int, Path]:

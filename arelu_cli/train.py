@@ -46,6 +46,7 @@ from rich.console import Console
 from torch.nn.parallel import DistributedDataParallel
 
 from arelu_cli import checkpoint, distributed, threads, train_log
+from arelu_cli.attention import describe as describe_attention
 from arelu_cli.config import Config
 from arelu_cli.data.batching import Batch, batch_indices, collate, example_sizes
 from arelu_cli.data.prepared import Prepared, load_prepared
@@ -58,7 +59,8 @@ from arelu_cli.results import atomic_write_text, signature, versions
 from arelu_cli.schedule import average_weight, noam_lr, update_average
 from arelu_cli.tau import check_relu_tau
 from arelu_cli.train_guard import (DIVERGED, Diverged, Interrupted, StopSignals,
-                                   check_run_folder, diverged, grad_norm, is_finite, read_last,
+                                   check_new_run_folder, check_run_folder, clean_temporaries,
+                                   diverged, grad_norm, is_finite, read_last, recorded_recipe,
                                    resume_hint)
 from arelu_cli.validate import validate
 
@@ -113,6 +115,8 @@ class Session:
     started: float = field(default_factory=time.perf_counter)
     saved_step: int | None = None
     """The step ``last.pt`` holds (None before the first save)."""
+    recipe: str | None = None
+    """The recipe's name, in the signature and the checkpoints (kept when resuming)."""
 
 
 @dataclass(frozen=True)
@@ -167,10 +171,7 @@ def _setup(config: Config, out: Path, ctx: distributed.Context, resume: bool,
     if transform.family == "relu" and not ckpt and not isinstance(t.tau, str):
         check_relu_tau(t.tau, transform.name, transform.alpha, data.tgt_vocab_size,
                        config.data.max_tokens)  # before building any model
-    check_run_folder(out, ctx.is_main)
-    if not resume and (out / checkpoint.LAST).exists():
-        raise UserError(f"{out} already holds a run; continue it with --resume {out} or "
-                        "choose another --out")
+    recipe = _claim_folder(out, ctx, ckpt, recipe)
     torch.manual_seed(t.seed)
     model = Transformer(config.model, data.src_vocab_size, data.tgt_vocab_size, data.pad_id)
     model.to(ctx.device)
@@ -193,8 +194,10 @@ def _setup(config: Config, out: Path, ctx: distributed.Context, resume: bool,
     sig = signature(transform=transform.name, alpha=transform.alpha, tau=tau, data=data.corpus,
                     recipe=recipe, seed=t.seed, world_size=ctx.world_size,
                     fused_output=t.fused_output or None,
-                    label_smoothing=t.label_smoothing or None)
-    session = Session(config, out, ctx, data, model, forward, transform, optimizer, average, sig)
+                    label_smoothing=t.label_smoothing or None,
+                    attention=describe_attention(config.model))
+    session = Session(config, out, ctx, data, model, forward, transform, optimizer, average, sig,
+                      recipe=recipe)
     state = State()
     if ckpt:
         _restore(session, state, ckpt)
@@ -207,9 +210,23 @@ def _setup(config: Config, out: Path, ctx: distributed.Context, resume: bool,
         for stale in (out / "log.csv", out / SUMMARY, out / DIVERGED):  # an earlier run's,
             stale.unlink(missing_ok=True)  # its checkpoints gone
         atomic_write_text(out / "config.json", json.dumps(
-            {**config.to_dict(), "resolved": {"tau": tau, "world_size": ctx.world_size}},
+            {**config.to_dict(), "resolved": {"tau": tau, "world_size": ctx.world_size,
+                                              "recipe": recipe}},
             indent=2) + "\n")
     return session, state
+
+
+def _claim_folder(out: Path, ctx: distributed.Context, ckpt: dict | None,
+                  recipe: str | None) -> str | None:
+    """Check the run folder (resumed when ``ckpt`` is its ``last.pt``, else new), clear what
+    killed writes left in it, and return the recipe name of the run's signature: a resumed
+    run keeps the one it started with unless another is given."""
+    check_run_folder(out, ctx.is_main)
+    if ckpt is None:
+        check_new_run_folder(out)
+    if ctx.is_main:
+        clean_temporaries(out)
+    return recorded_recipe(out, ckpt) if ckpt is not None and recipe is None else recipe
 
 
 def _load_for_resume(out: Path, config: Config, data: Prepared,
@@ -244,7 +261,7 @@ def _payload(s: Session, state: State, kind: str) -> dict:
     weights = s.average if s.average is not None else s.model
     base = {"kind": kind, "config": s.config.to_dict(), "vocab": checkpoint.vocab_record(s.data),
             "transform": s.transform.name, "tau": s.transform.tau, "step": state.step,
-            "world_size": s.ctx.world_size, "versions": versions()}
+            "world_size": s.ctx.world_size, "recipe": s.recipe, "versions": versions()}
     if kind == "best":
         return {**base, "model": weights.state_dict(), "average": None, "bleu": state.best_bleu}
     if kind == "snapshot":
@@ -312,8 +329,7 @@ def _micro_loss(s: Session, batch: Batch, with_stats: bool) -> tuple[torch.Tenso
         return loss, stats
     with _autocast(s):
         logits = s.forward(batch.src, batch.tgt_in, keep)  # (N, V)
-    if not s.transform.half_logits:  # e.g. softmax's cross-entropy would compute in bf16
-        logits = logits.float()
+    logits = s.transform.loss_input(logits)  # e.g. softmax's cross-entropy would compute in bf16
     stats = batch_stats(logits, s.transform, rows) if with_stats else None
     # The sort-based entmax losses index out of range on NaN logits, so for them a NaN
     # anywhere is found first (one more pass over N x V); softmax's and alpha-ReLU's losses

@@ -1,8 +1,9 @@
 """Guards of a training run: a usable folder, and early ends that hide nothing and lose no work.
 
-* Folders: :func:`check_run_folder` (``--out``: a folder that can be written) and
-  :func:`read_last` (``--resume``: a run folder holding ``last.pt``), as one-line
-  :class:`UserError` messages that say what to do.
+* Folders: :func:`check_run_folder` (``--out``: a folder that can be written),
+  :func:`check_new_run_folder` (a new run's ``--out``: new, empty or a run folder, never a
+  folder of other files) and :func:`read_last` (``--resume``: a run folder holding
+  ``last.pt``), as one-line :class:`UserError` messages that say what to do.
 * Divergence: a step whose loss or gradient norm is not finite (NaN or inf) is never
   applied, and weights that an update made non-finite (or whose validation loss is not
   finite) are never saved, so ``last.pt`` keeps the last good state. :func:`diverged`
@@ -28,9 +29,10 @@ from pathlib import Path
 
 import torch
 
-from arelu_cli import checkpoint, distributed
+from arelu_cli import checkpoint, distributed, train_log
 from arelu_cli.errors import UserError
-from arelu_cli.results import atomic_write_text
+from arelu_cli.registry import get_transform
+from arelu_cli.results import ATOMIC_TEMP, atomic_write_text
 
 DIVERGED = "diverged.json"
 """Written when a run stops on a non-finite loss, gradient or weights."""
@@ -65,6 +67,58 @@ def check_run_folder(out: Path, create: bool) -> None:
                         "--out a folder you can write") from None
 
 
+def check_new_run_folder(out: Path) -> None:
+    """``out`` of a new run: a new or empty folder, or a run folder of ``arelu train``
+    without ``last.pt`` (a run stopped before its first save, now started again). A folder
+    holding a run is continued with ``--resume``; one holding other files is never written
+    into."""
+    if (out / checkpoint.LAST).exists():
+        raise UserError(f"{out} already holds a run; continue it with --resume {out} or "
+                        "choose another --out")
+    if not out.is_dir() or _is_run_folder(out):
+        return
+    # Our own atomic writes' temporaries (another process of this run may be writing
+    # config.json right now) are not foreign files.
+    foreign = sorted(p.name for p in out.iterdir() if not ATOMIC_TEMP.fullmatch(p.name))
+    if foreign:
+        shown = ", ".join(foreign[:3]) + (", ..." if len(foreign) > 3 else "")
+        raise UserError(f"{out} is not empty and not a run folder of arelu train (it holds "
+                        f"{shown}); give --out a new or empty folder")
+
+
+def clean_temporaries(folder: Path) -> list[Path]:
+    """Remove the temporary files that killed writes (:func:`arelu_cli.results.open_temp`'s
+    ``.NAME.RANDOM.tmp``) left in the run folder ``folder`` and its ``steps/``: a
+    checkpoint's is as large as the checkpoint. Returns the files removed."""
+    removed = []
+    for place in (folder, folder / "steps"):
+        if place.is_dir():
+            for path in place.iterdir():
+                if ATOMIC_TEMP.fullmatch(path.name) and path.is_file() and not path.is_symlink():
+                    path.unlink(missing_ok=True)
+                    removed.append(path)
+    return removed
+
+
+def _is_run_folder(folder: Path) -> bool:
+    """Whether ``folder`` holds the ``config.json`` that :func:`arelu_cli.train.train` writes."""
+    try:
+        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return False
+    return isinstance(config, dict) and {"train", "model", "resolved"} <= set(config)
+
+
+def check_tau_given(tau: object, transform: str) -> None:
+    """A number given for tau (``--tau``, ``--set train.tau=``) with a transform that has no
+    fixed threshold would be ignored: refuse it. (A recipe's numeric tau is kept, as
+    ``reproduce`` trains its other transforms with the recipe that sets 1.5-ReLU's.)"""
+    if isinstance(tau, str) or tau is None or get_transform(transform).family == "relu":
+        return
+    raise UserError(f"--tau {tau:g} applies only to alpha-ReLU transforms (<a>-relu, e.g. "
+                    f"1.5-relu); {transform} has no fixed threshold, so drop --tau")
+
+
 def read_last(folder: Path) -> dict:
     """The ``last.pt`` of the run folder ``folder``, to continue the run."""
     folder = Path(folder)
@@ -78,6 +132,12 @@ def read_last(folder: Path) -> dict:
         raise UserError(f"{folder} {what}, so there is no run to resume; start one with --out "
                         f"{shlex.quote(str(folder))} (without --resume)")
     return checkpoint.load(folder / checkpoint.LAST)
+
+
+def recorded_recipe(folder: Path, ckpt: dict) -> str | None:
+    """The recipe name a run was started with: its checkpoint's, else (a run from before
+    checkpoints recorded it) the one its log's signature names."""
+    return ckpt.get("recipe") or train_log.signature_value(folder / "log.csv", "recipe")
 
 
 def resume_hint(out: Path, saved_step: int | None) -> str:

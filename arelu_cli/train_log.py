@@ -4,21 +4,23 @@ Columns (see :data:`COLUMNS`) feed the paper's training-dynamics figure (loss an
 against steps or seconds), the tau/||z|| evolution and the tau sweep: ``tau`` is the
 transform's threshold (alpha-ReLU's fixed tau, alpha-entmax's mean ``tau(z)``, empty for
 softmax), ``tau_z`` the mean 1.5-entmax ``tau(z)`` of the same logits for every transform.
-Rows are appended as they come; a resumed run first drops the rows a killed run wrote
-after its last checkpoint, so the file reads as one uninterrupted run.
+Rows are appended as they come, under the file's own header (a resumed older run keeps its
+columns); a resumed run first drops the rows a killed run wrote after its last checkpoint,
+so the file reads as one uninterrupted run.
 """
 
 from __future__ import annotations
 
 import csv
-import io
+import math
 from pathlib import Path
 
 import pandas as pd
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-from arelu_cli.results import atomic_write_text
+from arelu_cli.errors import UserError
+from arelu_cli.results import atomic_write_text, signature_field
 
 COLUMNS = ("step", "epoch", "wall_s", "tokens_per_s", "threads", "train_loss", "lr", "tau",
            "tau_z", "logit_norm", "sum_p", "nnz", "val_loss", "val_bleu", "signature")
@@ -45,6 +47,16 @@ def _header(path: Path) -> tuple[str, ...]:
         return tuple(next(csv.reader(handle), COLUMNS))
 
 
+def signature_value(path: Path, key: str) -> str | None:
+    """``key`` in the signature of the log's first row; None without a log, a row or the key."""
+    try:
+        with open(path, encoding="utf-8", newline="") as handle:
+            row = next(csv.DictReader(handle), None)
+    except (OSError, UnicodeDecodeError, csv.Error):
+        return None
+    return signature_field(row.get("signature") or "", key) if row else None
+
+
 def read_log(path: Path) -> pd.DataFrame:
     """``log.csv`` as a frame; a log written before the ``threads`` column existed gets it
     empty, so that old and new runs read alike."""
@@ -55,13 +67,34 @@ def read_log(path: Path) -> pd.DataFrame:
 
 
 def truncate_after(path: Path, step: int) -> None:
-    """Drop the rows written after ``step`` (by a run killed after its last checkpoint)."""
+    """Drop the rows written after ``step`` (by a run killed after its last checkpoint) and
+    a last line that a kill cut short; the rows kept stay as they were written, under the
+    file's own header (an older run's columns included). A log without a complete header
+    is emptied: the next row starts it again."""
     if not path.exists():
         return
-    text = path.read_text(encoding="utf-8")
-    text = text[:text.rfind("\n") + 1]  # a kill mid-write leaves a last line without newline
-    frame = pd.read_csv(io.StringIO(text))
-    atomic_write_text(path, frame[frame["step"] <= step].to_csv(index=False))
+    with open(path, encoding="utf-8", newline="") as handle:
+        text = handle.read()
+    lines = [line + "\n" for line in text.split("\n")[:-1]]  # the last one lacks it: cut short
+    if not lines:
+        atomic_write_text(path, "")
+        return
+    header = next(csv.reader(lines[:1]))
+    if "step" not in header:
+        raise UserError(f"{path} is not a training log of arelu (its header has no step "
+                        "column); move it away, then resume")
+    at = header.index("step")
+    kept = [line for line in lines[1:] if _row_step(line, at, len(header)) <= step]
+    atomic_write_text(path, "".join(lines[:1] + kept))
+
+
+def _row_step(line: str, at: int, width: int) -> float:
+    """The step of one log line; infinite (never kept) for a line that is not a whole row."""
+    row = next(csv.reader([line]), [])
+    try:
+        return float(row[at]) if len(row) == width else math.inf
+    except ValueError:
+        return math.inf
 
 
 def progress_bar(console: Console | None) -> Progress | None:

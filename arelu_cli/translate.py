@@ -37,6 +37,7 @@ import numpy as np
 import torch
 
 from arelu_cli import checkpoint
+from arelu_cli.attention import describe as describe_attention
 from arelu_cli.config import Config, DecodeConfig
 from arelu_cli.data import bpe
 from arelu_cli.data.batching import batch_indices
@@ -74,8 +75,9 @@ class Decoder:
 
     def signature(self, **extra: object) -> str:
         return signature(transform=self.transform.name, alpha=self.transform.alpha,
-                         tau=self.transform.tau, data=self.data.corpus, checkpoint=str(self.path),
-                         **extra)
+                         tau=self.transform.tau, data=self.data.corpus,
+                         attention=describe_attention(self.config.model),
+                         checkpoint=str(self.path), **extra)
 
 
 def resolve_checkpoint(path: str | Path) -> Path:

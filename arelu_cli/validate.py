@@ -49,11 +49,14 @@ def split_loss(model: Transformer, data: Prepared, split: str, transform: Output
     for batch in token_batches(data, split, max_tokens=max_tokens, shuffle=False):
         batch = batch.to(device)
         keep = batch.tgt_out != data.pad_id
-        logits = model(batch.src, batch.tgt_in, keep).float()  # (N, V)
-        if not torch.isfinite(logits.sum()):
+        logits = transform.loss_input(model(batch.src, batch.tgt_in, keep))  # (N, V)
+        if not torch.isfinite(logits.sum(dtype=torch.float32)):
             model.train(was_training)
             return float("nan")
-        total += float(transform.loss(logits, batch.tgt_out[keep], reduction="sum"))
+        # per-token losses come in the logits' dtype (bf16 for alpha-ReLU under autocast):
+        # summed in fp32, as in training
+        rows = transform.loss(logits, batch.tgt_out[keep], reduction="none")  # (N,)
+        total += float(rows.sum(dtype=torch.float32))
         tokens += batch.n_tgt_tokens
     model.train(was_training)
     return total / tokens

@@ -1,6 +1,9 @@
 """Beam search: beam 1 is greedy, n-best lists are sorted, pruning -inf candidates matches a
-brute-force beam search that keeps them, teacher-forced scores equal decoding scores."""
+brute-force beam search that keeps them, teacher-forced scores equal decoding scores;
+alpha-ReLU's one-pass top-k scores decode exactly as the full score matrix does, and NaN
+logits stop decoding with a UserError."""
 
+import dataclasses
 import math
 
 import pytest
@@ -8,10 +11,11 @@ import torch
 
 from arelu_cli.config import ModelConfig
 from arelu_cli.decode import (Hypothesis, beam_search, greedy, ranking_score, sequence_scores,
-                              step_log_scores, target_tensors)
+                              step_log_scores, step_top_scores, target_tensors)
 from arelu_cli.errors import UserError
 from arelu_cli.model import Transformer
 from arelu_cli.registry import get_transform
+from arelu_cli.transforms import _cpp_kernels
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -20,6 +24,9 @@ CFG = ModelConfig(d_model=32, encoder_layers=1, decoder_layers=2, heads=2, d_ff=
                   attention_dropout=0.0, max_positions=64)
 # tau 0.9 leaves about 3 of 40 outputs of this random model non-zero: beams of 4 run short.
 TRANSFORMS = [("softmax", 0.0), ("1.5-entmax", 0.0), ("sparsemax", 0.0), ("1.5-relu", 0.9)]
+# alpha-ReLU's top-k engines: C++ where it builds, the eager twin everywhere.
+ENGINES = ["eager", pytest.param("cpp", marks=pytest.mark.skipif(
+    not _cpp_kernels.available(), reason="no C++ toolchain to build the cpp engine"))]
 
 
 def _model(seed=0, eos_bias=1.5):
@@ -155,3 +162,87 @@ def test_bad_beam_settings_are_user_errors(beam, n_best, message):
     with pytest.raises(UserError, match=message):
         beam_search(_model(), _sources(), get_transform("softmax"), bos_id=BOS, eos_id=EOS,
                     limits=torch.full((5,), 4), beam=beam, n_best=n_best)
+
+
+def _full_matrix(transform):
+    """The same transform scored as before the fused path: log_scores over (R, V), then topk."""
+    unfused = dataclasses.replace(transform, _top_log_scores=None)
+    assert transform.fused_top_k and not unfused.fused_top_k
+    return unfused
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("tau", [0.0, 0.3, 0.9])
+@pytest.mark.parametrize("beam, n_best, lp", [(1, 1, 0.0), (2, 1, 0.0), (4, 3, 0.6), (8, 2, 0.0)])
+def test_fused_alpha_relu_decodes_as_the_full_score_matrix(engine, tau, beam, n_best, lp,
+                                                          monkeypatch):
+    """Same hypotheses, same float64 scores to the last bit (tau 0.9: beams run short)."""
+    monkeypatch.setenv("ARELU_BACKEND", engine)
+    model, src = _model(seed=3), _sources(seed=3)
+    fused = get_transform("1.5-relu", tau=tau)
+    limits = torch.tensor([9, 7, 12, 4, 10])
+    kwargs = dict(bos_id=BOS, eos_id=EOS, limits=limits)
+    found = beam_search(model, src, fused, beam=beam, n_best=n_best, length_penalty=lp, **kwargs)
+    assert found == beam_search(model, src, _full_matrix(fused), beam=beam, n_best=n_best,
+                                length_penalty=lp, **kwargs)
+    assert greedy(model, src, fused, **kwargs) == greedy(model, src, _full_matrix(fused),
+                                                         **kwargs)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_an_empty_support_ends_beams_and_greedy_walks_on_as_before(engine, monkeypatch):
+    """tau so high that no token is ever in the support: beam search returns each sentence's
+    empty prefix with -inf, greedy follows the arg-max logit with score -inf, fused or not."""
+    monkeypatch.setenv("ARELU_BACKEND", engine)
+    model, src = _model(seed=4), _sources(seed=4)
+    fused = get_transform("1.5-relu", tau=50.0)
+    kwargs = dict(bos_id=BOS, eos_id=EOS, limits=torch.full((5,), 6))
+    found = beam_search(model, src, fused, beam=3, **kwargs)
+    assert found == [[Hypothesis([], -math.inf, ended=False)]] * 5
+    assert found == beam_search(model, src, _full_matrix(fused), beam=3, **kwargs)
+    walked = greedy(model, src, fused, **kwargs)
+    assert walked == greedy(model, src, _full_matrix(fused), **kwargs)
+    assert all(h.score == -math.inf for h in walked)
+    assert walked == [dataclasses.replace(h, score=-math.inf)
+                      for h in greedy(model, src, get_transform("softmax"), **kwargs)]
+
+
+@pytest.mark.parametrize("name, tau", TRANSFORMS + [("1.5-entmax-bisect", 0.0), ("1.5-relu", 0.1)])
+def test_step_top_scores_are_the_top_k_of_the_step_scores(name, tau):
+    model, src = _model(seed=5), _sources(seed=5)
+    logits = model(src, torch.full((5, 3), BOS))[:, -1]                    # (5, V)
+    transform = get_transform(name, tau=tau)
+    for renormalize in (False, True):
+        full = step_log_scores(transform, logits, renormalize)
+        for k in (1, 4):
+            scores, tokens = step_top_scores(transform, logits, k, renormalize)
+            assert torch.equal(scores, full.topk(k, dim=1).values)
+            assert torch.equal(scores, full.gather(1, tokens))
+
+
+def _nan_at_first_step(model, row):
+    original = model.step
+
+    def step(tokens, state):
+        logits = original(tokens, state)
+        logits[row, 7] = math.nan
+        return logits
+    model.step = step
+    return model
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("name", ["softmax", "1.5-entmax", "sparsemax", "1.5-entmax-k100",
+                                  "1.5-entmax-bisect", "1.5-relu"])
+@pytest.mark.parametrize("beam, renormalize", [(1, False), (3, False), (1, True), (3, True)])
+def test_nan_logits_stop_decoding_with_a_user_error(engine, name, beam, renormalize,
+                                                    monkeypatch):
+    monkeypatch.setenv("ARELU_BACKEND", engine)
+    model, src = _nan_at_first_step(_model(), row=1), _sources()
+    transform = get_transform(name, tau=0.1)
+    kwargs = dict(bos_id=BOS, eos_id=EOS, limits=torch.full((5,), 5), renormalize=renormalize)
+    with pytest.raises(UserError, match="NaN logits while decoding"):
+        if beam == 1:
+            greedy(model, src, transform, **kwargs)
+        else:
+            beam_search(model, src, transform, beam=beam, **kwargs)

@@ -164,3 +164,88 @@ def test_bad_recipes_and_run_folders_are_one_line_errors(monkeypatch, capsys, ti
         code, captured = _run(monkeypatch, capsys, "train", "--recipe",
                               _recipe(tmp_path, tiny_corpus), *given)
         _one_line_error(code, captured, message)
+
+
+def _signatures(out) -> set[str]:
+    rows = pd.read_csv(out / "log.csv")["signature"].tolist()
+    return {*rows, json.loads((out / "summary.json").read_text())["signature"]}
+
+
+@pytest.mark.parametrize("older", [False, True])
+def test_resume_without_recipe_keeps_the_recipe_in_every_signature(monkeypatch, capsys,
+                                                                   tiny_corpus, tmp_path, older):
+    """``--resume RUN`` alone signs its rows and summary with the recipe the run started with:
+    from its checkpoint, or (``older``: a checkpoint from before it was recorded there)
+    from the log's signature."""
+    recipe, out = _recipe(tmp_path, tiny_corpus), tmp_path / "run"
+    code, _ = _run(monkeypatch, capsys, "train", "--recipe", recipe, "--out", out,
+                   "--device", "cpu")
+    assert code == 0 and all("|recipe:r|" in s for s in _signatures(out))
+    if older:
+        saved = checkpoint.load(out / checkpoint.LAST)
+        assert saved.pop("recipe") == "r"
+        checkpoint.save(saved, out / checkpoint.LAST)
+    code, _ = _run(monkeypatch, capsys, "train", "--resume", out, "--max-steps", "3")
+    assert code == 0 and (out / "log.csv").read_text().count("\n3,") == 1
+    assert all("|recipe:r|" in s for s in _signatures(out)), _signatures(out)
+
+
+def test_set_applies_where_no_flag_is_given(monkeypatch, capsys, tiny_corpus, tmp_path):
+    """``--set train.max_steps=1`` was overwritten by the absent --max-steps flag."""
+    out = tmp_path / "run"
+    code, _ = _run(monkeypatch, capsys, "train", "--recipe", _recipe(tmp_path, tiny_corpus),
+                   "--out", out, "--device", "cpu", "--set", "train.max_steps=1",
+                   "--set", "train.seed=7")
+    config = json.loads((out / "config.json").read_text())
+    assert code == 0 and (config["train"]["max_steps"], config["train"]["seed"]) == (1, 7)
+    assert pd.read_csv(out / "log.csv")["step"].max() == 1
+
+
+@pytest.mark.parametrize("args", [["--transform", "softmax", "--tau", "0.3"],
+                                  ["--transform", "1.5-entmax", "--tau", "0"],
+                                  ["--transform", "sparsemax", "--set", "train.tau=0.2"]])
+def test_a_numeric_tau_for_a_transform_without_one_is_refused(monkeypatch, capsys, tiny_corpus,
+                                                              tmp_path, args):
+    out = tmp_path / "run"
+    code, captured = _run(monkeypatch, capsys, "train", "--recipe",
+                          _recipe(tmp_path, tiny_corpus), "--out", out, *args)
+    _one_line_error(code, captured, "applies only to alpha-ReLU transforms (<a>-relu")
+    assert not out.exists()
+
+
+def test_a_numeric_tau_is_refused_when_resuming_a_run_without_one(monkeypatch, capsys,
+                                                                 tiny_corpus, tmp_path):
+    out = tmp_path / "run"
+    code, _ = _run(monkeypatch, capsys, "train", "--recipe", _recipe(tmp_path, tiny_corpus),
+                   "--out", out, "--device", "cpu")
+    assert code == 0
+    code, captured = _run(monkeypatch, capsys, "train", "--resume", out, "--tau", "0.3")
+    _one_line_error(code, captured, "--tau 0.3 applies only to alpha-ReLU transforms")
+
+
+def test_out_holding_other_files_is_refused_and_left_alone(monkeypatch, capsys, tiny_corpus,
+                                                          tmp_path):
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "notes.txt").write_text("keep me")
+    code, captured = _run(monkeypatch, capsys, "train", "--recipe", _recipe(tmp_path, tiny_corpus),
+                          "--out", out, "--device", "cpu")
+    _one_line_error(code, captured, "is not empty and not a run folder of arelu train (it holds "
+                                    "notes.txt); give --out a new or empty folder")
+    assert sorted(p.name for p in out.iterdir()) == ["notes.txt"]
+
+
+def test_out_may_be_empty_or_a_run_folder_without_last_pt(monkeypatch, capsys, tiny_corpus,
+                                                          tmp_path):
+    """An empty folder is a new run's; a run folder whose run stopped before its first save
+    is started again; one holding last.pt points to --resume."""
+    recipe, out = _recipe(tmp_path, tiny_corpus), tmp_path / "run"
+    out.mkdir()
+    code, _ = _run(monkeypatch, capsys, "train", "--recipe", recipe, "--out", out, "--device", "cpu")
+    assert code == 0
+    code, captured = _run(monkeypatch, capsys, "train", "--recipe", recipe, "--out", out)
+    _one_line_error(code, captured, f"{out} already holds a run; continue it with --resume")
+    for name in (checkpoint.LAST, checkpoint.BEST, "summary.json"):
+        (out / name).unlink()
+    code, _ = _run(monkeypatch, capsys, "train", "--recipe", recipe, "--out", out, "--device", "cpu")
+    assert code == 0 and (out / checkpoint.LAST).is_file()

@@ -86,6 +86,22 @@ def test_parse_override(text, expected):
     ({"reproduce": {"tau_sweep": [0.1, "x"]}}, r"\[reproduce\] tau_sweep must be a number"),
     ({"reproduce": {"train_minutes": -1}}, r"train_minutes must be >= 0"),
     ({"reproduce": {"timing_repeats": 0}}, r"\[reproduce\] timing_repeats must be positive"),
+    # NaN passes every comparison with a bound, and no budget, rate or power is infinite
+    ({"reproduce": {"train_minutes": float("nan")}}, r"\[reproduce\] train_minutes must be a "
+                                                      r"finite number, got nan"),
+    ({"reproduce": {"train_minutes": float("inf")}}, r"\[reproduce\] train_minutes must be a finite"),
+    ({"reproduce": {"gpu_watts": float("inf")}}, r"\[reproduce\] gpu_watts must be a finite"),
+    ({"reproduce": {"gpu_watts": -250.0}}, r"\[reproduce\] gpu_watts must be >= 0"),
+    ({"reproduce": {"sweep_minutes": float("nan")}}, r"\[reproduce\] sweep_minutes must be a finite"),
+    ({"reproduce": {"tau_sweep": [0.1, float("inf")]}}, r"\[reproduce\] tau_sweep must be a finite"),
+    ({"sweep": {"lr": [1.0, float("inf")]}}, r"\[sweep\] lr must be a finite number, got inf"),
+    ({"study": {"equal_time_minutes": float("nan")}}, r"\[study\] equal_time_minutes must be a "
+                                                      r"finite"),
+    ({"train": {"max_minutes": float("nan")}}, r"\[train\] max_minutes must be >= 0"),
+    ({"train": {"warmup": -5}}, r"\[train\] warmup must be positive"),
+    ({"train": {"seed": -1}}, r"\[train\] seed must be >= 0, got -1"),
+    ({"reproduce": {"seeds": [1, 1]}}, r"\[reproduce\] seeds must be distinct integers >= 0"),
+    ({"study": {"seeds": [1, -2]}}, r"\[study\] seeds must be distinct integers >= 0"),
 ])
 def test_bad_values_say_what_to_do(tables, message):
     with pytest.raises(UserError, match=message):
@@ -122,3 +138,24 @@ def test_bad_recipe_files(tmp_path):
         load_config(tmp_path / "bad.toml")
     with pytest.raises(UserError, match="SECTION.KEY=VALUE"):
         parse_override("lr=1")
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda p: p.mkdir(), r"recipe \S+ is a folder, not a file; give a TOML file"),
+    (lambda p: p.write_bytes(b"\xff\xfe[train]"), r"recipe \S+ is not UTF-8 text"),
+])
+def test_a_recipe_that_is_no_text_file_is_one_line(tmp_path, make, message):
+    """From Python as from the CLI: a folder or a binary file is a UserError, not an
+    IsADirectoryError or UnicodeDecodeError."""
+    make(tmp_path / "r.toml")
+    with pytest.raises(UserError, match=message) as info:
+        load_config(tmp_path / "r.toml")
+    assert "\n" not in str(info.value)
+
+
+def test_nan_and_inf_from_a_toml_recipe_are_refused(tmp_path):
+    """TOML spells them ``nan`` and ``inf``."""
+    recipe = tmp_path / "r.toml"
+    recipe.write_text("[reproduce]\ngpu_watts = nan\n")
+    with pytest.raises(UserError, match=r"\[reproduce\] gpu_watts must be a finite number"):
+        load_config(recipe)

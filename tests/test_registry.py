@@ -79,3 +79,30 @@ def test_unknown_names_list_what_is_valid(name, match):
     with pytest.raises(UserError, match=match) as info:
         get_transform(name)
     assert "1.5-relu" in str(info.value) and "<a>-entmax-bisect" in str(info.value)
+
+
+@pytest.mark.parametrize("name", [c[0] for c in CASES])
+def test_bf16_logits_give_the_loss_and_gradient_of_their_fp32_copy(name):
+    """What a trainer passes under bf16 autocast (:meth:`loss_input`: bf16 itself where the
+    loss reads it with fp32 math, an fp32 copy elsewhere) gives the loss and gradient of
+    the same logits copied to fp32."""
+    transform = get_transform(name, tau=0.2, n_iter=80)
+    torch.manual_seed(0)
+    z = (3 * torch.randn(6, 40)).bfloat16()
+    y = torch.randint(0, 40, (6,))
+    given = transform.loss_input(z)
+    assert given.dtype == (torch.bfloat16 if transform.half_logits else torch.float32)
+    assert (given.data_ptr() == z.data_ptr()) == transform.half_logits  # no N x V copy
+    half, full = z.clone().requires_grad_(), z.float().requires_grad_()
+    loss_half = transform.loss(transform.loss_input(half), y, reduction="none").float().sum()
+    loss_full = transform.loss(full, y, reduction="none").sum()
+    (grad_half,) = torch.autograd.grad(loss_half, half)
+    (grad_full,) = torch.autograd.grad(loss_full, full)
+    torch.testing.assert_close(loss_half, loss_full, rtol=4e-3, atol=1e-3)
+    torch.testing.assert_close(grad_half.float(), grad_full, rtol=1e-2, atol=4e-3)
+
+
+def test_only_alpha_relu_reads_half_precision_and_fp32_is_never_copied():
+    assert {n for n, *_ in CASES if get_transform(n).half_logits} == {"1.5-relu", "1.3-relu"}
+    z = torch.randn(3, 5)
+    assert all(get_transform(n).loss_input(z) is z for n, *_ in CASES)

@@ -90,7 +90,8 @@ def test_every_csv_png_and_the_report(grid):
     for name in ("softmax", "1.5-entmax", "1.5-relu"):
         hyps = (out / "translations" / f"{name}.test.txt").read_text(encoding="utf-8")
         assert len(hyps.splitlines()) == 40
-    assert (out / "human_eval" / "key.csv").is_file()
+    assert (out / "human_eval-key" / "key.csv").is_file()
+    assert not (out / "human_eval" / "key.csv").exists()  # the sheets' folder is blind
 
 
 def test_a_second_call_skips_every_step(grid):
@@ -217,6 +218,19 @@ def test_bad_requests_fail_before_any_work(tiny_corpus, tiny_model, tmp_path):
     assert not (tmp_path / "r").exists()
 
 
+@pytest.mark.parametrize("name, text", [("reproduce.json", '{"mine": 1}\n'),
+                                        ("commands.txt", "make all\n")])
+def test_a_users_file_of_an_outputs_name_is_refused_before_any_work(tiny_corpus, tiny_model,
+                                                                   tmp_path, name, text):
+    recipe = write_recipe(tmp_path / "tiny.toml", tiny_corpus, tiny_model)
+    out = tmp_path / "r"
+    out.mkdir()
+    (out / name).write_text(text)
+    with pytest.raises(UserError, match=f"{name} exists and was not written by arelu"):
+        reproduce(Request(recipe, out, device="cpu"), Console(quiet=True))
+    assert [p.name for p in out.iterdir()] == [name] and (out / name).read_text() == text
+
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -259,3 +273,37 @@ def test_commands_read_bundled_recipes_from_another_folder(tiny_corpus, tmp_path
     code, captured = _cli(monkeypatch, capsys, "reproduce", "toy", "--transforms", "2.5-relu")
     assert code == 2 and "no recipe" not in captured.err and "2.5" in captured.err
     assert not (tmp_path / "results").exists() and not (tmp_path / "data").exists()
+
+
+def test_transforms_paper_keyword_and_step_budget(tiny_corpus, tiny_model, tmp_path):
+    from arelu_cli.reproduce import PAPER_GRID, parse_transforms
+    assert parse_transforms("paper") == PAPER_GRID and len(PAPER_GRID) == 5
+    assert parse_transforms("softmax, paper") == ("softmax", *PAPER_GRID)
+    assert parse_transforms(None) is None
+    with pytest.raises(UserError, match="names no transform"):
+        parse_transforms(" , ")
+    recipe = write_recipe(tmp_path / "tiny.toml", tiny_corpus, tiny_model)
+    steps = load_request_config(Request(recipe, tmp_path / "r", train_steps=9)).reproduce
+    assert steps.train_steps == 9
+    minutes = load_request_config(Request(recipe, tmp_path / "r", train_minutes=0.5))
+    assert minutes.reproduce.train_steps > 1000  # --minutes alone: the minutes decide
+    assert load_request_config(Request(recipe, tmp_path / "r")).reproduce.train_steps == 0
+
+
+def test_a_toy_folder_of_another_generator_default_is_not_reused(tmp_path):
+    from arelu_cli.data import toy
+    from arelu_cli.reproduce import _prepared
+    config = load_config(resolve_recipe("toy"), {("data", "path"): str(tmp_path)})
+    assert not _prepared(config)
+    meta = {"corpus": "toy", "toy": toy.record(toy.ToyConfig())}
+    (tmp_path / "meta.json").write_text(json.dumps(meta))
+    assert _prepared(config)
+    meta["toy"] = toy.record(toy.ToyConfig(vocab=6000))
+    (tmp_path / "meta.json").write_text(json.dumps(meta))
+    assert not _prepared(config)
+
+
+def test_the_toy_recipe_is_a_step_budget():
+    config = load_config(resolve_recipe("toy"))
+    assert config.train.max_minutes == 0 and config.reproduce.train_minutes == 0
+    assert config.train.max_steps >= 500 and config.train.precision == "fp32"

@@ -11,8 +11,9 @@ import torch
 
 from arelu_cli import checkpoint
 from arelu_cli.errors import UserError
-from arelu_cli.train_guard import (DIVERGED, Diverged, StopSignals, check_run_folder, diverged,
-                                   grad_norm, read_last)
+from arelu_cli.train_guard import (DIVERGED, Diverged, StopSignals, check_new_run_folder,
+                                   check_run_folder, check_tau_given, clean_temporaries,
+                                   diverged, grad_norm, read_last)
 
 
 def test_a_run_folder_must_be_a_writable_folder(tmp_path):
@@ -35,6 +36,44 @@ def test_a_read_only_folder_is_refused(tmp_path):
             check_run_folder(tmp_path, create=True)
     finally:
         tmp_path.chmod(0o755)
+
+
+def test_a_new_run_goes_only_into_an_empty_folder_or_a_run_folder(tmp_path):
+    check_new_run_folder(tmp_path / "absent")
+    check_new_run_folder(tmp_path)  # empty
+    (tmp_path / ".config.json.0123abcd.tmp").write_text("{")  # another process writing it
+    check_new_run_folder(tmp_path)
+    (tmp_path / "config.json").write_text('{"x": 1}')  # not arelu train's
+    with pytest.raises(UserError, match=r"not a run folder of arelu train \(it holds "
+                                        r"config.json\); give --out a new or empty folder"):
+        check_new_run_folder(tmp_path)
+    (tmp_path / "config.json").write_text('{"model": {}, "train": {}, "resolved": {}}')
+    (tmp_path / "notes.txt").write_text("a run's folder may hold the user's notes too")
+    check_new_run_folder(tmp_path)
+    (tmp_path / checkpoint.LAST).write_text("x")
+    with pytest.raises(UserError, match=r"already holds a run; continue it with --resume"):
+        check_new_run_folder(tmp_path)
+
+
+def test_what_killed_writes_left_is_removed_and_nothing_else(tmp_path):
+    (tmp_path / "steps").mkdir()
+    left = [tmp_path / ".last.pt.0123abcd.tmp", tmp_path / "steps" / ".step-4.pt.89abcdef.tmp"]
+    kept = [tmp_path / "last.pt", tmp_path / ".last.pt.mine", tmp_path / "notes.0123abcd.tmp"]
+    for path in left + kept:
+        path.write_text("x")
+    assert sorted(clean_temporaries(tmp_path)) == sorted(left)
+    assert all(p.exists() for p in kept) and not any(p.exists() for p in left)
+
+
+@pytest.mark.parametrize("tau, transform, refused", [
+    (0.3, "softmax", True), (0.0, "1.5-entmax", True), (0.3, "1.5-relu", False),
+    ("auto", "softmax", False), (None, "sparsemax", False)])
+def test_a_number_for_tau_needs_a_transform_with_one(tau, transform, refused):
+    if refused:
+        with pytest.raises(UserError, match=rf"--tau {tau:g} applies only to alpha-ReLU"):
+            check_tau_given(tau, transform)
+    else:
+        check_tau_given(tau, transform)
 
 
 def test_resume_needs_a_folder_with_last_pt(tmp_path):

@@ -56,7 +56,10 @@ def _step_fn(model: Transformer, transform, batch, autocast, t: TrainConfig, fus
             else:
                 logits = model(batch.src, batch.tgt_in, keep)  # (N, V)
         if fused_loss is None:
-            loss = transform.loss(logits.float(), target, reduction="sum", reuse_logits=True)
+            # fp32 only for the losses that need it, as the trainer does (no N x V copy for
+            # alpha-ReLU, whose loss reads bf16 with fp32 math)
+            loss = transform.loss(transform.loss_input(logits), target, reduction="sum",
+                                  reuse_logits=True)
         (loss / target.numel()).backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)

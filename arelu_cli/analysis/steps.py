@@ -77,17 +77,25 @@ def split_batches(decoder: Decoder, split: str, indices: np.ndarray,
 
 
 @torch.no_grad()
+def step_targets(decoder: Decoder, batch: Batch, along: Along, cfg: DecodeConfig,
+                 renormalize: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Teacher-forcing tensors (tgt_in, tgt_out, keep), (B, T) each, that walk the batch's
+    steps: the input, the token of each step, True at the steps (see the module docstring)."""
+    data = decoder.data
+    if along == "reference":
+        return batch.tgt_in, batch.tgt_out, batch.tgt_out != data.pad_id
+    sources = [row[row != data.pad_id][:-1].tolist() for row in batch.src]  # without eos
+    best = [hyps[0] for hyps in decode_batch(decoder, sources, cfg, renormalize=renormalize)]
+    return target_tensors(best, bos_id=data.bos_id, eos_id=data.eos_id, pad_id=data.pad_id,
+                          device=decoder.device)
+
+
+@torch.no_grad()
 def step_logits(decoder: Decoder, batch: Batch, along: Along, cfg: DecodeConfig,
                 renormalize: bool = False) -> torch.Tensor:
     """(N, V) float32 logits at every step of the batch's sentences (see the module docstring)."""
-    model, data = decoder.model, decoder.data
-    if along == "reference":
-        return model(batch.src, batch.tgt_in, batch.tgt_out != data.pad_id).float()
-    sources = [row[row != data.pad_id][:-1].tolist() for row in batch.src]  # without eos
-    best = [hyps[0] for hyps in decode_batch(decoder, sources, cfg, renormalize=renormalize)]
-    tgt_in, _, keep = target_tensors(best, bos_id=data.bos_id, eos_id=data.eos_id,
-                                     pad_id=data.pad_id, device=decoder.device)
-    return model(batch.src, tgt_in, keep).float()
+    tgt_in, _, keep = step_targets(decoder, batch, along, cfg, renormalize)
+    return decoder.model(batch.src, tgt_in, keep).float()
 
 
 def step_probs(decoder: Decoder, split: str, along: Along, cfg: DecodeConfig, *,

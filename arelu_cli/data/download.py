@@ -8,15 +8,16 @@ under ``$ARELU_CACHE`` (default ``~/.cache/arelu``) and read like a ``--source``
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import socket
 import tarfile
-import tempfile
 import urllib.request
 from pathlib import Path
 from urllib.parse import urlparse
 
 from arelu_cli.data.corpora import CorpusSpec, HubSource
+from arelu_cli.data.prepared import atomic_dir, clean_leftovers
 from arelu_cli.errors import UserError
 
 HUB_HOST = "huggingface.co"
@@ -60,23 +61,48 @@ def fetch_hub(spec: CorpusSpec, hub: HubSource, splits: list[str],
 
 
 def fetch_archive(spec: CorpusSpec, url: str, subdir: str) -> Path:
-    """Download and extract a ``.tgz`` once; returns the folder in the publisher's layout."""
+    """Download and extract a ``.tgz`` once; returns the folder in the publisher's layout.
+
+    The archive is fetched and extracted into a hidden folder beside the cache entry
+    (:func:`arelu_cli.data.prepared.atomic_dir`) that becomes the entry only once complete;
+    the hidden folders of killed downloads are removed first."""
     target = cache_dir() / spec.name
+    clean_leftovers(target)
+    _clean_old_leftovers(target)
     if (target / subdir).is_dir():
         return target / subdir
     parsed = urlparse(url)
     _check_online(spec, parsed.hostname or "", parsed.port or (443 if parsed.scheme == "https" else 80))
-    target.parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{spec.name}."))
+    with atomic_dir(target) as work:
+        _download_into(spec, url, work)
+    return target / subdir
+
+
+def _clean_old_leftovers(target: Path) -> None:
+    """Remove what killed downloads of earlier versions left beside ``target``: hidden
+    ``.NAME.XXXXXXXX`` folders (``tempfile.mkdtemp``'s names) holding only their archive
+    and extraction folder."""
+    if not target.parent.is_dir():
+        return
+    pattern = re.compile(rf"\.{re.escape(target.name)}\.[a-z0-9_]{{8}}")
+    for entry in target.parent.iterdir():
+        if (pattern.fullmatch(entry.name) and entry.is_dir() and not entry.is_symlink()
+                and {p.name for p in entry.iterdir()} <= {"archive.tgz", "x"}):
+            shutil.rmtree(entry, ignore_errors=True)
+
+
+def _download_into(spec: CorpusSpec, url: str, work: Path) -> None:
+    """The archive at ``url`` extracted into the folder ``work`` (the archive not kept)."""
+    archive = work / ".archive.tgz"
     try:
-        archive = work / "archive.tgz"
         with urllib.request.urlopen(url, timeout=60) as response, open(archive, "wb") as handle:
             shutil.copyfileobj(response, handle)
         with tarfile.open(archive) as tar:
-            tar.extractall(work / "x", filter="data")
-        os.replace(work / "x", target)
+            tar.extractall(work, filter="data")
     except OSError as err:
         raise _offline(spec, url, err) from None
+    except tarfile.TarError:  # its message spans lines
+        raise UserError(f"the download of {spec.name} from {url} is not a readable .tgz "
+                        "archive; try again, or give local files with --source DIR") from None
     finally:
-        shutil.rmtree(work, ignore_errors=True)
-    return target / subdir
+        archive.unlink(missing_ok=True)

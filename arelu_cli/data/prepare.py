@@ -171,9 +171,10 @@ def _check_same_source(out: Path, meta: dict, inputs: Inputs) -> None:
 
 def _inputs(spec: CorpusSpec, req: PrepareRequest, src: str, tgt: str, log: Log) -> Inputs:
     if spec.name == "toy":
-        sizes = {"train": req.train_size or 50_000, "dev": req.eval_size or 1000,
-                 "test": req.eval_size or 1000}
-        return Inputs(toy=toy.ToyConfig(vocab=req.toy_vocab or 6000, seed=req.seed, **sizes))
+        given = {"vocab": req.toy_vocab, "train": req.train_size, "dev": req.eval_size,
+                 "test": req.eval_size}  # None: the generator's default (0 is refused above)
+        return Inputs(toy=toy.ToyConfig(seed=req.seed,
+                                        **{k: v for k, v in given.items() if v is not None}))
     overrides = {k: (Path(a), Path(b)) for k, (a, b) in req.split_files.items()}
     needed = [s for s in SPLITS if s not in overrides and not (s == "dev" and spec.dev_from_train)]
     source = req.source
@@ -230,7 +231,7 @@ def _clean(texts: Texts, rules: CleanRules, train_size: int | None) -> tuple[Tex
 
 def _toy_record(inputs: Inputs) -> dict | None:
     """The toy config and the generator's version: a changed generator rebuilds the folder."""
-    return {**asdict(inputs.toy), "generator": toy.GENERATOR} if inputs.toy else None
+    return toy.record(inputs.toy) if inputs.toy else None
 
 
 def _fingerprint(options: dict, inputs: Inputs) -> str:

@@ -20,10 +20,9 @@ from typing import Optional
 import pandas as pd
 
 from arelu_cli.errors import UserError
-from arelu_cli.report import plots, runs, seeds, tables
+from arelu_cli.report import plots, report_md, runs, seeds, tables
 from arelu_cli.report.columns import COLUMNS, read_csv, write_csv
 from arelu_cli.report.curves import alpha_relu_curve_rows
-from arelu_cli.report.report_md import write_report
 
 COMMANDS_FILE = "commands.txt"
 
@@ -107,14 +106,18 @@ def regenerate(folder: str | Path, commands: Sequence[str] = (), runs_dir: Optio
                n_gpus: Optional[int] = None, tau_csvs: Sequence[Path] = ()) -> Rebuilt:
     """CSVs, then PNGs, then REPORT.md with the recorded commands followed by ``commands``.
 
-    ``folder`` must exist: a mistyped name is an error, not a new, empty report.
+    ``folder`` must exist: a mistyped name is an error, not a new, empty report. A
+    REPORT.md or figure PNG there that arelu did not write is refused before anything is
+    written (:mod:`arelu_cli.ownership`).
     """
     folder = Path(folder)
     if not folder.is_dir():
         raise UserError(f"{folder} is a file, not a results folder" if folder.exists() else
                         f"no results folder {folder}; give the folder `arelu reproduce` wrote "
                         "(or make the folder first)")
+    plots.check_replaceable(folder)  # a user's file of an output's name: refused before any
+    report_md.check_replaceable(folder)  # write, while the CSVs of older figures predate it
     out = Rebuilt(regenerate_csvs(folder, runs_dir, sweep_dir, gpu_watts, n_gpus, tau_csvs))
     out.pngs = plots.plot_all(folder)
-    out.report = write_report(folder, [*recorded_commands(folder), *commands])
+    out.report = report_md.write_report(folder, [*recorded_commands(folder), *commands])
     return out

@@ -19,7 +19,7 @@ from typing import Optional
 import pandas as pd
 
 from arelu_cli.errors import UserError
-from arelu_cli.results import write_frame
+from arelu_cli.results import signature_field, write_frame
 
 SIGNATURE = "run signature: transform, alpha, tau, data, recipe, seed, package versions"
 SEED = "training seed of the run (empty when unknown)"
@@ -187,15 +187,6 @@ def with_seed_column(frame: pd.DataFrame, expected: tuple[str, ...]) -> pd.DataF
     seeds = [int(s) if s is not None and s.isdigit() else None for s in seeds]
     frame.insert(expected.index("seed"), "seed", pd.array(seeds, dtype="Int64"))
     return frame
-
-
-def signature_field(signature: object, key: str) -> Optional[str]:
-    """The value of ``key`` in a ``key:value|key:value`` signature, or None."""
-    for part in str(signature).split("|"):
-        name, _, value = part.partition(":")
-        if name == key:
-            return value
-    return None
 
 
 def read_csv(folder: str | Path, name: str) -> Optional[pd.DataFrame]:

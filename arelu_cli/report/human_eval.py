@@ -87,11 +87,19 @@ def _plan(n_sentences: int, n_items: int, annotators: Sequence[str], shared_frac
     return plan, n_shared
 
 
+def key_path(out_dir: str | Path) -> Path:
+    """Where :func:`export_sheets` writes the key: a sibling folder ``<out_dir>-key/``, so
+    that ``out_dir`` (sheets and instructions) can go to the annotators as it is."""
+    out_dir = Path(out_dir)
+    return out_dir.parent / f"{out_dir.name}-key" / "key.csv"
+
+
 def export_sheets(sources: Sequence[str], references: Sequence[str],
                   systems: Mapping[str, Sequence[str]], out_dir: str | Path, n_items: int = 135,
                   annotators: Sequence[str] = ("a1", "a2"), seed: int = 0,
                   shared_fraction: float = 1 / 3) -> ExportedSheets:
-    """Write ``sheet_<annotator>.csv`` per annotator, ``key.csv`` and ``INSTRUCTIONS.txt``."""
+    """Write ``sheet_<annotator>.csv`` per annotator and ``INSTRUCTIONS.txt`` in ``out_dir``,
+    and the key that unblinds them in :func:`key_path` (outside ``out_dir``)."""
     if REFERENCE in systems or not systems:
         raise UserError(f"give at least one system, none named {REFERENCE!r} (the reference is "
                         "always added as a candidate)")
@@ -115,9 +123,11 @@ def export_sheets(sources: Sequence[str], references: Sequence[str],
                     for c, s in zip(letters, order)]
         sheets[name] = out_dir / f"sheet_{name}.csv"
         atomic_write_text(sheets[name], pd.DataFrame(rows).to_csv(index=False))
-    atomic_write_text(out_dir / "key.csv", pd.DataFrame(key, columns=KEY_COLUMNS).to_csv(index=False))
+    key_file = key_path(out_dir)
+    key_file.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(key_file, pd.DataFrame(key, columns=KEY_COLUMNS).to_csv(index=False))
     atomic_write_text(out_dir / "INSTRUCTIONS.txt", INSTRUCTIONS)
-    return ExportedSheets(sheets, out_dir / "key.csv", n_shared)
+    return ExportedSheets(sheets, key_file, n_shared)
 
 
 def parse_score(text: str) -> tuple[float, int] | None:

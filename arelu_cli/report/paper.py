@@ -7,10 +7,25 @@ claims are checked for it (:mod:`arelu_cli.report.compare`).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 CORPORA = ("iwslt14", "wmt14-en-de", "wmt13-en-ru")
 """The paper's three data sets, in its column order."""
 CORPUS_TITLES = {"iwslt14": "IWSLT De→En", "wmt14-en-de": "WMT14 En→De",
                  "wmt13-en-ru": "WMT13 En→Ru"}
+
+
+ENTMAX15_FORMS = ("1.5-entmax", "1.5-entmax-k100")
+"""The runs that compute 1.5-entmax, preferred first: the full sort, else the partial sort over
+the top 100 (the same function, exact: it widens when the support is larger)."""
+
+
+def entmax15_run(names: Iterable[str]) -> str | None:
+    """Which run stands for 1.5-entmax in a claim: the full-sort run when there is one, else
+    1.5-entmax-k100 (same outputs; in speed claims the faster of the two algorithms, and the
+    claim's evidence names it)."""
+    present = set(names)
+    return next((n for n in ENTMAX15_FORMS if n in present), None)
 
 
 def _by_corpus(values: tuple) -> dict[str, float]:

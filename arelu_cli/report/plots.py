@@ -20,6 +20,7 @@ import matplotlib.pyplot as plt  # noqa: E402  (the backend is chosen before pyp
 import pandas as pd  # noqa: E402
 
 from arelu_cli.errors import UserError  # noqa: E402
+from arelu_cli.ownership import check_ours, png_metadata, png_ours_or_older  # noqa: E402
 from arelu_cli.report.columns import read_csv  # noqa: E402
 from arelu_cli.report.layout import cell_name  # noqa: E402
 from arelu_cli.report.seeds import groups  # noqa: E402
@@ -28,7 +29,8 @@ from arelu_cli.report.seeds import groups  # noqa: E402
 def _save(fig, png: Path) -> Path:
     png.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
-    fig.savefig(png, dpi=120)
+    check_ours(png, png_ours_or_older)
+    fig.savefig(png, dpi=120, metadata=png_metadata())
     plt.close(fig)
     return png
 
@@ -184,6 +186,13 @@ FIGURES: dict[str, Callable[[Path, Path], Path]] = {
     "fig_self_norm.csv": plot_self_norm,
 }
 """Figure CSV -> the function drawing its PNG (same name, ``.png``)."""
+
+
+def check_replaceable(folder: str | Path) -> None:
+    """Refuse, before anything is written, a figure's PNG in ``folder`` that arelu did not
+    draw (:func:`arelu_cli.ownership.png_ours_or_older`)."""
+    for name in FIGURES:
+        check_ours((Path(folder) / name).with_suffix(".png"), png_ours_or_older)
 
 
 def plot_all(folder: str | Path) -> list[Path]:

@@ -15,11 +15,12 @@ from pathlib import Path
 
 import pandas as pd
 
+from arelu_cli.ownership import check_ours, marked_markdown, write_markdown
 from arelu_cli.report import compare_figures as figs
 from arelu_cli.report import compare_tables as tables
 from arelu_cli.report.columns import CATALOG, catalog_markdown, read_csv
 from arelu_cli.report.markdown import Section, fmt, md_table
-from arelu_cli.results import atomic_write_text
+from arelu_cli.report.quality import QUALITY_FLOOR, apply_floor, below_floor, floor_paragraph
 
 SECTIONS: dict[str, Callable[..., Section]] = {
     "table1_bleu.csv": tables.table1_section,
@@ -55,8 +56,15 @@ def _rows_or_none(folder: Path, name: str) -> pd.DataFrame | None:
     return frame if frame is not None and len(frame) else None
 
 
-def sections(folder: Path) -> list[Section]:
-    """The sections of every CSV present in ``folder``, in report order."""
+def sections(folder: Path, floor: float = QUALITY_FLOOR) -> list[Section]:
+    """The sections of every CSV present in ``folder``, in report order; the verdicts that
+    rest on trained models withheld when a model is below the quality ``floor``
+    (:mod:`arelu_cli.report.quality`)."""
+    unlearned = below_floor(_rows_or_none(folder, "table1_bleu.csv"), floor)
+    return [apply_floor(s, unlearned, floor) for s in _all_sections(folder)]
+
+
+def _all_sections(folder: Path) -> list[Section]:
     out = []
     for name, build in SECTIONS.items():
         frame = read_csv(folder, name)
@@ -94,14 +102,18 @@ def missing_csvs(folder: str | Path) -> list[str]:
     return out
 
 
-def render_report(folder: str | Path, commands: Sequence[str], title: str | None = None) -> str:
-    """The text of REPORT.md for ``folder``; ``commands`` are the exact commands that made it."""
+def render_report(folder: str | Path, commands: Sequence[str], title: str | None = None,
+                  floor: float = QUALITY_FLOOR) -> str:
+    """The text of REPORT.md for ``folder``; ``commands`` are the exact commands that made it;
+    below the quality ``floor`` (test BLEU) a model's quality verdicts are withheld."""
     folder = Path(folder)
     head = [f"# {title or 'Reproduction report: ' + folder.name}",
             "Every number below is read from the CSVs of this folder; the paper's numbers are "
             "those of *Speeding Up Entmax* (Tables 1-3, appendix), and every verdict is "
             "computed from the two."]
-    body = [_render(s, folder) for s in sections(folder)]
+    warning = floor_paragraph(below_floor(_rows_or_none(folder, "table1_bleu.csv"), floor), floor)
+    head += [warning] if warning else []
+    body = [_render(s, folder) for s in sections(folder, floor)]
     gone = missing_csvs(folder)
     absent = ("## Missing\n\nNot measured in this folder (no CSV, so nothing is reported):\n\n"
               + "\n".join(f"- `{name}`: {CATALOG[name].paper}" for name in gone)) if gone else \
@@ -113,9 +125,20 @@ def render_report(folder: str | Path, commands: Sequence[str], title: str | None
     return "\n\n".join([*head, *body, absent, cmds, cols]) + "\n"
 
 
+LEGACY = "Every number below is read from the CSVs of this folder"
+"""A sentence every REPORT.md of this module holds, also those written before :data:`MD_MARK`."""
+
+
+def check_replaceable(folder: str | Path) -> None:
+    """Refuse, before anything is written, a REPORT.md in ``folder`` that arelu did not write."""
+    check_ours(Path(folder) / "REPORT.md", marked_markdown(LEGACY))
+
+
 def write_report(folder: str | Path, commands: Sequence[str], title: str | None = None) -> Path:
-    """Write ``folder/REPORT.md`` atomically and return its path."""
-    return atomic_write_text(Path(folder) / "REPORT.md", render_report(folder, commands, title))
+    """Write ``folder/REPORT.md`` atomically and return its path; a REPORT.md that arelu did
+    not write is refused (:mod:`arelu_cli.ownership`)."""
+    return write_markdown(Path(folder) / "REPORT.md", render_report(folder, commands, title),
+                          LEGACY)
 
 
 __doc__ = f"{__doc__}\n## CSV columns\n\n{catalog_markdown()}"

@@ -124,8 +124,9 @@ def training_time_rows(runs: Iterable[Run], gpu_watts: Optional[float] = None,
     ``gpu_watts`` is the power of one GPU; ``kwh = hours * gpu_watts / 1000 * n_gpus`` with
     ``n_gpus`` given or the run's world size. Without ``gpu_watts`` (a CPU run) kWh is empty.
     """
-    if gpu_watts is not None and gpu_watts <= 0:
-        raise UserError(f"--gpu-watts must be positive (watts per GPU), got {gpu_watts:g}")
+    if gpu_watts is not None and not (gpu_watts > 0 and math.isfinite(gpu_watts)):  # NaN too
+        raise UserError(f"--gpu-watts must be positive and finite (watts per GPU), got "
+                        f"{gpu_watts:g}")
     if n_gpus is not None and n_gpus < 1:
         raise UserError(f"--n-gpus must be >= 1, got {n_gpus}")
     rows = []

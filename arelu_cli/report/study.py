@@ -25,7 +25,8 @@ from arelu_cli.analysis.score import bleu_chrf
 from arelu_cli.config import Config
 from arelu_cli.data.prepared import load_prepared
 from arelu_cli.report.markdown import fmt, md_table
-from arelu_cli.results import atomic_write_text, write_rows
+from arelu_cli.ownership import write_markdown
+from arelu_cli.results import write_rows
 from arelu_cli.study import TEST, Run, axes, run_folder, summary, translation_path
 from arelu_cli.sweep import Point, visited
 
@@ -193,4 +194,5 @@ def write_report(config: Config, out: Path, selected: dict[str, Point],
     write_rows(sig, out / "significance.csv")
     runs = list(dict.fromkeys(run for _, run, _ in todo))
     write_rows(curve_rows(runs), out / "dev_curves.csv")
-    return atomic_write_text(out / "REPORT.md", report_text(config, sweep, summary, sig))
+    return write_markdown(out / "REPORT.md", report_text(config, sweep, summary, sig),
+                          "# Study report\n")

@@ -1,7 +1,8 @@
-"""The ``cpp`` engine of the alpha-ReLU loss: ``csrc/alpha_relu_cpu.cpp`` built at first use.
+"""The ``cpp`` engine of alpha-ReLU: ``csrc/alpha_relu_cpu.cpp`` built at first use.
 
 The two passes of the paper's eq. (sp_loss) and Lemma 1 (see ``_alpha_relu_kernels``), with
-label smoothing's extra row sum of the logits and uniform gradient term fused in, as
+label smoothing's extra row sum of the logits and uniform gradient term fused in, and
+decoding's per-row top-k logits (:func:`top_k_logits`, see ``top_scores``), as
 vectorized C++ loops over rows, parallel through ``at::parallel_for``: the extension links
 the OpenMP runtime torch already loaded, so it runs on ATen's own thread pool and starts no
 threads of its own. Built at first use with ``torch.utils.cpp_extension.load_inline``
@@ -74,8 +75,8 @@ def _build():
 
 
 def ops():
-    """``torch.ops.arelu_cpu`` (``loss_sums``, ``loss_and_logit_sums``, ``probs_into``), built
-    on the first call; None when it cannot be built."""
+    """``torch.ops.arelu_cpu`` (``loss_sums``, ``loss_and_logit_sums``, ``probs_into``,
+    ``top_k_logits``), built on the first call; None when it cannot be built."""
     if _state["ops"] is not None or _state["failed"]:
         return _state["ops"]
     with _lock:
@@ -112,3 +113,10 @@ def probs_into(z: torch.Tensor, scale: torch.Tensor, c: float, e: float, ka: flo
     """``out_ij = scale_i * (ka * [z_ij - c]_+^e - shift)``; ``out`` may be ``z`` itself.
     ``shift`` is label smoothing's ``eps / V``; 0 runs the loops without it."""
     _state["ops"].probs_into(z, scale, c, e, ka, out, shift)
+
+
+def top_k_logits(z: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The ``k`` largest logits of each row of contiguous float32 CPU ``z (N, V)`` and their
+    indices, ``(N, k)`` each, larger first and equal logits lower index first, in one read
+    pass; a row holding a NaN gets NaN values and indices ``0..k-1``."""
+    return _state["ops"].top_k_logits(z, k)

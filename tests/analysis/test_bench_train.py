@@ -49,3 +49,31 @@ def test_cli_writes_csv(tiny_corpus, tmp_path):
     assert frame["fused_output"].tolist() == [False, False, True]
     assert {"speed_ratio", "peak_extra_mib", "signature"} <= set(frame.columns)
     assert "1.5-relu+fused" in result.output
+
+
+def test_bf16_logits_reach_the_loss_uncopied_only_where_the_registry_allows(
+        tiny_corpus, tiny_config, monkeypatch, one_thread):
+    """Under bf16 autocast the timed step gives alpha-ReLU's loss the bf16 logits themselves,
+    as the trainer does, and softmax's an fp32 copy: no whole N x V copy is timed where the
+    loss needs none."""
+    import dataclasses
+
+    import torch
+
+    from arelu_cli.analysis import bench_train as module
+    from arelu_cli.registry import get_transform
+
+    seen = set()
+
+    def looked_up(*args, **kwargs):
+        transform = get_transform(*args, **kwargs)
+
+        def loss(logits, *rest, **options):
+            seen.add((transform.name, logits.dtype))
+            return transform._loss(logits, *rest, **options)
+        return dataclasses.replace(transform, _loss=loss)
+
+    monkeypatch.setattr(module, "get_transform", looked_up)
+    bench_train(tiny_config(tiny_corpus, precision="bf16"), ["1.5-relu"], repeats=1,
+                device_name="cpu", warmup=0)
+    assert seen == {("softmax", torch.float32), ("1.5-relu", torch.bfloat16)}

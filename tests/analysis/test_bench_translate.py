@@ -1,5 +1,7 @@
 """``arelu bench translate`` (paper Fig. infTime): one timed row per model and beam size,
-normalized by the fastest; CSV and PNG."""
+normalized by the fastest, timed interleaved, with ratios to softmax per beam; CSV and PNG."""
+
+import statistics
 
 import pandas as pd
 import pytest
@@ -10,6 +12,35 @@ from arelu_cli.cli import app
 from arelu_cli.errors import UserError
 
 pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def test_timings_interleave_models_within_each_beam_and_repeat(toy_runs):
+    runs = [toy_runs["softmax"], toy_runs["1.5-relu"]]
+    order = []
+    bench_translate(runs, [1, 3], "test", device="cpu", max_sentences=3, repeats=2,
+                    log=order.append)
+    assert order == [f"repeat {r}/2: beam {b}, {name}" for r in (1, 2) for b in (1, 3)
+                     for name in ("softmax", "1.5-relu")]
+
+
+def test_ratios_divide_by_softmax_at_the_same_beam(toy_runs):
+    """Softmax listed second is still the baseline; ratio is of medians, ratio_paired the
+    median of per-repeat ratios; every repeat's time is kept; scoring names the path."""
+    runs = [toy_runs["1.5-relu"], toy_runs["softmax"]]
+    rows = bench_translate(runs, [1, 2], "test", device="cpu", max_sentences=3, repeats=3)
+    by = {(r["transform"], r["beam"]): r for r in rows}
+    for beam in (1, 2):
+        relu, soft = by[("1.5-relu", beam)], by[("softmax", beam)]
+        relu_all = [float(x) for x in relu["seconds_all"].split()]
+        soft_all = [float(x) for x in soft["seconds_all"].split()]
+        assert len(relu_all) == 3 and relu["seconds"] == pytest.approx(statistics.median(relu_all),
+                                                                         rel=1e-5)
+        assert relu["baseline"] == soft["baseline"] == "softmax" and soft["ratio"] == 1.0
+        assert relu["ratio"] == pytest.approx(relu["seconds"] / soft["seconds"])
+        assert relu["ratio_paired"] == pytest.approx(
+            statistics.median(r / s for r, s in zip(relu_all, soft_all)), rel=1e-4)
+        assert relu["scoring"].startswith("top-k ") and soft["scoring"] == "log-scores + topk"
+        assert "repeats:3" in relu["signature"] and f"beam:{beam}" in relu["signature"]
 
 
 def test_rows_per_model_and_beam(toy_runs):
@@ -36,4 +67,7 @@ def test_cli_writes_csv_and_png(toy_runs, tmp_path):
         "bench", "translate", "--checkpoints", f"{toy_runs['softmax']},{toy_runs['1.5-entmax']}",
         "--beams", "1,2", "--max-sentences", "4", "--device", "cpu", "--out", str(out)])
     assert result.exit_code == 0, result.output
-    assert len(pd.read_csv(out)) == 4 and (tmp_path / "translate.png").stat().st_size > 1000
+    frame = pd.read_csv(out)
+    assert len(frame) == 4 and (tmp_path / "translate.png").stat().st_size > 1000
+    assert {"ratio", "ratio_paired", "baseline", "seconds_all", "signature"} <= set(frame.columns)
+    assert set(frame["baseline"]) == {"softmax"}

@@ -40,10 +40,12 @@ def test_human_eval_export_then_score(monkeypatch, capsys, tmp_path):
             frame[col] = "4"
         frame.to_csv(out / sheet, index=False)
     code, printed = _run(monkeypatch, capsys, "human-eval", "score", out / "sheet_a1.csv",
-                         out / "sheet_a2.csv", "--key", out / "key.csv")
+                         out / "sheet_a2.csv", "--key", tmp_path / "he-key" / "key.csv")
     assert code == 0, printed.err
     assert "Cohen's kappa a1/a2" in printed.out
-    table = pd.read_csv(out / "table_human_eval.csv")
+    assert sorted(p.name for p in out.iterdir()) == ["INSTRUCTIONS.txt", "sheet_a1.csv",
+                                                     "sheet_a2.csv"]  # no key for annotators
+    table = pd.read_csv(tmp_path / "table_human_eval.csv")  # beside the key's folder
     assert table["mean"].tolist() == [4.0, 4.0, 4.0] and table["n"].tolist() == [6, 6, 6]
 
 
@@ -110,6 +112,58 @@ def test_export_and_score_to_an_unwritable_out_are_one_line(monkeypatch, capsys,
         frame[["score_A", "score_B"]] = "3"
         frame.to_csv(out / sheet, index=False)
     code, printed = _run(monkeypatch, capsys, "human-eval", "score", out / "sheet_a1.csv",
-                         out / "sheet_a2.csv", "--key", out / "key.csv", "--out", tmp_path / "file")
+                         out / "sheet_a2.csv", "--key", tmp_path / "he-key" / "key.csv", "--out", tmp_path / "file")
     _refused(code, printed, "file is a file, not a folder")
     assert (tmp_path / "file").read_text() == "keep\n"
+
+
+def _user_png(path) -> bytes:
+    """A PNG that arelu did not draw (matplotlib's, not beside a CSV of its name)."""
+    import matplotlib.pyplot as plt
+
+    fig = plt.figure(figsize=(1, 1))
+    fig.savefig(path)
+    plt.close(fig)
+    return path.read_bytes()
+
+
+@pytest.mark.parametrize("name", ["REPORT.md", "fig_alpha_relu_curves.png"])
+def test_report_never_replaces_a_users_report_or_figure(monkeypatch, capsys, tmp_path, name):
+    """Only files arelu wrote are replaced: a user's REPORT.md or PNG of an output's name
+    is refused in one line that names it, before anything is written."""
+    path = tmp_path / name
+    if name.endswith(".png"):
+        _user_png(path)
+    else:
+        path.write_text("# my notes\n")
+    before = path.read_bytes()
+    code, printed = _run(monkeypatch, capsys, "report", tmp_path)
+    _refused(code, printed, f"{path} exists and was not written by arelu")
+    assert [p.name for p in tmp_path.iterdir()] == [name] and path.read_bytes() == before
+
+
+def test_a_figure_beside_arelus_csv_is_still_refused_when_not_matplotlibs(monkeypatch, capsys,
+                                                                         tmp_path):
+    assert _run(monkeypatch, capsys, "report", tmp_path)[0] == 0
+    png = tmp_path / "fig_alpha_relu_curves.png"
+    png.write_bytes(b"\x89PNG\r\n\x1a\n" + b"\0" * 64)  # no Software tag
+    code, printed = _run(monkeypatch, capsys, "report", tmp_path)
+    _refused(code, printed, f"{png} exists and was not written by arelu")
+
+
+def test_report_replaces_its_own_outputs_and_those_of_earlier_versions(monkeypatch, capsys,
+                                                                       tmp_path):
+    from arelu_cli.ownership import MD_MARK, png_text
+
+    assert _run(monkeypatch, capsys, "report", tmp_path)[0] == 0
+    report, png = tmp_path / "REPORT.md", tmp_path / "fig_alpha_relu_curves.png"
+    assert report.read_text().endswith(MD_MARK + "\n")
+    assert png_text(png, "Software").startswith("arelu")
+    assert _run(monkeypatch, capsys, "report", tmp_path)[0] == 0
+    # written before the mark: a report without it, matplotlib's PNG beside its CSV
+    report.write_text(report.read_text().replace(MD_MARK, ""))
+    _user_png(png)
+    assert png_text(png, "Software").startswith("Matplotlib")
+    code, printed = _run(monkeypatch, capsys, "report", tmp_path)
+    assert code == 0, printed.err
+    assert MD_MARK in report.read_text() and png_text(png, "Software").startswith("arelu")

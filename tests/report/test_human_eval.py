@@ -18,7 +18,12 @@ SYSTEMS = {"softmax": [f"softmax {i}" for i in range(N)],
 
 @pytest.fixture
 def exported(tmp_path):
-    return he.export_sheets(SOURCES, REFS, SYSTEMS, tmp_path, n_items=3, seed=7)
+    return he.export_sheets(SOURCES, REFS, SYSTEMS, tmp_path / "sheets", n_items=3, seed=7)
+
+
+def test_the_key_is_kept_out_of_the_annotators_folder(exported, tmp_path):
+    assert exported.key == tmp_path / "sheets-key" / "key.csv" and exported.key.is_file()
+    assert not (tmp_path / "sheets" / "key.csv").exists()
 
 
 def test_sheets_are_blind_and_the_key_maps_back(exported):

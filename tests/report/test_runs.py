@@ -60,8 +60,9 @@ def test_training_time_hours_speed_and_kwh(tmp_path, run_folder):
     (cpu,) = runs.training_time_rows([run])
     assert cpu["kwh"] is None and cpu["gpu_watts"] is None
     assert runs.training_time_rows([run], 250.0, n_gpus=1)[0]["kwh"] == pytest.approx(0.025)
-    with pytest.raises(UserError, match="gpu-watts"):
-        runs.training_time_rows([run], gpu_watts=0.0)
+    for watts in (0.0, float("nan"), float("inf")):  # NaN would give a NaN kWh column
+        with pytest.raises(UserError, match="gpu-watts must be positive and finite"):
+            runs.training_time_rows([run], gpu_watts=watts)
 
 
 def test_tau_sweep_rows_sorted_by_tau_with_best_and_final(tmp_path, run_folder):

@@ -12,6 +12,11 @@
 // Integer e in 1..4 (alpha = 2, 1.5, 4/3, 1.25) are straight-line SIMD loops; any other e
 // calls pow only inside blocks of kBlock entries that hold a positive t (the support of
 // alpha-ReLU on a vocabulary is a few dozen entries).
+//
+// Decoding (paper Section 2: alpha-ReLU needs no normalizing reduction):
+//   top_k_logits: the k largest logits of each row, larger first and equal logits lower
+//                 index first, in one read pass (a row holding a NaN: NaN values); their
+//                 log-scores, k per row, are then alpha_relu_log_scores' own (top_scores.py).
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
 #include <ATen/Parallel.h>
@@ -21,6 +26,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 namespace {
 
@@ -258,6 +264,73 @@ void probs_into(const at::Tensor& z, const at::Tensor& scale, double c, double e
   }
 }
 
+// ---------------------------------------------------------------- decoding: top-k logits
+// A token's log-score log([(alpha - 1) z - tau]_+) / (alpha - 1) never decreases with its
+// logit z, so the k best scores of a row are those of its k largest logits.
+
+// Entries per block of the top-k scan: a block with no logit above the current k-th
+// largest (nearly all, past the first few) costs one vectorized compare per entry.
+constexpr int64_t kTopBlock = 32;
+
+// Puts (x, j) into the descending list val/idx of n <= k entries; if full, x beats val[k-1]
+// and drops it. Strict < keeps an equal value that came first (lower index) ahead.
+inline void top_insert(float* val, int64_t* idx, int64_t& n, int64_t k, float x, int64_t j) {
+  int64_t p = n < k ? n++ : k - 1;
+  for (; p > 0 && val[p - 1] < x; --p) {
+    val[p] = val[p - 1];
+    idx[p] = idx[p - 1];
+  }
+  val[p] = x;
+  idx[p] = j;
+}
+
+// The k largest logits of one row into val/idx (descending); whether the row holds a NaN.
+bool row_top_k(const float* z, int64_t vocab, int64_t k, float* val, int64_t* idx) {
+  int64_t n = 0;
+  int nans = 0;
+  for (int64_t j0 = 0; j0 < vocab; j0 += kTopBlock) {
+    const int64_t m = std::min(kTopBlock, vocab - j0);
+    const float* zb = z + j0;
+    const float floor = n < k ? -std::numeric_limits<float>::infinity() : val[k - 1];
+    int above = 0, bad = 0;
+#pragma omp simd reduction(+ : above, bad)
+    for (int64_t j = 0; j < m; ++j) {
+      above += zb[j] > floor;
+      bad += zb[j] != zb[j];
+    }
+    nans += bad;
+    if (above == 0 && n == k) continue;
+    for (int64_t j = 0; j < m; ++j) {
+      const float x = zb[j];
+      if (n < k ? x == x : x > val[k - 1]) top_insert(val, idx, n, k, x, j0 + j);
+    }
+  }
+  return nans > 0 || n < k;  // n < k only if NaNs took the places of real logits
+}
+
+std::tuple<at::Tensor, at::Tensor> top_k_logits(const at::Tensor& z, int64_t k) {
+  check_matrix(z);
+  TORCH_CHECK(z.scalar_type() == at::kFloat, "arelu_cpu: top_k_logits takes float32 logits");
+  TORCH_CHECK(k >= 1 && k <= z.size(1), "arelu_cpu: k must lie in [1, V], got ", k);
+  const int64_t n = z.size(0), vocab = z.size(1);
+  at::Tensor values = at::empty({n, k}, z.options());
+  at::Tensor indices = at::empty({n, k}, z.options().dtype(at::kLong));
+  const float* zp = z.const_data_ptr<float>();
+  float* vp = values.mutable_data_ptr<float>();
+  int64_t* ip = indices.mutable_data_ptr<int64_t>();
+  at::parallel_for(0, n, grain_rows(vocab), [=](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      if (row_top_k(zp + i * vocab, vocab, k, vp + i * k, ip + i * k)) {
+        for (int64_t p = 0; p < k; ++p) {  // a row with a NaN logit: NaN values, indices 0..k-1
+          vp[i * k + p] = std::numeric_limits<float>::quiet_NaN();
+          ip[i * k + p] = p;
+        }
+      }
+    }
+  });
+  return {values, indices};
+}
+
 }  // namespace
 
 TORCH_LIBRARY(arelu_cpu, m) {
@@ -265,10 +338,12 @@ TORCH_LIBRARY(arelu_cpu, m) {
   m.def("loss_and_logit_sums(Tensor z, float c, float e) -> (Tensor, Tensor)");
   m.def("probs_into(Tensor z, Tensor scale, float c, float e, float ka, Tensor(a!) out, "
         "float shift=0.0) -> ()");
+  m.def("top_k_logits(Tensor z, int k) -> (Tensor, Tensor)");
 }
 
 TORCH_LIBRARY_IMPL(arelu_cpu, CPU, m) {
   m.impl("loss_sums", &loss_sums);
   m.impl("loss_and_logit_sums", &loss_and_logit_sums);
   m.impl("probs_into", &probs_into);
+  m.impl("top_k_logits", &top_k_logits);
 }

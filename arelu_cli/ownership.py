@@ -1,0 +1,116 @@
+"""Which output files arelu made: it replaces only those, never a user's file of the same name.
+
+CSVs carry their own proof (a ``signature`` column or the command's exact header,
+:func:`arelu_cli.results.check_replaceable`). The other outputs carry a mark: a Markdown
+report ends with :data:`MD_MARK` (an HTML comment, invisible when rendered) and a PNG has
+``Software: arelu ...`` in its metadata (:func:`png_metadata`). Files written before the
+mark existed are recognized by what those versions always wrote: a given phrase in a
+report, and for a figure of a results folder, matplotlib's ``Software`` tag beside the CSV
+of the same name that it was drawn from. An empty file holds nothing to lose.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from collections.abc import Callable
+from pathlib import Path
+
+from arelu_cli.errors import UserError
+from arelu_cli.results import atomic_write_text, versions
+
+MD_MARK = "<!-- written by arelu, which rewrites this file; move it away to keep an edited copy -->"
+SOFTWARE = "arelu"
+_PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def check_ours(path: Path, ours: Callable[[Path], bool]) -> None:
+    """Refuse to replace ``path`` when it exists, is not empty and ``ours`` says arelu did
+    not write it: a one-line :class:`UserError` naming the file."""
+    path = Path(path)
+    if not path.is_file() or path.stat().st_size == 0 or ours(path):
+        return
+    raise UserError(f"{path} exists and was not written by arelu, which replaces only its own "
+                    "files; move that file away or choose another folder")
+
+
+def marked_markdown(*legacy: str) -> Callable[[Path], bool]:
+    """Whether a Markdown file holds :data:`MD_MARK` or one of the ``legacy`` phrases that
+    earlier versions of its writer always wrote."""
+    def ours(path: Path) -> bool:
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            return False
+        return MD_MARK in text or any(phrase in text for phrase in legacy)
+    return ours
+
+
+def write_markdown(path: str | Path, text: str, *legacy: str) -> Path:
+    """Write a Markdown output atomically with :data:`MD_MARK` as its last line, replacing
+    only a file arelu wrote (:func:`marked_markdown` with ``legacy``)."""
+    path = Path(path)
+    check_ours(path, marked_markdown(*legacy))
+    return atomic_write_text(path, text.rstrip("\n") + f"\n\n{MD_MARK}\n")
+
+
+def png_metadata() -> dict[str, str]:
+    """PNG metadata for matplotlib's ``savefig``: the mark of :func:`png_ours`."""
+    return {"Software": f"{SOFTWARE} {versions().get('arelu', '')}".strip()}
+
+
+def png_text(path: Path, key: str) -> str | None:
+    """The ``tEXt`` value of ``key`` in the PNG ``path`` (among the chunks before the image
+    data, where matplotlib writes them); None when absent or not a PNG."""
+    try:
+        with open(path, "rb") as handle:
+            if handle.read(8) != _PNG:
+                return None
+            while len(head := handle.read(8)) == 8:
+                length, kind = struct.unpack(">I4s", head)
+                if kind in (b"IDAT", b"IEND"):
+                    return None
+                data = handle.read(length + 4)[:length]  # the chunk and its CRC
+                name, _, value = data.partition(b"\0")
+                if kind == b"tEXt" and name == key.encode("latin-1"):
+                    return value.decode("latin-1")
+    except OSError:
+        return None
+    return None
+
+
+def png_ours(path: Path) -> bool:
+    """Whether the PNG ``path`` has arelu's mark (:func:`png_metadata`)."""
+    return (png_text(path, "Software") or "").split(" ")[0] == SOFTWARE
+
+
+def png_ours_or_older(path: Path) -> bool:
+    """:func:`png_ours`, or a PNG that matplotlib drew beside the CSV of its name, as arelu
+    did before the mark. Sound only while that CSV predates the command (checked before
+    it writes any CSV, as :func:`arelu_cli.report.build.regenerate` does)."""
+    software = png_text(path, "Software") or ""
+    return png_ours(path) or (software.startswith("Matplotlib")
+                              and path.with_suffix(".csv").is_file())
+
+
+def json_with_keys(*keys: str) -> Callable[[Path], bool]:
+    """Whether a file is a JSON object with every one of ``keys``."""
+    def ours(path: Path) -> bool:
+        try:
+            value = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError):
+            return False
+        return isinstance(value, dict) and set(keys) <= set(value)
+    return ours
+
+
+def lines_start_with(prefix: str) -> Callable[[Path], bool]:
+    """Whether every non-blank line of a text file starts with ``prefix`` (a list of
+    commands, e.g. ``commands.txt``)."""
+    def ours(path: Path) -> bool:
+        try:
+            lines = path.read_text(encoding="utf-8").splitlines()
+        except (OSError, UnicodeDecodeError):
+            return False
+        return all(line.startswith(prefix) for line in lines if line.strip())
+    return ours

@@ -1,0 +1,77 @@
+"""alpha-ReLU's k best decoding scores per row, without its full log-score matrix.
+
+Beam search keeps, for each live hypothesis, the ``k`` tokens of highest step score. With
+alpha-ReLU (the paper's Section 2: no normalizing reduction) a token's log-score
+``log([(alpha - 1) z - tau]_+) / (alpha - 1)`` (``-inf`` outside the support) depends on its
+own logit only and never decreases with it, so the ``k`` best scores are those of the ``k``
+largest logits. :func:`alpha_relu_top_log_scores` finds those in one read pass over the
+``(N, V)`` logits and takes the log of ``k`` per row, with :func:`alpha_relu_log_scores`
+itself, so every score is bit for bit the one the full matrix holds; log-softmax needs a
+max/logsumexp pass and a write pass before the same top-k pass.
+
+Ties: tokens rank by logit, larger first, equal logits lower index first (the rule of
+``argmax``). ``torch.topk`` on the scores leaves the order of equal scores open, so the two
+may order exact ties differently (and distinct logits whose float32 scores round equal rank
+by logit here). A row holding a NaN logit gets NaN scores, for the caller to refuse.
+
+Engines: the ``cpp`` engine's ``top_k_logits`` (see ``_cpp_kernels``); elsewhere, or without
+a compiler, :func:`top_k_logits`, which makes the same choices with ``torch.topk`` over
+unique int64 keys.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from arelu_cli.transforms import _alpha_relu_kernels as kernels
+from arelu_cli.transforms import _cpp_kernels
+from arelu_cli.transforms._checks import check_alpha
+from arelu_cli.transforms.alpha_relu import alpha_relu_log_scores
+
+_MAGNITUDE = 0x7FFFFFFF
+
+
+def top_k_logits(logits: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The ``k`` largest entries of each row of float32 ``logits (N, V)`` and their indices,
+    ``(N, k)`` each: larger first, equal values lower index first (``-0.0`` equals ``0.0``);
+    a row holding a NaN gets NaN values and indices ``0..k-1``. The eager twin of the
+    ``cpp`` engine's pass: ``torch.topk`` over keys that no two entries share."""
+    bits = torch.where(logits == 0, 0.0, logits).view(torch.int32)   # (N, V); -0.0 -> 0.0
+    # Negative floats order backwards as integers: flip their magnitude bits.
+    ordered = bits ^ ((bits >> 31) & _MAGNITUDE)
+    vocab = logits.shape[1]
+    reversed_index = vocab - 1 - torch.arange(vocab, device=logits.device)
+    indices = ((ordered.long() << 32) | reversed_index).topk(k, dim=1).indices  # (N, k)
+    nan_rows = torch.isnan(logits).any(1, keepdim=True)                # (N, 1)
+    first = torch.arange(k, device=logits.device).expand_as(indices)
+    return (logits.gather(1, indices).masked_fill_(nan_rows, math.nan),
+            torch.where(nan_rows, first, indices))
+
+
+def _uses_cpp(z: torch.Tensor) -> bool:
+    return kernels.engine_for(z) == "cpp"
+
+
+def engine(device: torch.device | str) -> str:
+    """``cpp`` or ``eager``: the engine of :func:`alpha_relu_top_log_scores` on ``device``."""
+    return "cpp" if _uses_cpp(torch.empty(0, 1, device=device)) else "eager"
+
+
+def alpha_relu_top_log_scores(logits: torch.Tensor, k: int, alpha: float = 1.5,
+                              tau: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
+    """The ``k`` best alpha-ReLU log-scores of each row of ``logits (..., V)`` and their
+    indices, ``(..., k)`` each, best first: the top ``k`` of :func:`alpha_relu_log_scores`
+    (float32) without building it; see the module docstring for ties and NaN."""
+    alpha = check_alpha(alpha)
+    vocab = logits.shape[-1]
+    if not 1 <= k <= vocab:
+        raise ValueError(f"k must lie in [1, {vocab}] (the vocabulary size), got {k}")
+    z = logits.float().reshape(-1, vocab).contiguous()                 # (N, V)
+    if _uses_cpp(z):
+        values, indices = _cpp_kernels.top_k_logits(z, k)
+    else:
+        values, indices = top_k_logits(z, k)
+    shape = (*logits.shape[:-1], k)
+    return alpha_relu_log_scores(values, alpha, tau).view(shape), indices.view(shape)
