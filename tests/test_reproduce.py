@@ -290,7 +290,7 @@ def test_transforms_paper_keyword_and_step_budget(tiny_corpus, tiny_model, tmp_p
     assert load_request_config(Request(recipe, tmp_path / "r")).reproduce.train_steps == 0
 
 
-def test_a_toy_folder_of_another_generator_default_is_not_reused(tmp_path):
+def test_a_toy_folder_of_an_earlier_generator_is_not_reused(tmp_path):
     from arelu_cli.data import toy
     from arelu_cli.reproduce import _prepared
     config = load_config(resolve_recipe("toy"), {("data", "path"): str(tmp_path)})
@@ -298,7 +298,10 @@ def test_a_toy_folder_of_another_generator_default_is_not_reused(tmp_path):
     meta = {"corpus": "toy", "toy": toy.record(toy.ToyConfig())}
     (tmp_path / "meta.json").write_text(json.dumps(meta))
     assert _prepared(config)
-    meta["toy"] = toy.record(toy.ToyConfig(vocab=6000))
+    meta["toy"] = toy.record(toy.ToyConfig(vocab=6000, train=300))  # the user's own options
+    (tmp_path / "meta.json").write_text(json.dumps(meta))
+    assert _prepared(config)
+    meta["toy"]["generator"] = toy.GENERATOR - 1  # an earlier version (its default differed)
     (tmp_path / "meta.json").write_text(json.dumps(meta))
     assert not _prepared(config)
 

@@ -33,8 +33,10 @@ from itertools import accumulate
 
 from arelu_cli.errors import UserError
 
-GENERATOR = 2
-"""Version of the rules below; part of a prepared toy folder's fingerprint."""
+GENERATOR = 3
+"""Version of the rules and defaults below; part of a prepared toy folder's fingerprint.
+3: the default vocabulary went from 6,000 to 400 concepts, so that ``arelu reproduce toy``
+regenerates a folder of an earlier version instead of training on it."""
 MIN_WORDS, MAX_WORDS = 3, 40
 SRC_ONSETS, SRC_VOWELS, SRC_CODAS = "ptkbdgmnlrsvf", "aeiou", "nrlst"
 TGT_ONSETS = ("b", "d", "g", "z", "h", "w", "m", "n", "r", "l", "sch", "ch")
