@@ -58,7 +58,7 @@ class ModelConfig:
     """Longest sequence the sinusoidal position table covers."""
     attention: str = "softmax"
     """Transform of the attention scores, by registry name (softmax, sparsemax, 1.5-entmax,
-    <a>-relu...), for every kind not set below; see :mod:`arelu_cli.attention`."""
+    <a>-relu...), for every kind not set below; see :mod:`arelu_cli.nmt.attention`."""
     attention_encoder: str = ""
     """Encoder self-attention's transform; empty: ``attention``."""
     attention_decoder: str = ""
@@ -129,7 +129,7 @@ class TrainConfig:
     decoder's output without gradients."""
     threads: str | int = "auto"
     """torch intra-op CPU threads of training: ``auto`` starts at torch's count and lets
-    :mod:`arelu_cli.threads` switch to fewer while another process competes for the cores
+    :mod:`arelu_cli.nmt.threads` switch to fewer while another process competes for the cores
     (and back when it leaves), from measured tokens/s; single-process CPU training only,
     elsewhere torch's count stays. An integer fixes the count (bitwise-identical reruns:
     a switch changes the rounding of sums)."""
@@ -190,7 +190,7 @@ class ReproduceConfig:
 
 @dataclass(frozen=True)
 class SweepConfig:
-    """The tuning sweep of ``arelu study`` (:mod:`arelu_cli.sweep`): per transform, the
+    """The tuning sweep of ``arelu study`` (:mod:`arelu_cli.pipeline.sweep`): per transform, the
     training configurations tried, selected on dev BLEU only. An empty list keeps the
     ``[train]`` value."""
 
@@ -308,7 +308,7 @@ def _positive(where: str, value: float) -> None:
         raise UserError(f"{where} must be positive and finite, got {value}")
 
 
-def validate(config: Config) -> Config:
+def check_config(config: Config) -> Config:
     """Check values that are well typed but impossible; return ``config`` unchanged."""
     m, t, d = config.model, config.train, config.decode
     for key in ("d_model", "encoder_layers", "decoder_layers", "heads", "d_ff", "max_positions"):
@@ -426,7 +426,7 @@ def from_dict(tables: Mapping[str, Mapping[str, object]]) -> Config:
     for name, table in tables.items():
         if not isinstance(table, Mapping):
             raise UserError(f"[{name}] must be a table of keys, got {table!r}")
-    return validate(Config(**{name: _section(name, tables.get(name, {})) for name in SECTIONS}))
+    return check_config(Config(**{name: _section(name, tables.get(name, {})) for name in SECTIONS}))
 
 
 def parse_override(item: str) -> tuple[str, str, object]:
@@ -441,6 +441,28 @@ def parse_override(item: str) -> tuple[str, str, object]:
     except tomllib.TOMLDecodeError:
         value = text.strip()
     return section, name, value
+
+
+RECIPES = Path(__file__).resolve().parent / "recipes"
+"""The recipes that ship with the package (the repository's ``recipes/`` links here)."""
+
+
+def resolve_recipe(name: str | Path) -> Path:
+    """A recipe file: ``name`` itself when it is a file, else ``./recipes/NAME.toml``, else
+    the recipe of that name that ships with the package (``toy``, ``toy.toml`` and
+    ``recipes/toy.toml`` all mean ``arelu_cli/recipes/toy.toml`` then), so the documented
+    commands work from any folder."""
+    path = Path(name)
+    if path.is_file():
+        return path
+    if path.parent in (Path("."), Path("recipes")):
+        for folder in (Path("recipes"), RECIPES):
+            candidate = folder / f"{path.name.removesuffix('.toml')}.toml"
+            if candidate.is_file():
+                return candidate
+    known = sorted(p.stem for p in RECIPES.glob("*.toml"))
+    raise UserError(f"no recipe {str(name)!r}: give a TOML file or one of "
+                    f"{', '.join(known) or '(none)'} (the recipes that ship with arelu)")
 
 
 def read_recipe(recipe: str | Path) -> dict[str, object]:

@@ -19,6 +19,7 @@ import torch
 
 from arelu_cli import transforms as T
 from arelu_cli.errors import UserError
+from arelu_cli.transforms._checks import check_alpha
 from arelu_cli.transforms.top_scores import alpha_relu_top_log_scores
 
 PAPER_TRANSFORMS = ("softmax", "sparsemax", "1.5-entmax", "1.5-entmax-k100", "1.5-relu")
@@ -164,9 +165,11 @@ def get_transform(name: str, *, tau: float = 0.0, n_iter: int = 50) -> OutputTra
     match = _PATTERN.match(key)
     if not match:
         raise _bad_name(name, "not of a known form")
-    alpha = float(match["alpha"])
-    if not 1.0 < alpha <= 2.0:
-        raise _bad_name(name, f"alpha {alpha:g} is outside (1, 2]; alpha=1 is 'softmax'")
+    try:
+        alpha = check_alpha(match["alpha"])
+    except ValueError:
+        raise _bad_name(name, f"alpha {float(match['alpha']):g} is outside (1, 2]; alpha=1 is "
+                        "'softmax'") from None
     if match["kind"] == "relu":
         if match["k"] or match["bisect"]:
             raise _bad_name(name, "alpha-ReLU takes no -k or -bisect suffix")

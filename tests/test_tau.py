@@ -19,6 +19,7 @@ from arelu_cli import tau
 from arelu_cli.analysis import tau_table
 from arelu_cli.cli import app
 from arelu_cli.errors import UserError
+from arelu_cli.options import parse_list
 
 ALPHAS = (1.25, 1.5, 1.75, 2.0)
 
@@ -223,7 +224,7 @@ def test_impossible_taus_are_refused_with_the_valid_range(value):
     (lambda: tau_table.tau_rows("empirical", [1000], [1.5]), r"needs a model and data: give --recipe"),
     (lambda: tau_table.tau_rows("both", [1000], [1.5]), r"needs a model and data"),
     (lambda: tau_table.tau_rows("exact", [1000], [1.5]), r"--method must be one of"),
-    (lambda: tau_table.parse_list("10k", int, "--d-vocab"), r"--d-vocab takes a comma"),
+    (lambda: parse_list("10k", int, "--d-vocab"), r"--d-vocab takes comma-separated integers"),
 ])
 def test_bad_arguments_are_user_errors(call, message):
     with pytest.raises(UserError, match=message):

@@ -1,6 +1,6 @@
 """``arelu sparsity --attention``: how many attention weights are exactly zero, per layer and
 kind, and where the cross-attention looks (beyond the paper: its Conclusion's open question
-of alpha-ReLU as the attention transform; :mod:`arelu_cli.attention`).
+of alpha-ReLU as the attention transform; :mod:`arelu_cli.nmt.attention`).
 
 The steps are those of :mod:`arelu_cli.analysis.steps`: along the best beam hypothesis
 (decoded with the key/value cache, then teacher-forced, which gives the same weights) or
@@ -16,7 +16,7 @@ teacher-forced on the reference. Per checkpoint, split, walk, kind (``encoder`` 
   zero, i.e. whose attention outputs the zero vector (alpha-ReLU's empty support).
 
 :func:`heatmap_rows` gives the head-averaged cross-attention of a few sentences, target
-step x source token, per layer, for :func:`arelu_cli.plots.plot_attention_heatmaps`;
+step x source token, per layer, for :func:`arelu_cli.report.plots.plot_attention_heatmaps`;
 :func:`run` writes both CSVs for a list of checkpoints.
 """
 
@@ -35,12 +35,12 @@ from arelu_cli.analysis.steps import Along, split_batches, split_indices, step_t
 from arelu_cli.config import DecodeConfig
 from arelu_cli.data.batching import Batch
 from arelu_cli.errors import UserError
-from arelu_cli.model import Transformer
+from arelu_cli.nmt.model import Transformer
 from arelu_cli.results import write_rows
-from arelu_cli.translate import Decoder, decode_config, open_checkpoint
+from arelu_cli.nmt.inference import Decoder, decode_config, open_checkpoint
 
 Layer = tuple[str, int, nn.Module]
-"""(kind, layer index, the attention module of :mod:`arelu_cli.model`)."""
+"""(kind, layer index, the attention module of :mod:`arelu_cli.nmt.model`)."""
 
 
 def attention_layers(model: Transformer) -> list[Layer]:

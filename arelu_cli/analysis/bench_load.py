@@ -4,9 +4,9 @@ Why (not a result of the paper; it guards the paper's training-time comparison, 
 "training hours", on shared CPUs): torch's intra-op threads meet at a barrier after every
 op, so beside another busy process each op waits for the thread the scheduler has put
 aside. This runs real training steps (the trainer's own step function on the recipe's
-model and batches, :func:`arelu_cli.train._step`) for each transform and each thread
+model and batches, :func:`arelu_cli.nmt.train._step`) for each transform and each thread
 setting, ``fixed`` (torch's count throughout) and ``auto`` (the governor of
-:mod:`arelu_cli.threads`, as ``[train] threads = "auto"`` trains): first ``warmup``
+:mod:`arelu_cli.nmt.threads`, as ``[train] threads = "auto"`` trains): first ``warmup``
 unmeasured and ``steps`` measured steps on the quiet machine, then ``steps`` more while a
 competitor runs. The governor's state carries over, as in a run that another process
 joins, so the loaded speed includes the time it takes to notice.
@@ -38,14 +38,14 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
-from arelu_cli import threads
+from arelu_cli.nmt import threads
 from arelu_cli.config import Config
 from arelu_cli.data.prepared import load_prepared
-from arelu_cli.distributed import Context
+from arelu_cli.nmt.distributed import Context
 from arelu_cli.errors import UserError
 from arelu_cli.registry import get_transform
 from arelu_cli.results import signature
-from arelu_cli.train import Session, State, _micro_batches, _setup, _step
+from arelu_cli.nmt.train import Session, State, _micro_batches, _setup, _step
 
 MODES = ("fixed", "auto")
 READY_SECONDS = 300.0

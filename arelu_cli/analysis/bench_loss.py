@@ -42,6 +42,7 @@ from rich.table import Table
 
 from arelu_cli.analysis import timing
 from arelu_cli.errors import UserError
+from arelu_cli.options import parse_list
 from arelu_cli.registry import OutputTransform, get_transform
 from arelu_cli.results import signature, write_rows
 from arelu_cli.transforms import _alpha_relu_kernels
@@ -84,7 +85,7 @@ class Method:
 
     @property
     def engine(self) -> str:
-        """The ``ARELU_BACKEND`` this method runs under."""
+        """The ``ARELU_ENGINE`` this method runs under."""
         return self.variant.split("+")[0] if self.variant.startswith(("compiled", "eager")) else "auto"
 
     def unavailable(self, device: str) -> str | None:
@@ -110,8 +111,9 @@ class BenchPlan:
     seed: int = 0
 
 
-def _parse_list(text: str | None, default: tuple[str, ...], valid, what: str) -> tuple[str, ...]:
-    chosen = tuple(x.strip() for x in text.split(",")) if text else default
+def _parse_list(text: str | None, default: tuple[str, ...], valid, what: str,
+                option: str) -> tuple[str, ...]:
+    chosen = tuple(parse_list(text, str, option)) if text else default
     if valid is not None and (unknown := [x for x in chosen if x not in valid]):
         raise UserError(f"unknown {what} {unknown[0]!r}; use one of {', '.join(valid)}")
     return chosen
@@ -151,10 +153,10 @@ def make_plan(quick: bool = False, transforms: str | None = None, sizes: str | N
         raise UserError(f"--device must be cpu, cuda or auto (and cuda needs a GPU), got {device!r}")
     cuda = device == "cuda"
     names = _parse_list(transforms, CUDA_TRANSFORMS if cuda else DEFAULT_TRANSFORMS, None,
-                        "transform")
+                        "transform", "--transforms")
     chosen_dtypes = _parse_list(dtypes, ("bfloat16",) if cuda else ("float32",), tuple(DTYPES),
-                                "dtype")
-    chosen_modes = _parse_list(modes, MODES, MODES, "mode")
+                                "dtype", "--dtype")
+    chosen_modes = _parse_list(modes, MODES, MODES, "mode", "--modes")
     if threads is not None:
         torch.set_num_threads(threads)
     default_sizes = QUICK_SIZES if quick else (CUDA_SIZES if cuda else FULL_SIZES)
@@ -168,15 +170,15 @@ def make_plan(quick: bool = False, transforms: str | None = None, sizes: str | N
 @contextlib.contextmanager
 def _engine_env(method: Method):
     """Select alpha-ReLU's engine for the duration of one method's measurements."""
-    old = os.environ.get("ARELU_BACKEND")
-    os.environ["ARELU_BACKEND"] = method.engine
+    old = os.environ.get(_alpha_relu_kernels.ENGINE_ENV)
+    os.environ[_alpha_relu_kernels.ENGINE_ENV] = method.engine
     try:
         yield
     finally:
         if old is None:
-            os.environ.pop("ARELU_BACKEND", None)
+            os.environ.pop(_alpha_relu_kernels.ENGINE_ENV, None)
         else:
-            os.environ["ARELU_BACKEND"] = old
+            os.environ[_alpha_relu_kernels.ENGINE_ENV] = old
 
 
 def _loss_fn(method: Method, transform: OutputTransform):

@@ -10,7 +10,7 @@ both alike (on CUDA: CUDA events, ``torch.cuda.max_memory_allocated``, and the G
 name in a column and, through the CLI, in the file name). Peak memory is the step's extra
 memory beyond the model and optimizer. With ``fused``, each alpha-ReLU transform gets a
 second row, ``<name>+fused``: the same step with the output projection fused into the loss
-(``[train] fused_output``, :class:`arelu_cli.fused_output.FusedOutputLoss`), which never
+(``[train] fused_output``, :class:`arelu_cli.nmt.fused_output.FusedOutputLoss`), which never
 holds the N x V logits.
 """
 
@@ -27,14 +27,14 @@ from rich.table import Table
 from arelu_cli.analysis import timing
 from arelu_cli.config import Config, TrainConfig
 from arelu_cli.data.prepared import load_prepared
-from arelu_cli.distributed import pick_device
+from arelu_cli.nmt.distributed import pick_device
 from arelu_cli.errors import UserError
-from arelu_cli.fused_output import FusedOutputLoss
-from arelu_cli.model import Transformer
-from arelu_cli.output_stats import first_batch, resolve_tau
+from arelu_cli.nmt.fused_output import FusedOutputLoss
+from arelu_cli.nmt.model import Transformer
+from arelu_cli.nmt.output_stats import first_batch, resolve_tau
 from arelu_cli.registry import PAPER_TRANSFORMS, get_transform
 from arelu_cli.results import signature
-from arelu_cli.schedule import noam_lr
+from arelu_cli.nmt.schedule import noam_lr
 
 BASELINE = "softmax"
 DEFAULT_TRANSFORMS = PAPER_TRANSFORMS

@@ -8,7 +8,7 @@ machine noise falls on all of them alike; a row keeps the median over the repeat
 ``ratio`` is that median over the baseline's median at the same beam (the baseline: the
 first softmax checkpoint, else the first checkpoint), and ``ratio_paired`` the median of the
 per-repeat ratios of timings taken back to back. Decoding is
-:func:`arelu_cli.translate.decode_sources`, as ``arelu translate`` runs it (batched by source
+:func:`arelu_cli.nmt.inference.decode_sources`, as ``arelu translate`` runs it (batched by source
 tokens, greedy for beam 1), after one untimed warm-up batch per checkpoint (which also builds
 the C++ kernels); ``scoring`` says how each step's scores were found (alpha-ReLU:
 ``top-k cpp``, or ``top-k eager`` without a compiler; the others: ``log-scores + topk``).
@@ -28,17 +28,14 @@ from rich.table import Table
 from arelu_cli.analysis.steps import sample_indices
 from arelu_cli.analysis.timing import synchronize
 from arelu_cli.errors import UserError
+from arelu_cli.options import parse_list
 from arelu_cli.transforms import top_scores
-from arelu_cli.translate import Decoder, decode_config, decode_sources, open_checkpoint
+from arelu_cli.nmt.inference import Decoder, decode_config, decode_sources, open_checkpoint
 
 
 def parse_beams(text: str) -> list[int]:
     """``"1,2,4"`` -> [1, 2, 4]; every beam at least 1."""
-    try:
-        beams = [int(part) for part in text.split(",") if part.strip()]
-    except ValueError:
-        raise UserError(f"--beams takes comma-separated integers, e.g. 1,2,4,8,12; "
-                        f"got {text!r}") from None
+    beams = parse_list(text, int, "--beams", example="1,2,4,8,12")
     if not beams or min(beams) < 1:
         raise UserError(f"--beams must list beam sizes of at least 1, got {text!r}")
     return beams

@@ -1,7 +1,7 @@
 """``arelu score``: detokenized, case-sensitive corpus BLEU and chrF with sacrebleu.
 
-BLEU is the paper's (Setup, "We report detokenized case-sensitive BLEU with SacreBLEU"):
-one reference, mixed case, the 13a tokenizer, exponential smoothing; its signature
+BLEU is the paper's (:func:`arelu_cli.nmt.bleu.paper_bleu`, the one the training's validation
+uses): one reference, mixed case, the 13a tokenizer, exponential smoothing; its signature
 (``nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:...``) is printed and stored with
 the score, as is chrF's. The references are a plain text file, or, for an output of
 ``arelu translate --split NAME --out OUT``, found through ``OUT.json``: the raw target
@@ -19,12 +19,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
-from sacrebleu.metrics import BLEU, CHRF
 
 from arelu_cli.data.prepared import META, Prepared, load_prepared
 from arelu_cli.errors import UserError
+from arelu_cli.nmt.bleu import bleu_chrf
 from arelu_cli.results import atomic_write_text, csv_header, signature
-from arelu_cli.translate import meta_path, read_text_lines
+from arelu_cli.data.textio import read_text_lines
+from arelu_cli.nmt.inference import meta_path
 
 
 @dataclass(frozen=True)
@@ -46,14 +47,6 @@ COLUMNS = ("hyp", "ref", "sentences", "bleu", "chrf", "transform", "alpha", "tau
            "length_penalty", "renormalize", "checkpoint", "split", "bleu_signature",
            "chrf_signature", "signature")
 """The columns of a scores CSV, in order; rows are appended only to a CSV with exactly these."""
-
-
-def bleu_chrf(hypotheses: list[str], references: list[str]) -> tuple[float, float, str, str]:
-    """Corpus BLEU and chrF of aligned lines, with their sacrebleu signatures."""
-    bleu, chrf = BLEU(tokenize="13a", smooth_method="exp", lowercase=False), CHRF()
-    b = bleu.corpus_score(hypotheses, [references])
-    c = chrf.corpus_score(hypotheses, [references])
-    return b.score, c.score, str(bleu.get_signature()), str(chrf.get_signature())
 
 
 def _translate_meta(hyp: Path) -> dict:

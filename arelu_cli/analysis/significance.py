@@ -37,6 +37,7 @@ import numpy as np
 from sacrebleu.metrics import BLEU
 
 from arelu_cli.errors import UserError
+from arelu_cli.nmt.bleu import paper_bleu
 
 RESAMPLES = 1000
 """sacrebleu's default number of paired bootstrap resamples."""
@@ -71,12 +72,6 @@ class PairedBootstrap:
     """Test sentences (resampled units)."""
 
 
-def paper_bleu() -> BLEU:
-    """The paper's BLEU: sacrebleu's defaults (13a, mixed case, exp smoothing), the same
-    settings as :func:`arelu_cli.analysis.score.bleu_chrf`."""
-    return BLEU(tokenize="13a", smooth_method="exp", lowercase=False)
-
-
 def sentence_stats(hypotheses: Sequence[str], references: Sequence[str],
                    metric: BLEU) -> np.ndarray:
     """(N, 2 + 2 * max_ngram_order) int64 sufficient statistics, one row per sentence:
@@ -91,7 +86,7 @@ def sentence_stats(hypotheses: Sequence[str], references: Sequence[str],
     return np.asarray(stats, dtype=np.int64)
 
 
-def corpus_bleu(stats: np.ndarray, metric: BLEU) -> float:
+def stats_bleu(stats: np.ndarray, metric: BLEU) -> float:
     """Corpus BLEU of summed sufficient statistics (one row, or a 1-D vector)."""
     return metric._compute_score_from_stats(stats).score
 
@@ -115,7 +110,7 @@ def resampled_bleu(stats: np.ndarray, indices: np.ndarray, metric: BLEU) -> np.n
     offsets = indices + n * np.arange(resamples)[:, None]
     counts = np.bincount(offsets.ravel(), minlength=resamples * n).reshape(resamples, n)
     sums = (counts @ stats).astype(np.float32)
-    return np.array([corpus_bleu(row, metric) for row in sums])
+    return np.array([stats_bleu(row, metric) for row in sums])
 
 
 def interval95(scores: np.ndarray) -> tuple[float, float]:
@@ -145,7 +140,7 @@ def bootstrap_stats(baseline: np.ndarray, system: np.ndarray, metric: BLEU,
     indices = bootstrap_indices(len(system), samples, seed)
     base_scores = resampled_bleu(baseline, indices, metric)
     sys_scores = resampled_bleu(system, indices, metric)
-    bleu, base = corpus_bleu(system.sum(0), metric), corpus_bleu(baseline.sum(0), metric)
+    bleu, base = stats_bleu(system.sum(0), metric), stats_bleu(baseline.sum(0), metric)
     low, high = interval95(sys_scores)
     delta_low, delta_high = interval95(sys_scores - base_scores)
     return PairedBootstrap(bleu=bleu, baseline_bleu=base, bleu_mean=float(sys_scores.mean()),

@@ -9,8 +9,8 @@ recipe, beside the analytic one (:func:`empirical_rows`, the paper's tau-tilde),
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Optional, TypeVar
+from collections.abc import Sequence
+from typing import Optional
 
 import pandas as pd
 import torch
@@ -19,29 +19,15 @@ from rich.table import Table
 
 from arelu_cli import tau as tau_lib
 from arelu_cli.config import Config
-from arelu_cli.data.batching import token_batches
 from arelu_cli.data.prepared import load_prepared
 from arelu_cli.errors import UserError
-from arelu_cli.model import Transformer
+from arelu_cli.nmt.model import Transformer
+from arelu_cli.nmt.output_stats import first_batch_taus
 from arelu_cli.results import signature
-
-T = TypeVar("T")
 
 METHODS = ("analytic", "monte-carlo", "empirical", "both", "all")
 """``both`` is empirical beside analytic (the paper's Table 3); ``all`` is analytic beside
 Monte Carlo, everything that needs no model."""
-
-
-def parse_list(text: str, cast: Callable[[str], T], option: str) -> list[T]:
-    """``"10000,40000"`` -> ``[10000, 40000]``; a bad list names its option."""
-    items = [item.strip() for item in str(text).split(",") if item.strip()]
-    if not items:
-        raise UserError(f"{option} needs at least one value (a comma-separated list)")
-    try:
-        return [cast(item) for item in items]
-    except ValueError:
-        raise UserError(f"{option} takes a comma-separated list of {cast.__name__} values, "
-                        f"got {text!r}") from None
 
 
 def _check(method: str, d_vocabs: Sequence[int], alphas: Sequence[float], rules: Sequence[str],
@@ -115,22 +101,16 @@ def tau_rows(method: str, d_vocabs: Sequence[int], alphas: Sequence[float],
     return rows
 
 
-@torch.no_grad()
 def _first_batch_taus(config: Config, alphas: Sequence[float], batches: int):
-    """Mean exact alpha-entmax tau(z) over the target positions of the first ``batches``
-    training batches through the untrained model (eval mode), per alpha; and the row count."""
+    """tau-tilde per alpha of the recipe's untrained model (seeded as training seeds it) on
+    the first ``batches`` training batches (:func:`arelu_cli.nmt.output_stats.first_batch_taus`,
+    what ``tau = "auto"`` trains with); the prepared corpus and the number of positions."""
     data = load_prepared(config.data.path)
     torch.manual_seed(config.train.seed)
-    model = Transformer(config.model, data.src_vocab_size, data.tgt_vocab_size, data.pad_id).eval()
-    sums, rows = [0.0] * len(alphas), 0
-    stream = token_batches(data, "train", max_tokens=config.data.max_tokens,
-                           seed=config.train.seed, epoch=0)
-    for _, batch in zip(range(batches), stream):
-        logits = model(batch.src, batch.tgt_in, batch.tgt_out != data.pad_id)  # (N, V)
-        for i, alpha in enumerate(alphas):
-            sums[i] += float(tau_lib.entmax_threshold(logits, alpha).sum())
-        rows += logits.shape[0]
-    return data, [total / rows for total in sums], rows
+    model = Transformer(config.model, data.src_vocab_size, data.tgt_vocab_size, data.pad_id)
+    taus, rows = first_batch_taus(model, data, config.data.max_tokens, config.train.seed,
+                                  list(alphas), batches)
+    return data, taus, rows
 
 
 def empirical_rows(method: str, config: Config, alphas: Sequence[float],

@@ -8,11 +8,14 @@ mark are dropped.
 from __future__ import annotations
 
 import hashlib
+import sys
 from pathlib import Path
 
 from arelu_cli.errors import UserError
 
 SNIPPET = 40
+STDIO = "-"
+"""The file name that means stdin (``--input -``) or stdout (``--out -``)."""
 
 
 def read_lines(path: Path) -> list[str]:
@@ -24,6 +27,18 @@ def read_lines(path: Path) -> list[str]:
     if not data.strip():
         raise UserError(f"{path} is empty; a corpus file needs one sentence per line")
     return decode_lines(data, str(path))
+
+
+def read_text_lines(path: str | Path) -> list[str]:
+    """The lines of a UTF-8 text file, or of stdin for ``-``, split as :func:`read_lines`
+    splits them; unlike a corpus file, an empty file or one of blank lines is valid here
+    (text to translate, translations, references)."""
+    if str(path) == STDIO:
+        return decode_lines(sys.stdin.buffer.read(), "<stdin>")
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"file not found: {path} (give - to read stdin)")
+    return decode_lines(path.read_bytes(), str(path))
 
 
 def decode_lines(data: bytes, name: str) -> list[str]:

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sacrebleu.metrics import BLEU
 
 from arelu_cli.errors import UserError
+from arelu_cli.nmt.bleu import paper_bleu
 
 
 def _check_lengths(**lists: Sequence[str]) -> int:
@@ -31,7 +31,7 @@ def translation_examples_rows(sources: Sequence[str], references: Sequence[str],
     if n < 1:
         raise UserError(f"the number of examples must be >= 1, got {n}")
     _check_lengths(sources=sources, references=references, hyps_a=hyps_a, hyps_b=hyps_b)
-    bleu = BLEU(effective_order=True)
+    bleu = paper_bleu(sentence=True)
     candidates = []
     for i, (src, ref, a, b) in enumerate(zip(sources, references, hyps_a, hyps_b)):
         if a.strip() == b.strip() or len(src.split()) > max_source_words:

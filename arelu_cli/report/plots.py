@@ -1,7 +1,12 @@
-"""One PNG per figure CSV of the reproduction, drawn from the CSV only (matplotlib, Agg).
+"""Every PNG arelu draws, each from a CSV only (matplotlib, Agg): the one plotting module.
 
-Each ``plot_*`` function reads its CSV (:mod:`arelu_cli.report.columns`) and writes a PNG;
-:func:`plot_all` draws every figure whose CSV a results folder holds. A run of several
+Each ``plot_*`` function reads its CSV and writes a PNG. The reproduction's figures read the
+fixed CSVs of :mod:`arelu_cli.report.columns` and :func:`plot_all` draws every figure whose
+CSV a results folder holds; the analysis commands' ``--plot`` figures read the CSV the
+command wrote: :func:`plot_step_sparsity` (``arelu sparsity``), :func:`plot_step_self_norm`
+(``arelu self-norm``), :func:`plot_attention_heatmaps` (``arelu sparsity --attention``, beyond
+the paper), and :func:`plot_inference_time` draws Fig. infTime from either the
+reproduction's ``fig_inference_time.csv`` or ``arelu bench translate``'s CSV. A run of several
 training seeds is drawn as one thin line per seed under a thick line of their mean (curves),
 a mean bar with a standard-deviation error bar (inference time), or one thin histogram per
 seed in the same colour; with one seed a figure looks as it always did.
@@ -17,22 +22,41 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (the backend is chosen before pyplot loads)
+import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from arelu_cli.errors import UserError  # noqa: E402
-from arelu_cli.ownership import check_ours, png_metadata, png_ours_or_older  # noqa: E402
+from arelu_cli.ownership import check_ours, png_metadata, png_ours, png_ours_or_older  # noqa: E402
 from arelu_cli.report.columns import read_csv  # noqa: E402
 from arelu_cli.report.layout import cell_name  # noqa: E402
 from arelu_cli.report.seeds import groups  # noqa: E402
 
 
-def _save(fig, png: Path) -> Path:
+LINESTYLES = {"reference": "-", "beam": "--"}
+
+
+def _save(fig, png: str | Path, older_ok: bool = True) -> Path:
+    """Write the figure; replace only a PNG arelu drew (with ``older_ok``, also one drawn
+    before arelu marked its PNGs: :func:`arelu_cli.ownership.png_ours_or_older`)."""
+    png = Path(png)
     png.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
-    check_ours(png, png_ours_or_older)
+    check_ours(png, png_ours_or_older if older_ok else png_ours)
     fig.savefig(png, dpi=120, metadata=png_metadata())
     plt.close(fig)
     return png
+
+
+def _read_command_csv(csv: str | Path, columns: tuple[str, ...]) -> pd.DataFrame:
+    """A CSV an analysis command wrote, with at least ``columns`` and one row."""
+    path = Path(csv)
+    if not path.is_file():
+        raise UserError(f"{path} not found; the command that measures this figure writes it")
+    frame = pd.read_csv(path)
+    missing = [c for c in columns if c not in frame.columns]
+    if missing or frame.empty:
+        raise UserError(f"{path} has no rows or lacks the columns {missing}; regenerate it")
+    return frame
 
 
 def _read(csv: Path) -> pd.DataFrame:
@@ -135,17 +159,27 @@ def plot_tau_sweep(csv: Path, png: Path) -> Path:
     return _save(fig, png)
 
 
-def plot_inference_time(csv: Path, png: Path) -> Path:
-    """Fig. infTime: normalized inference time per beam size, one bar per transform."""
-    frame = _read(csv)
-    names = list(dict.fromkeys(frame["transform"]))
-    stats = frame.groupby(["beam", "transform"])["normalized"].agg(["mean", "std"])
-    mean, std = (stats[c].unstack("transform")[names] for c in ("mean", "std"))
+def plot_inference_time(csv: str | Path, png: str | Path, older_ok: bool = True) -> Path:
+    """Fig. infTime: translation time over the fastest per beam size, one bar per model (a
+    transform; with several seeds the mean bar and a standard-deviation error bar). Reads
+    ``fig_inference_time.csv`` or the CSV of ``arelu bench translate``, where a transform
+    timed with several checkpoints gets one bar per checkpoint."""
+    csv = Path(csv)
+    columns = ("transform", "beam", "normalized")
+    frame = _read(csv) if csv.name in FIGURES else _read_command_csv(csv, columns)
+    model = frame["transform"]
+    if "checkpoint" in frame and model.nunique() < frame["checkpoint"].nunique():
+        model = frame["transform"] + " (" + frame["checkpoint"].astype(str) + ")"
+    frame = frame.assign(model=model)
+    names = list(dict.fromkeys(frame["model"]))
+    stats = frame.groupby(["beam", "model"])["normalized"].agg(["mean", "std"])
+    mean, std = (stats[c].unstack("model")[names] for c in ("mean", "std"))
     fig, ax = plt.subplots(figsize=(5.5, 3.6))
     several = len(_seeds(frame)) > 1
     mean.plot.bar(ax=ax, rot=0, yerr=std.fillna(0.0) if several else None, capsize=3)
     ax.set(xlabel="beam size", ylabel="time / fastest")
-    return _save(fig, png)
+    ax.legend(fontsize="small")
+    return _save(fig, png, older_ok)
 
 
 def _histograms(frame: pd.DataFrame, xlabel: str, png: Path) -> Path:
@@ -174,6 +208,76 @@ def plot_sparsity(csv: Path, png: Path) -> Path:
 def plot_self_norm(csv: Path, png: Path) -> Path:
     """Fig. self_norm: distribution of the sum of alpha-ReLU components per decoding step."""
     return _histograms(_read(csv), "Σ α-ReLU(z)", png)
+
+
+def plot_step_sparsity(csv: str | Path, png: str | Path, bins: int = 50) -> Path:
+    """Histogram of the proportion of zero output components per decoding step, one panel per
+    split, one line per transform (solid: teacher-forced on references, dashed: beam output)."""
+    frame = _read_command_csv(csv, ("transform", "split", "along", "zero_fraction", "steps"))
+    splits = list(dict.fromkeys(frame["split"]))
+    fig, axes = plt.subplots(1, len(splits), figsize=(5 * len(splits), 3.6), squeeze=False)
+    # Shared bins over the observed range: sparse outputs crowd near 1, softmax sits at 0.
+    edges = np.linspace(frame["zero_fraction"].min(), frame["zero_fraction"].max() + 1e-9, bins + 1)
+    for ax, split in zip(axes[0], splits):
+        part = frame[frame["split"] == split]
+        for (name, along), rows in part.groupby(["transform", "along"], sort=False):
+            counts, _ = np.histogram(rows["zero_fraction"], bins=edges, weights=rows["steps"])
+            ax.stairs(counts / counts.sum(), edges, label=f"{name} ({along})",
+                      linestyle=LINESTYLES.get(along, "-"))
+        ax.set(title=split, xlabel="proportion of zero components",
+               ylabel="fraction of decoding steps")
+        ax.legend(fontsize="small")
+    return _save(fig, png, older_ok=False)
+
+
+def plot_step_self_norm(csv: str | Path, png: str | Path) -> Path:
+    """Histogram of the sum of the output components per decoding step, one panel per
+    split, one line per checkpoint and walk; the means in the legend."""
+    frame = _read_command_csv(csv, ("transform", "split", "along", "bin_low", "bin_high", "steps"))
+    splits = list(dict.fromkeys(frame["split"]))
+    fig, axes = plt.subplots(1, len(splits), figsize=(5 * len(splits), 3.6), squeeze=False)
+    for ax, split in zip(axes[0], splits):
+        part = frame[frame["split"] == split]
+        groups = part.groupby(["checkpoint", "transform", "along"], sort=False)
+        for (_, name, along), rows in groups:
+            steps = rows["steps"].to_numpy()
+            centers = (rows["bin_low"].to_numpy() + rows["bin_high"].to_numpy()) / 2
+            mean = float((centers * steps).sum() / steps.sum())
+            ax.stairs(steps / steps.sum(), [*rows["bin_low"], rows["bin_high"].iloc[-1]],
+                      label=f"{name} ({along}), mean ≈ {mean:.2f}",
+                      linestyle=LINESTYLES.get(along, "-"))
+        ax.set(title=split, xlabel=r"$\sum_i p_i$", ylabel="fraction of decoding steps")
+        ax.legend(fontsize="small")
+    return _save(fig, png, older_ok=False)
+
+
+def plot_attention_heatmaps(csv: str | Path, png: str | Path) -> Path:
+    """Cross-attention (averaged over heads) of a few sentences: one row of panels per
+    checkpoint and sentence, one column per layer; target steps down, source tokens across,
+    one colour scale, exact zeros white."""
+    frame = _read_command_csv(csv, ("checkpoint", "attention", "sentence", "layer", "target_pos",
+                        "target_token", "source_pos", "source_token", "weight"))
+    panels = list(dict.fromkeys(zip(frame["checkpoint"], frame["sentence"])))
+    layers = sorted(set(frame["layer"]))
+    fig, axes = plt.subplots(len(panels), len(layers), squeeze=False,
+                             figsize=(3.2 * len(layers) + 1, 3.2 * len(panels)))
+    cmap = plt.get_cmap("viridis").with_extremes(bad="white")
+    top = max(float(frame["weight"].max()), 1e-12)
+    for row, (ckpt, sentence) in zip(axes, panels):
+        part = frame[(frame["checkpoint"] == ckpt) & (frame["sentence"] == sentence)]
+        for ax, layer in zip(row, layers):
+            cells = part[part["layer"] == layer]
+            grid = cells.pivot(index="target_pos", columns="source_pos", values="weight")
+            image = ax.imshow(np.ma.masked_equal(grid.to_numpy(), 0.0), cmap=cmap, vmin=0.0,
+                              vmax=top, aspect="auto", interpolation="nearest")
+            src = cells.drop_duplicates("source_pos").sort_values("source_pos")["source_token"]
+            tgt = cells.drop_duplicates("target_pos").sort_values("target_pos")["target_token"]
+            ax.set_xticks(range(len(src)), [str(t) for t in src], rotation=90, fontsize=6)
+            ax.set_yticks(range(len(tgt)), [str(t) for t in tgt], fontsize=6)
+            ax.set_title(f"{part['attention'].iloc[0]}: sentence {sentence}, layer {layer}",
+                         fontsize=7)
+        fig.colorbar(image, ax=row[-1], label="weight")  # the same scale in every panel
+    return _save(fig, png, older_ok=False)
 
 
 FIGURES: dict[str, Callable[[Path, Path], Path]] = {

@@ -1,7 +1,7 @@
 """Training run folders -> the paper's training figures and its training-time table.
 
 A run folder is what ``arelu train`` writes: ``config.json`` (the config plus the resolved
-tau and world size) and ``log.csv`` (:data:`arelu_cli.train_log.COLUMNS`); a grid trained
+tau and world size) and ``log.csv`` (:data:`arelu_cli.nmt.train_log.COLUMNS`); a grid trained
 with several seeds keeps one per seed (:mod:`arelu_cli.report.layout`). Every row carries
 its run's seed. Builders:
 
@@ -26,7 +26,7 @@ import pandas as pd
 from arelu_cli.errors import UserError
 from arelu_cli.report.columns import signature_field
 from arelu_cli.report.layout import find_run_dirs
-from arelu_cli.train_log import COLUMNS as LOG_COLUMNS, read_log
+from arelu_cli.nmt.train_log import COLUMNS as LOG_COLUMNS, read_log
 
 
 @dataclass(frozen=True)

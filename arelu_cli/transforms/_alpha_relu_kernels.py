@@ -19,7 +19,7 @@ So the forward pass also sums each row of ``z``, in the same read (``cpp``: the 
 backward pass writes ``scale * (p - eps / V) - scale * (1 - eps) e_y``, still one write
 pass. ``eps = 0`` runs the unsmoothed code unchanged.
 
-Engines (``ARELU_BACKEND=auto|eager|compiled|cpp|triton``, default ``auto``: ``triton``
+Engines (``ARELU_ENGINE=auto|eager|compiled|cpp|triton``, default ``auto``: ``triton``
 for CUDA tensors, ``cpp`` for CPU tensors, each falling back to ``eager``):
 * ``eager``: row chunks that stay in the L3 cache, every op writing into reused chunk
   buffers, so no N x V temporary is ever allocated. No side effects on the process.
@@ -50,7 +50,8 @@ from arelu_cli.transforms import _cpp_kernels
 # Elements per chunk for the eager engine: small enough for the L3 cache, large enough
 # that per-op overhead (a few microseconds) stays well under the memory traffic.
 _CHUNK_ELEMENTS = 1 << 19
-_BACKEND_ENV = "ARELU_BACKEND"
+ENGINE_ENV = "ARELU_ENGINE"
+_OLD_ENGINE_ENV = "ARELU_BACKEND"  # its name before 0.2; still read when ENGINE_ENV is unset
 ENGINES = ("auto", "eager", "compiled", "cpp", "triton")
 _TRITON_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 _state = {"failed": False}
@@ -298,9 +299,10 @@ def engine_for(z: torch.Tensor) -> str:
     ``triton``, ``cpp``, ``compiled`` (not for float64) or ``eager``; see the module docstring."""
     if torch.compiler.is_compiling():
         return "traced"
-    choice = os.environ.get(_BACKEND_ENV, "auto")
+    name = ENGINE_ENV if ENGINE_ENV in os.environ or _OLD_ENGINE_ENV not in os.environ else _OLD_ENGINE_ENV
+    choice = os.environ.get(name, "auto")
     if choice not in ENGINES:
-        raise ValueError(f"{_BACKEND_ENV} must be one of {', '.join(ENGINES)}, got {choice!r}")
+        raise ValueError(f"{name} must be one of {', '.join(ENGINES)}, got {choice!r}")
     if choice == "auto":
         choice = "triton" if z.is_cuda else "cpp"
     if choice == "triton" and _triton_runs(z):

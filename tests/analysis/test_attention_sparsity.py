@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from arelu_cli.analysis import attention_sparsity as att
 from arelu_cli.cli import app
 from arelu_cli.errors import UserError
-from arelu_cli.translate import decode_config, open_checkpoint
+from arelu_cli.nmt.inference import decode_config, open_checkpoint
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -22,7 +22,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 def relu_run(tiny_corpus, tiny_config, tmp_path_factory):
     """A tiny model trained 6 steps with 1.5-ReLU attention (estimated tau) everywhere but
     the encoder (1.5-entmax)."""
-    from arelu_cli.train import train
+    from arelu_cli.nmt.train import train
 
     config = tiny_config(tiny_corpus, max_steps=6)
     model = dataclasses.replace(config.model, attention="1.5-relu", attention_relu="estimated",

@@ -46,7 +46,7 @@ def test_missing_packages_give_not_installed_rows(tmp_path, monkeypatch):
                         ("arelu_not_a_module", "pip install liger-kernel"))
     monkeypatch.setitem(bench_fused.EXTERNAL, "cce",
                         ("arelu_not_a_module", "pip install cut-cross-entropy"))
-    monkeypatch.setenv("ARELU_BACKEND", "eager")  # no C++ build for a tiny case
+    monkeypatch.setenv("ARELU_ENGINE", "eager")  # no C++ build for a tiny case
     plan = bench_fused.FusedPlan(sizes=((32, 300),), widths=(8,), dtype="float32", alpha=1.5,
                                  repeats=1, device="cpu", methods=("fused", "liger", "cce"))
     frame = bench_fused.run(plan, tmp_path / "fused.csv")

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from arelu_cli.analysis import bench_load
 from arelu_cli.cli import app
-from arelu_cli.threads import Policy
+from arelu_cli.nmt.threads import Policy
 
 COLUMNS = {"transform", "mode", "threads_max", "quiet_tokens_per_s", "loaded_tokens_per_s",
            "loaded_ratio", "quiet_switches", "loaded_switches", "loaded_share_at_max",

@@ -130,7 +130,7 @@ def test_a_translation_of_a_corpus_prepared_again_is_refused(monkeypatch, capsys
                                                             tiny_config, one_thread):
     """translate records the split's checksum; score refuses references that changed since."""
     from arelu_cli.data.prepare import PrepareRequest, prepare
-    from arelu_cli.train import train
+    from arelu_cli.nmt.train import train
 
     data = tmp_path / "data"
     prepare(PrepareRequest("custom", data, source=_corpus(tmp_path / "a", 0), merges=30))

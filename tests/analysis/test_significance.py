@@ -8,7 +8,7 @@ import pytest
 from sacrebleu.significance import PairedTest
 
 from arelu_cli.analysis import significance as sig
-from arelu_cli.analysis.score import bleu_chrf
+from arelu_cli.nmt.bleu import bleu_chrf, paper_bleu
 from arelu_cli.errors import UserError
 
 REFS = ["the cat sat on the mat", "a red car drove by the house", "hello world how are you",
@@ -25,7 +25,7 @@ SYSTEM = ["the cat is on the mat", "a red car drove by the house", "hello there"
 def _sacrebleu(monkeypatch, systems, seed):
     monkeypatch.setenv("SACREBLEU_SEED", str(seed))
     named = [("base", BASE), *systems.items()]
-    _, scores = PairedTest(named, {"BLEU": sig.paper_bleu()}, [REFS], test_type="bs",
+    _, scores = PairedTest(named, {"BLEU": paper_bleu()}, [REFS], test_type="bs",
                            n_samples=sig.RESAMPLES)()
     return dict(zip([n for n, _ in named], scores["BLEU"]))
 
@@ -76,10 +76,10 @@ def test_a_system_better_on_every_sentence_is_significant():
 
 
 def test_resampled_bleu_equals_summing_the_drawn_rows():
-    metric = sig.paper_bleu()
+    metric = paper_bleu()
     stats = sig.sentence_stats(SYSTEM, REFS, metric)
     indices = sig.bootstrap_indices(len(REFS), samples=5, seed=3)
-    direct = [sig.corpus_bleu(stats[row].sum(0), metric) for row in indices]
+    direct = [sig.stats_bleu(stats[row].sum(0), metric) for row in indices]
     assert sig.resampled_bleu(stats, indices, metric) == pytest.approx(direct, abs=1e-4)
     assert indices.shape == (5, len(REFS))
     assert np.array_equal(indices, sig.bootstrap_indices(len(REFS), 5, 3))
@@ -90,7 +90,7 @@ def test_interval95_cuts_25_of_1000_each_side():
 
 
 def test_signature_names_resamples_and_seed():
-    metric = sig.paper_bleu()
+    metric = paper_bleu()
     sig.compare_to_baseline(BASE, {"s": SYSTEM}, REFS, samples=10, metric=metric)
     text = sig.bootstrap_signature(metric, 1000, 12345)
     assert "bs:1000" in text and "seed:12345" in text and "tok:13a" in text

@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 from arelu_cli.analysis.sparsity import distribution_rows, summary, zero_counts
 from arelu_cli.analysis.steps import sample_indices, split_indices
 from arelu_cli.cli import app
-from arelu_cli.translate import decode_config, decode_sources, open_checkpoint
+from arelu_cli.nmt.inference import decode_config, decode_sources, open_checkpoint
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from arelu_cli.train_log import append_row
+from arelu_cli.nmt.train_log import append_row
 
 
 def write_run(folder: Path, transform: str, tau: float | None = None, steps: int = 40,

@@ -15,7 +15,7 @@ def interpreted():
     pytest.importorskip("triton")
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("TRITON_INTERPRET", "1")
-        patch.setenv("ARELU_BACKEND", "triton")
+        patch.setenv("ARELU_ENGINE", "triton")
         modules = [importlib.reload(importlib.import_module(name)) for name in TRITON_MODULES]
         yield modules[0]
     for name in TRITON_MODULES:

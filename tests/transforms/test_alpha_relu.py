@@ -33,7 +33,7 @@ def direct_loss_rows(z, y, alpha, tau):
 
 @pytest.fixture(params=["eager", "compiled", "cpp"])
 def engine(request, monkeypatch):
-    monkeypatch.setenv("ARELU_BACKEND", request.param)
+    monkeypatch.setenv("ARELU_ENGINE", request.param)
     return request.param
 
 
@@ -173,7 +173,7 @@ def test_engines_agree_on_a_large_input(monkeypatch, alpha):
     y = torch.randint(0, 3000, (64,))
     out = {}
     for name in ("eager", "compiled", "cpp"):
-        monkeypatch.setenv("ARELU_BACKEND", name)
+        monkeypatch.setenv("ARELU_ENGINE", name)
         loss = alpha_relu_loss(z, y, alpha, 0.05)
         out[name] = (loss, torch.autograd.grad(loss, z)[0], alpha_relu(z.detach(), alpha, 0.05))
     for name in ("compiled", "cpp"):
@@ -221,16 +221,16 @@ def test_bad_arguments_say_what_is_wrong(kwargs, match):
 
 
 def test_engine_choice(monkeypatch):
-    monkeypatch.delenv("ARELU_BACKEND", raising=False)
+    monkeypatch.delenv("ARELU_ENGINE", raising=False)
     assert kernels.engine_for(torch.zeros(4, 4)) == "cpp"  # auto, on CPU
-    monkeypatch.setenv("ARELU_BACKEND", "triton")
+    monkeypatch.setenv("ARELU_ENGINE", "triton")
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
     assert kernels.engine_for(torch.zeros(4, 4)) == "eager"  # no GPU, no interpreter
-    monkeypatch.setenv("ARELU_BACKEND", "compiled")
+    monkeypatch.setenv("ARELU_ENGINE", "compiled")
     assert kernels.engine_for(torch.zeros(4, 4)) == "compiled"
     assert kernels.engine_for(torch.zeros(4, 4, dtype=torch.float64)) == "eager"
-    monkeypatch.setenv("ARELU_BACKEND", "fast")
-    with pytest.raises(ValueError, match="ARELU_BACKEND"):
+    monkeypatch.setenv("ARELU_ENGINE", "fast")
+    with pytest.raises(ValueError, match="ARELU_ENGINE"):
         kernels.engine_for(torch.zeros(4, 4))
 
 
@@ -240,10 +240,21 @@ def test_the_library_imports_and_runs_without_triton():
             "import os, torch\n"
             "from arelu_cli.transforms import alpha_relu_loss, linear_alpha_relu_loss\n"
             "from arelu_cli.transforms import _alpha_relu_kernels as kernels\n"
-            "os.environ['ARELU_BACKEND'] = 'triton'; os.environ['TRITON_INTERPRET'] = '1'\n"
+            "os.environ['ARELU_ENGINE'] = 'triton'; os.environ['TRITON_INTERPRET'] = '1'\n"
             "z = torch.randn(3, 20, requires_grad=True)\n"
             "assert kernels.engine_for(z) == 'eager'\n"
             "alpha_relu_loss(z, torch.tensor([1, 2, 3])).backward()\n"
             "assert 'arelu_cli.transforms._triton_kernels' not in sys.modules\n")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
+
+
+def test_old_engine_variable_still_works_when_the_new_one_is_unset(monkeypatch):
+    monkeypatch.delenv("ARELU_ENGINE", raising=False)
+    monkeypatch.setenv("ARELU_BACKEND", "compiled")
+    assert kernels.engine_for(torch.zeros(4, 4)) == "compiled"
+    monkeypatch.setenv("ARELU_BACKEND", "fast")
+    with pytest.raises(ValueError, match="ARELU_BACKEND"):
+        kernels.engine_for(torch.zeros(4, 4))
+    monkeypatch.setenv("ARELU_ENGINE", "eager")  # the new name wins
+    assert kernels.engine_for(torch.zeros(4, 4)) == "eager"

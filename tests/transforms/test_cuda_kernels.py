@@ -21,7 +21,7 @@ TOLERANCE = {torch.float32: 1e-5, torch.bfloat16: 2e-2, torch.float16: 2e-3}
 
 @pytest.fixture(autouse=True)
 def triton_engine(monkeypatch):
-    monkeypatch.setenv("ARELU_BACKEND", "auto")
+    monkeypatch.setenv("ARELU_ENGINE", "auto")
     pytest.importorskip("triton")
 
 
@@ -155,7 +155,7 @@ def test_fused_layer_matches_float64(dtype, tol, tied, bias, reduction, monkeypa
     """1000 tokens (chunks of 128 when asked), d = 96, V = 3001."""
     hidden, weight, b, target = fused_case(1000, 96, 3001, dtype, tied, bias)
     got = fused_run(hidden, weight, b, target, tied, True, reduction)
-    monkeypatch.setenv("ARELU_BACKEND", "eager")
+    monkeypatch.setenv("ARELU_ENGINE", "eager")
     expected = fused_run(hidden.double(), weight.double(), None if b is None else b.double(),
                          target, tied, False, reduction)
     torch.testing.assert_close(got[0].double(), expected[0], rtol=tol, atol=tol)

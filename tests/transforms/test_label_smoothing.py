@@ -91,7 +91,7 @@ def inputs(rows, vocab, seed):
 def use_engine(monkeypatch):
     def use(engine):
         if engine != "any":
-            monkeypatch.setenv("ARELU_BACKEND", engine)
+            monkeypatch.setenv("ARELU_ENGINE", engine)
     return use
 
 
@@ -157,7 +157,7 @@ def test_float32_engines_agree_with_the_definition(name, monkeypatch):
     expected_grad = direct_probs(name, z) - smoothed_target(y, 700, 0.1)
     expected_grad[y == IGNORE] = 0
     for engine in ("eager", "cpp", "compiled"):
-        monkeypatch.setenv("ARELU_BACKEND", engine)
+        monkeypatch.setenv("ARELU_ENGINE", engine)
         x = z.float().requires_grad_(True)
         rows = LOSSES[name][0](x, y, reduction="none", label_smoothing=0.1)
         (grad,) = torch.autograd.grad(rows.sum(), x)

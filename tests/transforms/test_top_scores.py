@@ -66,7 +66,7 @@ def test_scores_are_the_top_k_of_the_full_log_scores(case, alpha, tau):
     ranked = torch.tensor([_ranked(row, k) for row in z.tolist()])
     for name in ("eager", "cpp") if HAS_CPP else ("eager",):
         with pytest.MonkeyPatch.context() as patch:
-            patch.setenv("ARELU_BACKEND", name)
+            patch.setenv("ARELU_ENGINE", name)
             scores, indices = alpha_relu_top_log_scores(z, k, alpha, tau)
         assert torch.equal(indices, ranked), name
         assert torch.equal(scores, full.gather(1, ranked)), name      # bit for bit
@@ -76,7 +76,7 @@ def test_scores_are_the_top_k_of_the_full_log_scores(case, alpha, tau):
 
 @pytest.mark.parametrize("name", ENGINES)
 def test_distinct_scores_give_torch_topk_indices(name, monkeypatch):
-    monkeypatch.setenv("ARELU_BACKEND", name)
+    monkeypatch.setenv("ARELU_ENGINE", name)
     z = torch.randn(64, 1003, generator=torch.Generator().manual_seed(3)) * 2
     full = alpha_relu_log_scores(z, 1.5, 0.3)
     for k in (1, 2, 5, 12):
@@ -89,7 +89,7 @@ def test_distinct_scores_give_torch_topk_indices(name, monkeypatch):
 def test_rows_with_an_empty_support_score_minus_inf(name, monkeypatch):
     """Every logit below tau / (alpha - 1): all k scores -inf, the tokens those of the k
     largest logits (decoding then drops them as it drops -inf candidates today)."""
-    monkeypatch.setenv("ARELU_BACKEND", name)
+    monkeypatch.setenv("ARELU_ENGINE", name)
     z = torch.randn(3, 40, generator=torch.Generator().manual_seed(0))
     z[1] = -z[1].abs() - 1.0                                            # row 1: no support
     scores, indices = alpha_relu_top_log_scores(z, 4, 1.5, 0.2)
@@ -100,7 +100,7 @@ def test_rows_with_an_empty_support_score_minus_inf(name, monkeypatch):
 
 @pytest.mark.parametrize("name", ENGINES)
 def test_a_nan_logit_makes_its_row_nan_and_leaves_the_others(name, monkeypatch):
-    monkeypatch.setenv("ARELU_BACKEND", name)
+    monkeypatch.setenv("ARELU_ENGINE", name)
     z = torch.randn(4, 100, generator=torch.Generator().manual_seed(1))
     clean = alpha_relu_top_log_scores(z, 3, 1.5, 0.1)
     z[1, 57] = math.nan
@@ -149,7 +149,7 @@ def test_without_the_cpp_engine_the_eager_one_answers_the_same(monkeypatch):
 
     monkeypatch.setattr(_cpp_kernels, "_state", {"ops": None, "failed": False})
     monkeypatch.setattr(_cpp_kernels, "_build", no_compiler)
-    monkeypatch.delenv("ARELU_BACKEND", raising=False)
+    monkeypatch.delenv("ARELU_ENGINE", raising=False)
     with pytest.warns(RuntimeWarning, match="no C.. compiler"):
         assert engine("cpu") == "eager"
     with warnings.catch_warnings():
@@ -161,7 +161,7 @@ def test_without_the_cpp_engine_the_eager_one_answers_the_same(monkeypatch):
 
 @pytest.mark.skipif(not HAS_CPP, reason="no C++ toolchain to build the cpp engine")
 def test_the_cpp_engine_is_used_where_it_builds(monkeypatch):
-    monkeypatch.delenv("ARELU_BACKEND", raising=False)
+    monkeypatch.delenv("ARELU_ENGINE", raising=False)
     assert engine("cpu") == "cpp"
-    monkeypatch.setenv("ARELU_BACKEND", "eager")
+    monkeypatch.setenv("ARELU_ENGINE", "eager")
     assert engine("cpu") == "eager"

@@ -73,7 +73,7 @@ def test_fused_linear_loss_runs_on_the_triton_engine(interpreted, monkeypatch):
     y = torch.randint(0, 70, (6,))
     loss = linear_alpha_relu_loss(h, w, y, 1.5, 0.4, chunk=4)
     grads = torch.autograd.grad(loss, (h, w))
-    monkeypatch.setenv("ARELU_BACKEND", "eager")
+    monkeypatch.setenv("ARELU_ENGINE", "eager")
     ref = alpha_relu_loss(F.linear(h, w), y, 1.5, 0.4)
     torch.testing.assert_close(loss, ref)
     for a, b in zip(grads, torch.autograd.grad(ref, (h, w))):

@@ -42,7 +42,7 @@ def run(hidden, weight, bias, target, tau, reduction, tied, fused, **kwargs):
 def reference(hidden, weight, bias, target, tau, reduction, tied, monkeypatch):
     """The unfused loss in float64 (the eager engine, itself checked against the paper)."""
     with monkeypatch.context() as patch:
-        patch.setenv("ARELU_BACKEND", "eager")
+        patch.setenv("ARELU_ENGINE", "eager")
         return run(hidden.double(), weight.double(), None if bias is None else bias.double(),
                    target, tau, reduction, tied, fused=False)
 

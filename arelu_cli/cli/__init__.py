@@ -1,0 +1,30 @@
+"""The ``arelu`` command line: thin Typer commands that parse, call the library, print.
+
+One module per command group; nothing outside this package imports it. Each command's work
+lives in a library module (:mod:`arelu_cli.nmt`, :mod:`arelu_cli.analysis`,
+:mod:`arelu_cli.report`, :mod:`arelu_cli.pipeline`, :mod:`arelu_cli.data`).
+"""
+
+from __future__ import annotations
+
+import sys
+
+from rich.console import Console
+from rich.markup import escape
+
+# Each module registers its commands on `app` when imported, in the order `arelu --help` lists them.
+from arelu_cli.cli import data, train, pipeline, human_eval, analysis, bench  # noqa: F401
+from arelu_cli.cli.app import app
+from arelu_cli.errors import UserError
+
+__all__ = ["app", "main"]
+
+
+def main() -> None:
+    """Console entry point: user errors become one line on stderr and exit status 2."""
+    try:
+        app()
+    except UserError as err:
+        Console(stderr=True).print(f"[bold red]error:[/] {escape(str(err))}", highlight=False,
+                                   soft_wrap=True)
+        sys.exit(2)

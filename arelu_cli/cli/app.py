@@ -1,0 +1,118 @@
+"""The Typer application of ``arelu``, its command groups and what several commands share.
+
+The command modules (:mod:`arelu_cli.cli.data`, ``train``, ``pipeline``, ``analysis``,
+``bench``, ``human_eval``) register their commands on :data:`app`; :mod:`arelu_cli.cli`
+imports them all and holds :func:`arelu_cli.cli.main`.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from arelu_cli import __version__
+from arelu_cli.errors import UserError
+
+app = typer.Typer(
+    name="arelu",
+    help="Sparse output layers for text generation: alpha-ReLU vs softmax, sparsemax and "
+    "alpha-entmax. Reproduces the tables and figures of 'Speeding Up Entmax'.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+bench_app = typer.Typer(help="Speed and memory benchmarks that write CSV.", no_args_is_help=True)
+app.add_typer(bench_app, name="bench")
+
+human_eval_app = typer.Typer(help="Blind human evaluation (paper Sec. 'Human Evaluation'): "
+                             "export annotation sheets, then score the filled ones.",
+                             no_args_is_help=True)
+app.add_typer(human_eval_app, name="human-eval")
+
+console = Console()
+
+
+def _version(value: bool) -> None:
+    if value:
+        console.print(f"arelu {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                 help="Print the version and exit."),
+) -> None:
+    """arelu: sparse output layers for text generation."""
+
+
+DECODE_HELP = {
+    "checkpoint": "A checkpoint file, or a run folder (its best.pt, else last.pt); default: "
+                  "the run trained most recently under ./runs.",
+    "data": "Prepared corpus folder (default: the one the checkpoint was trained on).",
+    "beam": "Beam size; 1 is greedy search (default: the checkpoint's \\[decode] beam, 5).",
+    "length_penalty": "GNMT length penalty exponent for ranking finished hypotheses "
+                      "(default: the checkpoint's, 0 = none, as OpenNMT-py).",
+    "max_tokens": "Source tokens per decoding batch (default: the checkpoint's \\[decode] max_tokens).",
+    "renormalize": "alpha-ReLU only: divide the output by its sum at each step before taking "
+                   "logs (default: the log of the unnormalized output, as trained).",
+    "max_sentences": "At most this many sentences per split, drawn with --seed (default: all; "
+                     "1000 of train).",
+    "device": "auto, cpu or cuda.",
+}
+
+
+def batch_tokens_alias():
+    """``--batch-tokens``: the old name of ``--max-tokens``, hidden, still accepted."""
+    return typer.Option(None, "--batch-tokens", hidden=True, help="Old name of --max-tokens.")
+
+
+def max_tokens(new: int | None, old: int | None) -> int | None:
+    """``--max-tokens``, or its old name ``--batch-tokens``; both with different values is
+    an error."""
+    if new is not None and old is not None and new != old:
+        raise UserError(f"--batch-tokens is the old name of --max-tokens; give one of them, not "
+                        f"both ({old} vs {new})")
+    return new if new is not None else old
+
+
+def checkpoint_paths(given: list[Path]) -> list[Path]:
+    """The checkpoints given, else the run ``arelu train`` made most recently under ./runs
+    (named on stderr, so that stdout keeps only what the command writes there)."""
+    if given:
+        return given
+    from arelu_cli.nmt.inference import RUNS, latest_run
+
+    run = latest_run()
+    Console(stderr=True).print(f"using {escape(str(run))}, the most recently trained run under "
+                               f"{RUNS}/ (--checkpoint chooses another)", highlight=False,
+                               soft_wrap=True)
+    return [run]
+
+
+def progress(total: int):
+    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
+                               TimeRemainingColumn)
+
+    bar = Progress(TextColumn("translating"), BarColumn(), MofNCompleteColumn(),
+                   TimeRemainingColumn(), console=Console(stderr=True), transient=True)
+    task = bar.add_task("translate", total=total)
+    return bar, lambda n: bar.advance(task, n)
+
+
+def stdin_is_piped() -> bool:
+    """Whether stdin is a pipe or a file to read from: not a terminal, nor ``/dev/null`` (a
+    job started without input), nor closed."""
+    if sys.stdin is None:
+        return False
+    try:
+        mode = os.fstat(sys.stdin.fileno()).st_mode
+    except (OSError, ValueError):  # an in-memory stream (tests, embedding) has no descriptor
+        return sys.stdin.readable() and not sys.stdin.isatty()
+    return stat.S_ISFIFO(mode) or stat.S_ISREG(mode) or stat.S_ISSOCK(mode)

@@ -1,0 +1,152 @@
+"""``arelu bench loss|fused-linear|train|translate``: speed and memory benchmarks, CSV."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from arelu_cli.cli.app import (DECODE_HELP, batch_tokens_alias, bench_app, checkpoint_paths,
+                               console, max_tokens as max_tokens_of)
+from arelu_cli.errors import UserError
+
+
+@bench_app.command("loss")
+def bench_loss(
+    out: Path = typer.Option(Path("results/bench/loss.csv"), help="CSV file to write."),
+    quick: bool = typer.Option(False, "--quick", help="A seconds-long subset (small shapes, few repeats)."),
+    transforms: Optional[str] = typer.Option(
+        None, help="Comma-separated transform names (default: every registered loss)."),
+    sizes: Optional[str] = typer.Option(
+        None, help="Comma-separated NxV cases, e.g. 2048x40000,8192x40000."),
+    repeats: Optional[int] = typer.Option(None, min=1, help="Timed repeats per case (median is reported)."),
+    dtype: Optional[str] = typer.Option(None, help="Comma-separated dtypes: float32, bfloat16, float16."),
+    device: str = typer.Option("auto", help="cpu, cuda or auto."),
+    threads: Optional[int] = typer.Option(None, min=1, help="torch threads (default: torch's choice)."),
+    modes: Optional[str] = typer.Option(
+        None, help="Comma-separated modes: fwd+bwd, fwd, transform (default: all)."),
+    max_seconds: float = typer.Option(90.0, help="Time budget per case; fewer repeats beyond it."),
+) -> None:
+    """Time forward+backward and forward-only of every loss against F.cross_entropy; write CSV."""
+    from arelu_cli.analysis import bench_loss as bench
+    from arelu_cli.analysis.timing import device_path
+
+    plan = bench.make_plan(quick=quick, transforms=transforms, sizes=sizes, repeats=repeats,
+                           dtypes=dtype, device=device, threads=threads,
+                           max_seconds=max_seconds, modes=modes)
+    out = device_path(out, plan.device)
+    frame = bench.run(plan, out, console=console)
+    bench.print_table(frame, console)
+    console.print(f"wrote {out}")
+
+
+@bench_app.command("fused-linear")
+def bench_fused_linear(
+    out: Path = typer.Option(Path("results/bench/fused_linear.csv"), help="CSV file to write."),
+    quick: bool = typer.Option(False, "--quick", help="A seconds-long case (256x4000, d=64)."),
+    sizes: Optional[str] = typer.Option(None, help="Comma-separated NxV cases (default: 8192x40000)."),
+    d: Optional[int] = typer.Option(None, "--d", help="Model width d (default: 512)."),
+    dtype: Optional[str] = typer.Option(
+        None, help="float32, bfloat16 or float16 (default: bfloat16 on CUDA, float32 on CPU)."),
+    alpha: float = typer.Option(1.5, help="alpha of alpha-ReLU; tau is the paper's analytic estimate for V."),
+    repeats: Optional[int] = typer.Option(None, min=1, help="Timed pairs per case (median is reported)."),
+    device: str = typer.Option("auto", help="cpu, cuda or auto."),
+) -> None:
+    """Time and peak memory of the fused linear + alpha-ReLU loss against Linear + loss; write CSV."""
+    from arelu_cli.analysis import bench_fused as bench
+    from arelu_cli.analysis.timing import device_path
+
+    plan = bench.make_plan(quick=quick, sizes=sizes, width=d, dtype=dtype, alpha=alpha,
+                           repeats=repeats, device=device)
+    out = device_path(out, plan.device)
+    frame = bench.run(plan, out)
+    bench.print_table(frame, console)
+    console.print(f"wrote {out}")
+
+
+@bench_app.command("train")
+def bench_train(
+    recipe: Path = typer.Option(Path("recipes/multi30k.toml"), help="Recipe: model, data and batch size."),
+    transforms: Optional[str] = typer.Option(
+        None, help="Comma-separated transforms (default: the paper's five); softmax is the baseline."),
+    repeats: int = typer.Option(10, help="Timed steps per transform (median is reported)."),
+    warmup: int = typer.Option(2, help="Untimed steps per transform first."),
+    device: str = typer.Option("auto", help="cpu, cuda or auto."),
+    precision: Optional[str] = typer.Option(None, help="auto (bf16 on CUDA), fp32 or bf16."),
+    max_tokens: Optional[int] = typer.Option(None, help="Batch token budget (default: the recipe's)."),
+    fused: bool = typer.Option(False, "--fused", help="Add a row <a>-relu+fused per alpha-ReLU "
+                               "transform: the step with the fused output layer (--fused-output)."),
+    out: Optional[Path] = typer.Option(
+        None, help="CSV file to write (default results/bench/train.csv, with --under-load "
+        "results/bench/train_under_load.csv)."),
+    under_load: bool = typer.Option(
+        False, "--under-load", help="Instead: real training steps quiet, then beside a competing "
+        "PyTorch process of the same priority, with torch's thread count fixed and with the "
+        "thread governor (\\[train] threads = auto); CPU only."),
+    load_steps: int = typer.Option(100, help="--under-load: measured steps per phase."),
+    load_warmup: int = typer.Option(20, help="--under-load: unmeasured steps before the quiet phase."),
+    load_threads: int = typer.Option(2, help="--under-load: threads of the competing process."),
+    load_size: int = typer.Option(1024, help="--under-load: matrix size of the competitor's matmuls."),
+) -> None:
+    """Time whole training steps (tokens/s, peak memory) of each transform on one model and batch;
+    with --under-load, training speed quiet and beside a competing process instead."""
+    from arelu_cli.analysis import bench_train as bench
+    from arelu_cli.options import parse_list
+    from arelu_cli.config import load_config
+    from arelu_cli.config import resolve_recipe
+    from arelu_cli.results import write_rows
+
+    config = load_config(resolve_recipe(recipe), {("train", "precision"): precision,
+                                  ("data", "max_tokens"): max_tokens})
+    names = parse_list(transforms, str, "--transforms") if transforms else list(bench.DEFAULT_TRANSFORMS)
+    if under_load:
+        from arelu_cli.analysis import bench_load
+
+        if fused:
+            raise UserError("--fused does not apply to --under-load, which trains each transform "
+                            "as the recipe does; drop --fused")
+        out = out or Path("results/bench/train_under_load.csv")
+        rows = bench_load.bench_under_load(config, names, load_steps, load_warmup, load_threads,
+                                           load_size, device, console=console)
+        bench_load.print_table(write_rows(rows, out), console)
+    else:
+        out = out or Path("results/bench/train.csv")
+        rows = bench.bench_train(config, names, repeats, device, warmup=warmup, console=console,
+                                 fused=fused)
+        from arelu_cli.analysis.timing import device_path
+        out = device_path(out, rows[0]["device"])  # the GPU's name in it on CUDA
+        bench.print_table(write_rows(rows, out), console)
+    console.print(f"wrote {out}")
+
+
+@bench_app.command("translate")
+def bench_translate(
+    checkpoints: Optional[str] = typer.Option(
+        None, help="Comma-separated checkpoints or run folders (default: the run trained most "
+        "recently under ./runs)."),
+    beams: str = typer.Option("1,2,4,8,12", help="Comma-separated beam sizes."),
+    split: str = typer.Option("test", help="Split of the prepared corpus to translate."),
+    max_sentences: Optional[int] = typer.Option(None, help="Translate only this many sentences (seeded sample)."),
+    repeats: int = typer.Option(1, help="Timed translations per model and beam, interleaved "
+                                "(A, B, A, B, ...); the median is reported."),
+    max_tokens: Optional[int] = typer.Option(None, help=DECODE_HELP["max_tokens"]),
+    batch_tokens: Optional[int] = batch_tokens_alias(),
+    data: Optional[Path] = typer.Option(None, help=DECODE_HELP["data"]),
+    device: str = typer.Option("auto", help=DECODE_HELP["device"]),
+    out: Path = typer.Option(Path("results/bench/translate.csv"), help="CSV to write; OUT.png too."),
+) -> None:
+    """Paper Fig. infTime: translation time per model and beam size, normalized by the fastest,
+    and its ratio to the first softmax checkpoint's (else the first's) at each beam."""
+    from arelu_cli.report import plots
+    from arelu_cli.analysis import bench_translate as bench
+    from arelu_cli.options import parse_list
+    from arelu_cli.results import write_rows
+
+    max_tokens = max_tokens_of(max_tokens, batch_tokens)
+    paths = checkpoint_paths(parse_list(checkpoints or "", Path, "--checkpoints", empty_ok=True))
+    rows = bench.bench_translate(paths, bench.parse_beams(beams), split, data=data, device=device,
+                                 max_sentences=max_sentences, repeats=repeats,
+                                 max_tokens=max_tokens, log=console.log)
+    bench.print_table(write_rows(rows, out), console)
+    console.print(f"wrote {out} and {plots.plot_inference_time(out, out.with_suffix('.png'), older_ok=False)}")

@@ -1,0 +1,120 @@
+"""``arelu reproduce``, ``arelu study`` and ``arelu report``: the multi-step commands."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from arelu_cli.cli.app import app, console
+
+
+@app.command()
+def reproduce(
+    recipe: str = typer.Argument(..., help="Recipe name (toy, multi30k, iwslt14, wmt14-en-de, "
+                                 "wmt13-en-ru: recipes/NAME.toml) or a TOML file."),
+    out: Optional[Path] = typer.Option(None, help="Results folder (default results/NAME)."),
+    source: Optional[Path] = typer.Option(
+        None, help="Folder with the corpus files in the publisher's layout (see `arelu prepare`)."),
+    transforms: Optional[str] = typer.Option(
+        None, help="Comma-separated transforms (default: the recipe's [reproduce] transforms); "
+        "'paper' is Table 1's grid: softmax,sparsemax,1.5-entmax,1.5-entmax-k100,1.5-relu."),
+    steps: Optional[int] = typer.Option(
+        None, help="Training steps per transform (default: the recipe's step budget)."),
+    minutes: Optional[float] = typer.Option(
+        None, help="Training minutes per transform; alone, it replaces the step budget "
+        "(e.g. --minutes 6 for longer toy runs)."),
+    tau_sweep: Optional[str] = typer.Option(
+        None, help="Comma-separated fixed taus of the tau-sweep runs (default: the recipe's)."),
+    device: str = typer.Option("auto", help="auto, cpu or cuda."),
+    gpu_watts: Optional[float] = typer.Option(
+        None, help="Watts per GPU for the kWh column of training_time.csv."),
+    seeds: Optional[str] = typer.Option(
+        None, help="Comma-separated training seeds, e.g. 1,2,3: every run is trained and "
+        "analysed once per seed, tables report mean ± std (default: the recipe's [reproduce] "
+        "seeds, else its [train] seed)."),
+) -> None:
+    """The paper's whole grid for one recipe: prepare, tau, train every transform, translate,
+    score, empty-check, sparsity, self-norm, timing, then every CSV, PNG and REPORT.md.
+
+    Steps whose outputs exist are skipped, so running it again continues an interrupted grid.
+    """
+    from arelu_cli.config import resolve_recipe
+    from arelu_cli.pipeline.reproduce import (Request, parse_seeds, parse_transforms,
+                                              reproduce as run_grid)
+    from arelu_cli.options import parse_list
+
+    path = resolve_recipe(recipe)
+    request = Request(
+        path, out or Path("results") / path.stem, source, parse_transforms(transforms),
+        minutes, steps, None if tau_sweep is None else tuple(
+            parse_list(tau_sweep, float, "--tau-sweep", empty_ok=True)), device, gpu_watts,
+        parse_seeds(seeds), command="arelu " + " ".join(sys.argv[1:]))
+    run_grid(request, console)
+
+
+@app.command()
+def study(
+    recipe: str = typer.Argument(..., help="Recipe with \\[sweep] and \\[study] tables, e.g. "
+                                 "multi30k-study (recipes/NAME.toml) or a TOML file."),
+    out: Optional[Path] = typer.Option(None, help="Results folder (default results/NAME)."),
+    source: Optional[Path] = typer.Option(
+        None, help="Corpus files in the publisher's layout: prepare \\[data] path from them first."),
+    corpus: str = typer.Option("multi30k", help="`arelu prepare` corpus name used with --source."),
+    set_: list[str] = typer.Option([], "--set", help="SECTION.KEY=VALUE: override any recipe "
+                                   "key, e.g. --set study.seeds=[1,2]. Repeatable."),
+) -> None:
+    """A comparison a reviewer accepts: a tuning sweep selected on dev BLEU, every transform
+    at several seeds, convergence, test BLEU at equal steps and equal time, paired bootstrap.
+
+    Every run has a step budget, so its BLEU cannot depend on what else the machine runs; the
+    one timing stage (bench_train.csv, for equal time) wants an idle machine. Stages whose
+    outputs exist are skipped: run the same command again to continue.
+    """
+    from arelu_cli.config import load_config, parse_override
+    from arelu_cli.data.prepare import PrepareRequest, prepare as run_prepare
+    from arelu_cli.config import resolve_recipe
+    from arelu_cli.pipeline.study import study as run_study
+
+    path = resolve_recipe(recipe)
+    config = load_config(path, {(sec, key): value for sec, key, value in map(parse_override, set_)})
+    if source is not None:
+        run_prepare(PrepareRequest(corpus, Path(config.data.path), source=source),
+                    log=console.print)
+    report = run_study(config, out or Path("results") / path.stem, console, recipe=path.stem)
+    console.print(f"study report: {report}")
+
+
+@app.command("report")
+def report(
+    results_dir: Path = typer.Argument(..., help="Results folder (what `arelu reproduce` writes)."),
+    runs: Optional[Path] = typer.Option(None, help="Folder of training runs, one per transform "
+                                        "(default: RESULTS_DIR/runs)."),
+    sweep_runs: Optional[Path] = typer.Option(
+        None, help="Folder of the alpha-ReLU runs with different tau (default: RESULTS_DIR/tau-sweep)."),
+    gpu_watts: Optional[float] = typer.Option(
+        None, help="Power of one GPU in W, for the kWh column (paper: 250, 320, 300); "
+        "without it kWh stays empty."),
+    n_gpus: Optional[int] = typer.Option(None, help="GPUs per run for kWh (default: the run's processes)."),
+    tau_csv: list[Path] = typer.Option([], "--tau-csv", help="An `arelu estimate-tau` CSV whose "
+                                       "rows join Table 3 (e.g. the empirical tau). Repeatable."),
+    command: list[str] = typer.Option([], "--command", help="A command that made this folder, "
+                                      "listed in REPORT.md after RESULTS_DIR/commands.txt. Repeatable."),
+) -> None:
+    """Regenerate the CSVs computable here, draw every figure, and write REPORT.md."""
+    import shlex
+
+    from arelu_cli.report.build import regenerate
+
+    this = ["arelu", "report", str(results_dir)]
+    for flag, value in (("--runs", runs), ("--sweep-runs", sweep_runs),
+                        ("--gpu-watts", gpu_watts), ("--n-gpus", n_gpus)):
+        this += [flag, str(value)] if value is not None else []
+    this += [part for path in tau_csv for part in ("--tau-csv", str(path))]
+    done = regenerate(results_dir, [*command, shlex.join(this)], runs_dir=runs,
+                      sweep_dir=sweep_runs, gpu_watts=gpu_watts, n_gpus=n_gpus, tau_csvs=tau_csv)
+    for path in [*done.csvs, *done.pngs]:
+        console.print(f"wrote {path}")
+    console.print(f"wrote {done.report}")

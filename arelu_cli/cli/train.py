@@ -1,0 +1,142 @@
+"""``arelu train`` and ``arelu estimate-tau``: a model, and alpha-ReLU's threshold tau."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from arelu_cli.cli.app import app, console
+from arelu_cli.errors import UserError
+
+
+@app.command("estimate-tau")
+def estimate_tau(
+    method: str = typer.Option(
+        "analytic", help="analytic (no data), monte-carlo (exact tau of random Gaussian logits), "
+        "all (both of those side by side), empirical (the first training batches through the "
+        "untrained model of --recipe, on --data: the paper's method) or both (empirical beside "
+        "analytic)."),
+    d_model: Optional[int] = typer.Option(
+        512, help="Hidden size: sets sigma^2 = 2 d_model / (d_model + d_vocab) (paper appendix)."),
+    d_vocab: str = typer.Option("10000,40000,60000", help="Vocabulary size(s), comma-separated."),
+    alpha: str = typer.Option("1.5", help="entmax alpha(s) in (1, 2], comma-separated."),
+    sigma: Optional[float] = typer.Option(None, help="Logit std; overrides --d-model."),
+    rule: str = typer.Option(
+        "paper", help="Analytic rule(s): paper (the appendix Lemma, reproduces Table 3) or tail "
+        "(Gaussian-tail expectation, closer to Monte Carlo); comma-separated."),
+    samples: int = typer.Option(1000, help="Monte Carlo: random logit vectors per (d_vocab, alpha)."),
+    seed: int = typer.Option(0, help="Monte Carlo seed."),
+    out: Path = typer.Option(Path("results/tau/table3_tau.csv"), help="CSV file to write."),
+    recipe: Optional[Path] = typer.Option(
+        None, help="Empirical: the recipe whose model (and [data] path) to use."),
+    data: Optional[str] = typer.Option(None, help="Empirical: prepared corpus folder (overrides the recipe's)."),
+    batches: int = typer.Option(1, help="Empirical: first training batches to average over (paper: 1)."),
+) -> None:
+    """The threshold tau of alpha-entmax that alpha-ReLU uses (paper Table 3); write CSV.
+
+    Empirical and both ignore --d-model/--d-vocab/--sigma: they come from the recipe's model
+    and the corpus's target vocabulary.
+    """
+    from arelu_cli.analysis import tau_table
+    from arelu_cli.options import parse_list
+    from arelu_cli.config import load_config
+    from arelu_cli.config import resolve_recipe
+    from arelu_cli.results import write_rows
+
+    if method in ("empirical", "both"):
+        if recipe is None and data is None:
+            raise UserError(f"--method {method} needs a model and data: give --recipe "
+                            "(recipes/*.toml) and/or --data (a prepared folder)")
+        config = load_config(recipe and resolve_recipe(recipe), {("data", "path"): data})
+        rows = tau_table.empirical_rows(
+            method, config, parse_list(alpha, float, "--alpha"),
+            parse_list(rule, str, "--rule"), batches=batches)
+        tau_table.print_table(write_rows(rows, out), console)
+        console.print(f"wrote {out}")
+        return
+    rows = tau_table.tau_rows(
+        method, parse_list(d_vocab, int, "--d-vocab"),
+        parse_list(alpha, float, "--alpha"), parse_list(rule, str, "--rule"),
+        d_model=d_model, sigma=sigma, n_samples=samples, seed=seed)
+    tau_table.print_table(write_rows(rows, out), console)
+    console.print(f"wrote {out}")
+
+
+def _tau_option(text: Optional[str]) -> str | float | None:
+    """--tau: auto, analytic or a number."""
+    if text is None or text in ("auto", "analytic"):
+        return text
+    try:
+        return float(text)
+    except ValueError:
+        raise UserError(f"--tau takes auto, analytic or a number, got {text!r}") from None
+
+
+@app.command()
+def train(
+    recipe: Optional[Path] = typer.Option(
+        None, help="TOML recipe (recipes/*.toml); without it, the paper's IWSLT'14 defaults."),
+    transform: Optional[str] = typer.Option(
+        None, help="Output transform: softmax, sparsemax, 1.5-entmax, 1.5-entmax-k100, 1.5-relu, "
+        "any a-relu / a-entmax."),
+    tau: Optional[str] = typer.Option(
+        None, help="alpha-ReLU threshold: auto (first batch through the untrained model, the "
+        "paper's method), analytic (the paper's Lemma) or a number."),
+    out: Optional[Path] = typer.Option(None, help="Run folder (default runs/RECIPE/TRANSFORM)."),
+    resume: Optional[Path] = typer.Option(
+        None, help="Continue the run in this folder from its last.pt (flags override its config)."),
+    data: Optional[str] = typer.Option(None, help="Prepared corpus folder (overrides the recipe's data path)."),
+    max_steps: Optional[int] = typer.Option(None, help="Optimizer steps to train for."),
+    max_minutes: Optional[float] = typer.Option(
+        None, help="Wall-clock budget in minutes, validation included (0: none)."),
+    seed: Optional[int] = typer.Option(None, help="Seed of the initialization, data order and dropout."),
+    device: Optional[str] = typer.Option(None, help="auto, cpu or cuda."),
+    precision: Optional[str] = typer.Option(None, help="auto (bf16 on CUDA), fp32 or bf16."),
+    compile: Optional[bool] = typer.Option(None, "--compile/--no-compile", help="torch.compile the model."),
+    fused_output: Optional[bool] = typer.Option(
+        None, "--fused-output/--no-fused-output", help="alpha-ReLU only: fuse the output "
+        "projection with the loss, never holding the N x V logits (same loss and gradients)."),
+    set_: list[str] = typer.Option([], "--set", help="SECTION.KEY=VALUE: override any recipe key, "
+                                   "e.g. --set train.lr=1.5. Repeatable."),
+) -> None:
+    """Train the Transformer with one output transform; writes log.csv, last.pt and best.pt.
+
+    Multi-process: torchrun --nproc_per_node=N $(which arelu) train ... (gloo on CPU, nccl on GPU).
+    """
+    from arelu_cli.config import load_config, parse_override
+    from arelu_cli.config import resolve_recipe
+    from arelu_cli.nmt.train import train as run_training
+    from arelu_cli.nmt.train_guard import Interrupted, check_tau_given, read_last
+
+    recipe = recipe and resolve_recipe(recipe)
+    overrides = {(sec, key): value for sec, key, value in map(parse_override, set_)}
+    flags = {("train", "transform"): transform, ("train", "tau"): _tau_option(tau),
+             ("data", "path"): data, ("train", "max_steps"): max_steps,
+             ("train", "max_minutes"): max_minutes, ("train", "seed"): seed,
+             ("train", "device"): device, ("train", "precision"): precision,
+             ("train", "compile"): compile, ("train", "fused_output"): fused_output}
+    # a flag not given keeps what --set says
+    overrides |= {key: value for key, value in flags.items() if value is not None}
+    if resume is not None and out is not None and out.resolve() != resume.resolve():
+        raise UserError(f"--resume continues the run in its own folder ({resume}); drop --out "
+                        f"{out}, or copy the run folder there and resume that")
+    base = read_last(resume)["config"] if resume is not None and recipe is None else None
+    config = load_config(recipe, overrides, base=base)
+    check_tau_given(overrides.get(("train", "tau")), config.train.transform)
+    folder = resume or out or Path("runs") / (recipe.stem if recipe else "default") / config.train.transform
+    try:
+        summary = run_training(config, folder, resume=resume is not None,
+                               recipe=recipe.stem if recipe else None, console=console)
+    except Interrupted as stopped:  # last.pt saved (or kept): say where, and how to go on
+        if stopped.rank == 0:
+            Console(stderr=True).print(escape(str(stopped)), highlight=False, soft_wrap=True)
+        raise typer.Exit(stopped.code) from None
+    if summary.rank == 0:
+        tau_text = "" if summary.tau is None else f", tau {summary.tau:.4f}"
+        console.print(f"{summary.steps} steps in {summary.seconds / 60:.1f} min "
+                      f"({summary.tokens_per_s:,.0f} tok/s{tau_text}); best validation BLEU "
+                      f"{summary.best_bleu:.2f} at step {summary.best_step}; wrote {summary.out}")

@@ -1,0 +1,69 @@
+"""The shared vocabulary of ``arelu reproduce``: a grid of runs, its steps and make's rule.
+
+:mod:`arelu_cli.pipeline.reproduce` (prepare, tau, training) and
+:mod:`arelu_cli.pipeline.reproduce_steps` (the analyses after training) both build
+:class:`Step` s over one :class:`Grid`; neither imports the other for these.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from arelu_cli.config import Config
+from arelu_cli.report import layout
+
+TEST, DEV = "test", "dev"
+
+
+@dataclass(frozen=True)
+class Step:
+    name: str
+    done: Callable[[], bool]
+    run: Callable[[], None]
+
+
+def grid_seeds(config: Config) -> tuple[int, ...]:
+    """The training seeds of the grid: ``[reproduce] seeds``, else ``[train] seed`` alone."""
+    return config.reproduce.seeds or (config.train.seed,)
+
+
+@dataclass(frozen=True)
+class Grid:
+    """One grid of ``arelu reproduce``: its checked config, results folder, decoding device
+    and recipe name; where each (transform, seed) cell lives (:mod:`arelu_cli.report.layout`)."""
+
+    config: Config
+    out: Path
+    device: str = "auto"
+    recipe: str = ""
+
+    @property
+    def seeds(self) -> tuple[int, ...]:
+        return grid_seeds(self.config)
+
+    def run(self, name: str, seed: int) -> Path:
+        return layout.run_dir(self.out, name, seed, self.seeds)
+
+    def sweep(self, tau: float, seed: int) -> Path:
+        return layout.sweep_dir(self.out, tau, seed, self.seeds)
+
+    def translation(self, name: str, seed: int) -> Path:
+        return layout.translation(self.out, name, seed, self.seeds, TEST)
+
+    def analysis(self, seed: int) -> Path:
+        return layout.analysis_dir(self.out, seed, self.seeds)
+
+    def label(self, name: str, seed: int) -> str:
+        """A step's subject: ``softmax``, or ``softmax seed 2`` in a grid of several seeds."""
+        return name if len(self.seeds) <= 1 else f"{name} seed {seed}"
+
+
+def up_to_date(output: Path, inputs: Iterable[Path] = ()) -> bool:
+    """make's rule: ``output`` exists, every input exists and none is newer than it, so that a
+    retrained model or a new translation redoes what was computed from the old one."""
+    if not output.is_file():
+        return False
+    made = output.stat().st_mtime_ns
+    return all(p.is_file() and p.stat().st_mtime_ns <= made for p in inputs)

@@ -1,0 +1,287 @@
+"""The steps of ``arelu reproduce`` after training: each reads the trained runs of a results
+folder and writes one of the paper's CSVs (:mod:`arelu_cli.report.columns`), keeping the
+raw CSV of the matching single command under ``analysis/`` (``analysis/seed-S/`` with
+several seeds).
+
+Every step covers every (transform, seed) cell of the grid: the CSVs get one row (or one
+histogram) per cell, each with the seed in its ``seed`` column and its signature. Decoding
+uses the recipe's ``[decode]`` settings (beam 5 in the paper's recipes) and each run's best
+checkpoint (by validation BLEU, as in the paper's Results).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+from rich.console import Console
+
+from arelu_cli.analysis import empty_check, self_norm, sparsity
+from arelu_cli.analysis.bench_translate import bench_translate
+from arelu_cli.analysis.significance import bootstrap_signature, compare_to_baseline
+from arelu_cli.analysis.steps import split_indices
+from arelu_cli.analysis.tau_table import empirical_rows
+from arelu_cli.config import Config
+from arelu_cli.data.prepare import PrepareRequest, prepare
+from arelu_cli.data.prepared import load_prepared
+from arelu_cli.data.textio import read_text_lines
+from arelu_cli.nmt.bleu import bleu_chrf, paper_bleu
+from arelu_cli.report import human_eval, tables
+from arelu_cli.report.build import regenerate
+from arelu_cli.report.columns import read_csv, signature_field, write_csv
+from arelu_cli.report.distributions import self_norm_rows, sparsity_rows
+from arelu_cli.report.examples import translation_examples_rows
+from arelu_cli.pipeline.grid import DEV, TEST, Grid, Step, up_to_date
+from arelu_cli.results import signature, write_rows
+from arelu_cli.nmt.inference import (Decoder, open_checkpoint, resolve_checkpoint, translate,
+                                     write_translation)
+
+SPARSE_FIRST = ("1.5-relu", "1.5-entmax")
+"""The pair the paper compares in its sparsity figures and translation examples."""
+BASELINE = "softmax"
+"""What Table 1's significance tests compare every transform with (the grid's first
+transform when softmax is not in it)."""
+
+
+def prepare_data(config: Config, source: Path | None, console: Console) -> None:
+    """``arelu prepare`` of the recipe's corpus into its ``[data] path`` (a no-op when the
+    folder is up to date)."""
+    result = prepare(PrepareRequest(config.reproduce.corpus, Path(config.data.path),
+                                    source=source), log=console.print)
+    if not result.rebuilt:
+        console.print(f"{config.data.path} is up to date")
+
+
+def _seeded(config: Config, seed: int) -> Config:
+    return dataclasses.replace(config, train=dataclasses.replace(config.train, seed=seed))
+
+
+def tau_table(grid: Grid) -> None:
+    """Table 3: the analytic rows at the paper's vocabularies plus this corpus's tau-tilde
+    (first batch through the untrained model, one row pair per seed's initialization)."""
+    rows = [row for seed in grid.seeds
+            for row in empirical_rows("both", _seeded(grid.config, seed), [1.5], ("paper", "tail"))]
+    write_csv(tables.table3_rows(rows), grid.out, "table3_tau.csv")
+
+
+def tau_table_done(grid: Grid) -> bool:
+    """Table 3 is newer than the prepared corpus and has the rows of exactly the grid's seeds."""
+    if not up_to_date(grid.out / "table3_tau.csv", [Path(grid.config.data.path) / "meta.json"]):
+        return False
+    frame = read_csv(grid.out, "table3_tau.csv")
+    found = {signature_field(s, "seed") for s in frame.loc[frame["tau_empirical"].notna(),
+                                                               "signature"]}
+    return found == {str(s) for s in grid.seeds}
+
+
+def _open(grid: Grid, name: str, seed: int) -> Decoder:
+    return open_checkpoint(grid.run(name, seed), device=grid.device)
+
+
+def _signature(grid: Grid, decoder: Decoder, seed: int, **extra: object) -> str:
+    """The run's signature: the checkpoint's, with the recipe and the training seed."""
+    return decoder.signature(recipe=grid.recipe or None, seed=seed, **extra)
+
+
+def _cells(grid: Grid) -> list[tuple[str, int]]:
+    return [(name, seed) for seed in grid.seeds for name in grid.config.reproduce.transforms]
+
+
+def _translate_step(grid: Grid, name: str, seed: int) -> Step:
+    def run() -> None:
+        found = translate(_open(grid, name, seed), grid.config.decode, split=TEST)
+        write_translation(found, grid.translation(name, seed))
+    return Step(f"translate {grid.label(name, seed)} (beam {grid.config.decode.beam})",
+                lambda: up_to_date(grid.translation(name, seed),
+                                   [resolve_checkpoint(grid.run(name, seed))]),
+                run)
+
+
+def _hypotheses(grid: Grid, name: str, seed: int) -> list[str]:
+    return read_text_lines(grid.translation(name, seed))
+
+
+def _tests(grid: Grid, hyps: Mapping[str, Sequence[str]], refs: Sequence[str], seeds: str,
+           signatures: Mapping[str, str]) -> list[dict]:
+    """Table 1's paired bootstrap tests of every transform against the baseline."""
+    names = list(grid.config.reproduce.transforms)
+    base = BASELINE if BASELINE in names else names[0]
+    metric = paper_bleu()
+    results = compare_to_baseline(hyps[base], hyps, refs, metric=metric)
+    return tables.significance_rows(grid.config.reproduce.corpus, base, seeds, results,
+                                    bootstrap_signature(metric), signatures)
+
+
+def _joined_tests(grid: Grid, hyps: Mapping[tuple[str, int], list[str]],
+                  refs: Sequence[str]) -> list[dict]:
+    """The tests on the seeds' outputs concatenated: each seed's test set once, in seed
+    order, for both sides (so sentence i of seed s is still paired with itself)."""
+    label = "+".join(map(str, grid.seeds))
+    names = grid.config.reproduce.transforms
+    joined = {name: [line for seed in grid.seeds for line in hyps[name, seed]] for name in names}
+    sigs = {name: signature(transform=name, data=grid.config.reproduce.corpus,
+                            recipe=grid.recipe or None, seed=label, beam=grid.config.decode.beam)
+            for name in names}
+    return _tests(grid, joined, list(refs) * len(grid.seeds), label, sigs)
+
+
+def score(grid: Grid) -> None:
+    """Table 1: detokenized cased BLEU (and chrF) of every (transform, seed) test
+    translation, and each transform against softmax by paired bootstrap: per seed (same
+    seed on both sides) and, with several seeds, on their outputs concatenated."""
+    refs = load_prepared(grid.config.data.path).references(TEST)
+    corpus, beam = grid.config.reproduce.corpus, grid.config.decode.beam
+    hyps = {cell: _hypotheses(grid, *cell) for cell in _cells(grid)}
+    rows, tests = [], []
+    for seed in grid.seeds:
+        scores, sigs = {}, {}
+        for name in grid.config.reproduce.transforms:
+            bleu, chrf, bleu_sig, _ = bleu_chrf(hyps[name, seed], refs)
+            sigs[name] = _signature(grid, _open(grid, name, seed), seed, beam=beam)
+            scores[name] = tables.BleuScore(bleu, chrf, bleu_sig, sigs[name])
+        rows += tables.table1_rows(corpus, scores, TEST, seed)
+        tests += _tests(grid, {n: hyps[n, s] for n, s in hyps if s == seed}, refs, str(seed),
+                        sigs)
+    if len(grid.seeds) > 1:
+        tests += _joined_tests(grid, hyps, refs)
+    write_csv(rows, grid.out, "table1_bleu.csv")
+    write_csv(tests, grid.out, "table1_significance.csv")
+
+
+def empty(grid: Grid) -> None:
+    """Table 2: sentences of dev whose empty translation outscores the beam hypothesis."""
+    rows = []
+    for seed in grid.seeds:
+        counts, summaries, details = {}, [], []
+        for name in grid.config.reproduce.transforms:
+            decoder = _open(grid, name, seed)
+            found, sentences = empty_check.measure(decoder, [DEV], grid.config.decode)
+            counts[name] = tables.EmptyCount(
+                found[0]["empty_better"], found[0]["sentences"],
+                _signature(grid, decoder, seed, split=DEV, beam=grid.config.decode.beam))
+            summaries += found
+            details += sentences
+        write_rows(summaries, grid.analysis(seed) / "empty_check.csv")
+        write_rows(details, grid.analysis(seed) / "empty_check_sentences.csv")
+        rows += tables.table2_rows(grid.config.reproduce.corpus, counts, DEV, seed)
+    write_csv(rows, grid.out, "table2_empty.csv")
+
+
+def _sparse(config: Config) -> list[str]:
+    return [n for n in config.reproduce.transforms if not n.startswith("softmax")]
+
+
+def _sparsity_seed(grid: Grid, seed: int) -> tuple[list[dict], list[dict]]:
+    """One seed's histogram rows (test and a train sample) and raw distribution rows."""
+    config, rows, raw = grid.config, [], []
+    for split, sample in ((TEST, None), ("train", config.reproduce.train_sentences)):
+        fractions, sigs = {}, {}
+        for name in _sparse(config):
+            decoder = _open(grid, name, seed)
+            indices = split_indices(decoder, split, sample)
+            counts = sparsity.zero_counts(decoder, split, "reference", config.decode,
+                                          indices=indices)
+            fractions[name] = counts / decoder.data.vocab_size
+            sigs[name] = _signature(grid, decoder, seed, split=split, along="reference")
+            raw += sparsity.distribution_rows(decoder, split, "reference", counts, config.decode,
+                                              len(indices))
+        if fractions:
+            rows += sparsity_rows(config.reproduce.corpus, split, fractions, signatures=sigs,
+                                  seed=seed)
+    return rows, raw
+
+
+def sparsity_figure(grid: Grid) -> None:
+    """Figs. sparsity (test) and sparsity_train: zero output components at every
+    teacher-forced step, for every sparse transform and seed."""
+    rows = []
+    for seed in grid.seeds:
+        found, raw = _sparsity_seed(grid, seed)
+        rows += found
+        write_rows(raw, grid.analysis(seed) / "sparsity.csv")
+    write_csv(rows, grid.out, "fig_sparsity.csv")
+
+
+def self_norm_figure(grid: Grid) -> None:
+    """Fig. self_norm: sum of the alpha-ReLU output at every beam-search step on test."""
+    config, rows = grid.config, []
+    for seed in grid.seeds:
+        sums, sigs, summaries = {}, {}, []
+        for name in [n for n in config.reproduce.transforms if n.endswith("-relu")]:
+            decoder = _open(grid, name, seed)
+            indices = split_indices(decoder, TEST, None)
+            values = self_norm.output_sums(decoder, TEST, "beam", config.decode, indices=indices)
+            sums[name] = values
+            sigs[name] = _signature(grid, decoder, seed, split=TEST, along="beam")
+            summaries.append(self_norm.summary_row(decoder, TEST, "beam", values, config.decode,
+                                                   len(indices)))
+        write_rows(summaries, grid.analysis(seed) / "self_norm.csv")
+        if sums:
+            rows += self_norm_rows(config.reproduce.corpus, TEST, sums, signatures=sigs, seed=seed)
+    write_csv(rows, grid.out, "fig_self_norm.csv")
+
+
+def inference_time(grid: Grid) -> None:
+    """Fig. infTime: time to translate the test set per transform and beam, the median of
+    ``timing_repeats`` interleaved timings; each seed's models are timed together and
+    normalized by their fastest."""
+    r, rows = grid.config.reproduce, []
+    for seed in grid.seeds:
+        found = bench_translate([grid.run(n, seed) for n in r.transforms], list(r.beams), TEST,
+                                device=grid.device, max_sentences=r.timing_sentences or None,
+                                repeats=r.timing_repeats)
+        write_rows(found, grid.analysis(seed) / "bench_translate.csv")
+        seconds = {(row["transform"], row["beam"]): row["seconds"] for row in found}
+        sigs = {n: _signature(grid, _open(grid, n, seed), seed, split=TEST) for n in r.transforms}
+        rows += tables.inference_time_rows(r.corpus, seconds, sigs, seed)
+    write_csv(rows, grid.out, "fig_inference_time.csv")
+
+
+def examples_and_sheets(grid: Grid) -> None:
+    """Translation examples where two transforms disagree, and blind human-eval sheets, from
+    the first seed's translations (annotators judge one output per transform)."""
+    data, names = load_prepared(grid.config.data.path), list(grid.config.reproduce.transforms)
+    sources, refs = data.sources(TEST), data.references(TEST)
+    hyps = {name: _hypotheses(grid, name, grid.seeds[0]) for name in names}
+    pair = [n for n in SPARSE_FIRST if n in hyps] or names[:2]
+    pair += [n for n in names if n not in pair][:2 - len(pair)]
+    rows = (translation_examples_rows(sources, refs, pair[0], hyps[pair[0]], pair[1],
+                                      hyps[pair[1]], n=6) if len(pair) == 2 else [])
+    write_csv(rows, grid.out, "translation_examples.csv")
+    human_eval.export_sheets(sources, refs, hyps, grid.out / "human_eval",
+                             n_items=min(grid.config.reproduce.human_eval_items, len(sources)))
+
+
+def analysis_steps(grid: Grid) -> list[Step]:
+    """Translate, then every analysis; each is done when its CSVs exist and are newer than
+    the checkpoints (or translations) of every cell they were computed from."""
+    steps = [_translate_step(grid, name, seed) for name, seed in _cells(grid)]
+
+    def models() -> list[Path]:
+        return [resolve_checkpoint(grid.run(name, seed)) for name, seed in _cells(grid)]
+
+    def hypotheses() -> list[Path]:
+        return [grid.translation(name, seed) for name, seed in _cells(grid)]
+
+    table: list[tuple[str, tuple[str, ...], Callable[[], list[Path]], Callable[[Grid], None]]] = [
+        ("score (Table 1)", ("table1_bleu.csv", "table1_significance.csv"), hypotheses, score),
+        ("empty check (Table 2)", ("table2_empty.csv",), models, empty),
+        ("sparsity", ("fig_sparsity.csv",), models, sparsity_figure),
+        ("self-normalization", ("fig_self_norm.csv",), models, self_norm_figure),
+        ("inference time", ("fig_inference_time.csv",), models, inference_time),
+        ("examples and human-eval sheets", ("translation_examples.csv",), hypotheses,
+         examples_and_sheets),
+    ]
+    steps += [Step(name, lambda csvs=csvs, inputs=inputs: all(
+                       up_to_date(grid.out / csv, inputs()) for csv in csvs),
+                   lambda run=run: run(grid))
+              for name, csvs, inputs, run in table]
+    return steps
+
+
+def write_report(out: Path, gpu_watts: float | None) -> Path:
+    """The CSVs computable from the runs, every PNG and REPORT.md."""
+    rebuilt = regenerate(out, gpu_watts=gpu_watts)
+    assert rebuilt.report is not None
+    return rebuilt.report

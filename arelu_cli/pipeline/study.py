@@ -1,0 +1,272 @@
+"""``arelu study RECIPE``: the comparison a reviewer accepts, for one recipe, resumable.
+
+Stages, each skipped where its outputs are already there (run it again to continue):
+
+1. **sweep** (``[sweep]``, :mod:`arelu_cli.pipeline.sweep`): per tuned transform, the training
+   configurations, each trained for ``[train] max_steps`` steps at seed ``[train] seed``;
+   selection on dev BLEU only.
+2. **bench**: the quiet training step time of every compared transform (``arelu bench
+   train`` into ``bench_train.csv``; this one stage wants an otherwise idle machine), which
+   turns equal time into steps: the step each transform reaches in the time the fastest
+   needs for ``[train] max_steps`` steps (or in ``[study] equal_time_minutes``), rounded down
+   to a kept snapshot (``[train] keep_every``).
+3. **seeds** (``[study] seeds``): every compared transform at its selected configuration
+   (``[study] borrow`` transforms at another one's) for every seed; the sweep's run is the
+   first seed's. Each run is translated (test, ``[decode]`` beam) at equal steps and at
+   equal time as soon as it is trained, so that its checkpoints are no longer needed.
+4. **convergence** (``[study] convergence_steps``): the tuned transforms' first-seed runs
+   continued to that many steps in a copy of the run (the sweep's own run stays as it was),
+   then translated.
+5. **report**: the CSVs and ``REPORT.md`` (:mod:`arelu_cli.pipeline.study_report`), with paired
+   bootstrap tests against ``[study] baseline``.
+
+Every result is step-budgeted: no other process on the machine can change a BLEU score, only
+how long it takes. Layout of ``--out``: ``runs/TRANSFORM/CONFIG[_seed-S]/``,
+``convergence/TRANSFORM/CONFIG/``, ``bench_train.csv``, the CSVs and ``REPORT.md``; each
+run keeps its test translations in ``translations/``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+from rich.console import Console
+
+from arelu_cli.nmt import checkpoint
+from arelu_cli.config import Config
+from arelu_cli.errors import UserError
+from arelu_cli.registry import get_transform
+from arelu_cli.results import atomic_write_text
+from arelu_cli.pipeline.grid import up_to_date
+from arelu_cli.pipeline.study_report import write_report
+from arelu_cli.pipeline.study_runs import (TEST, Run, axes, run_folder, scores, trained,
+                                           translation_path)
+from arelu_cli.pipeline.sweep import Point, plan
+from arelu_cli.nmt.train import SUMMARY, snapshot_path, train
+
+BENCH = "bench_train.csv"
+
+Trainer = Callable[[Config, Path, bool], object]
+"""``trainer(config, folder, resume)``: trains a run (the study passes :func:`train`)."""
+
+
+def done(folder: Path, needs: list[Path] = ()) -> bool:
+    """Nothing to train: the run is finished with its checkpoint there, or finished and
+    every output wanted from it (its test translations) is already made. A committed study
+    keeps summaries and translations but not the git-ignored checkpoints, so its tables can
+    be rebuilt without training, while a run whose outputs are missing trains again."""
+    return trained(folder) and ((folder / checkpoint.LAST).is_file()
+                                or (bool(needs) and all(p.is_file() for p in needs)))
+
+
+def run_config(config: Config, transform: str, point: Point, seed: int,
+               max_steps: int | None = None) -> Config:
+    """The recipe with one run's transform, configuration, seed and step budget."""
+    train_cfg = dataclasses.replace(
+        config.train, transform=transform, lr=point.lr, warmup=point.warmup,
+        label_smoothing=point.label_smoothing, seed=seed, max_minutes=0.0,
+        max_steps=max_steps or config.train.max_steps)
+    return dataclasses.replace(config, train=train_cfg)
+
+
+def check(config: Config) -> None:
+    """Refuse a study that could not give its tables, before any training."""
+    t = config.train
+    if t.max_minutes:
+        raise UserError("a study trains for [train] max_steps steps, never against the clock: "
+                        "set [train] max_minutes = 0")
+    if not t.keep_every or t.max_steps % t.keep_every:
+        raise UserError(f"a study evaluates kept weights: set [train] keep_every to a divisor "
+                        f"of max_steps ({t.max_steps}), e.g. 50")
+    c = config.study.convergence_steps
+    if c and (c <= t.max_steps or c % t.keep_every):
+        raise UserError(f"[study] convergence_steps ({c}) must exceed [train] max_steps "
+                        f"({t.max_steps}) and be a multiple of keep_every ({t.keep_every}), or 0")
+    for name in compared(config):
+        get_transform(name)
+
+
+def borrowed(config: Config) -> dict[str, str]:
+    """``{NAME: TUNED}`` from ``[study] borrow``."""
+    return dict(tuple(s.strip() for s in item.split("=", 1)) for item in config.study.borrow)
+
+
+def compared(config: Config) -> list[str]:
+    return list(dict.fromkeys([*config.sweep.transforms, *borrowed(config)]))
+
+
+def _train(trainer: Trainer, config: Config, folder: Path, console: Console,
+           needs: list[Path] = ()) -> None:
+    if done(folder, needs):
+        return
+    resume = (folder / checkpoint.LAST).is_file()
+    console.rule(f"{'resume' if resume else 'train'} {folder}")
+    trainer(config, folder, resume)
+
+
+def sweep(config: Config, out: Path, trainer: Trainer, console: Console) -> dict[str, Point]:
+    """Stage 1: ``{transform: selected point}``, training whatever the sweep still needs."""
+    selected, base = {}, config.train.seed
+    for name in config.sweep.transforms:
+        while True:
+            pending, best = plan(axes(config), config.sweep.order, scores(config, out, name))
+            if best is not None:
+                selected[name] = best
+                break
+            for point in pending:
+                _train(trainer, run_config(config, name, point, base),
+                       run_folder(out, name, point, base, base), console)
+    return selected
+
+
+def seed_runs(config: Config, out: Path, selected: dict[str, Point]) -> list[Run]:
+    """Stage 2's runs: every compared transform at its configuration, every seed."""
+    tuned = {name: name for name in config.sweep.transforms} | borrowed(config)
+    base = config.train.seed
+    return [Run(name, selected[tuned[name]], seed,
+                run_folder(out, name, selected[tuned[name]], seed, base), config.train.max_steps)
+            for name in compared(config) for seed in config.study.seeds]
+
+
+def convergence_runs(config: Config, out: Path, selected: dict[str, Point]) -> list[Run]:
+    steps = config.study.convergence_steps
+    if not steps:
+        return []
+    return [Run(name, point, config.train.seed, out / "convergence" / name / point.name, steps)
+            for name, point in selected.items()]
+
+
+def continue_copy(source: Path, target: Path) -> None:
+    """Start ``target`` as a copy of the finished run ``source`` (checkpoints hard-linked:
+    they are only ever replaced, never written in place), without its summary, so that
+    training resumes there."""
+    if (target / checkpoint.LAST).is_file():
+        return
+    tmp = target.with_name(f".{target.name}.copying")
+    shutil.rmtree(tmp, ignore_errors=True)
+    for path in sorted(source.rglob("*")):
+        if path.is_dir() or path.name == SUMMARY or "translations" in path.parts:
+            continue
+        dest = tmp / path.relative_to(source)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        if path.suffix == ".pt":
+            os.link(path, dest)
+        else:
+            shutil.copy2(path, dest)
+    tmp.parent.mkdir(parents=True, exist_ok=True)
+    os.replace(tmp, target)
+
+
+Evaluator = Callable[[Config, list[tuple[str, "Run", int]], Console], None]
+
+
+def train_all(config: Config, out: Path, trainer: Trainer, console: Console,
+              ms_per_step: Callable[[], dict[str, float]],
+              evaluator: Evaluator | None = None
+              ) -> tuple[dict[str, Point], list[tuple[str, Run, int]]]:
+    """Stages 1-3 and 5: the selection, then each seed and convergence run trained and at
+    once translated at every step the tables need (so that its checkpoints are no longer
+    needed); returns the selection and the ``(comparison, run, step)`` evaluations."""
+    evaluator = evaluator or evaluate
+    selected = sweep(config, out, trainer, console)
+    atomic_write_text(out / "selected.json", json.dumps(
+        {name: dataclasses.asdict(p) | {"run": p.name} for name, p in selected.items()},
+        indent=2) + "\n")
+    seeds, longer = seed_runs(config, out, selected), convergence_runs(config, out, selected)
+    todo = evaluations(config, seeds, longer, equal_time_steps(config, ms_per_step()))
+    for run in seeds + longer:
+        mine = [item for item in todo if item[1] == run]
+        needs = [translation_path(run.folder, step, config.decode.beam) for _, _, step in mine]
+        first = run_folder(out, run.transform, run.point, run.seed, run.seed)
+        if (run in longer and not done(run.folder, needs)
+                and (first / checkpoint.LAST).is_file()):
+            continue_copy(first, run.folder)  # else it trains from step 0, to the same weights
+        _train(trainer, run_config(config, run.transform, run.point, run.seed, run.steps),
+               run.folder, console, needs)
+        evaluator(config, mine, console)
+    return selected, todo
+
+
+def equal_time_steps(config: Config, ms_per_step: dict[str, float]) -> dict[str, int]:
+    """The step each transform reaches in the equal-time budget, rounded down to a kept
+    snapshot: ``[study] equal_time_minutes`` of quiet training, or (0) the time the fastest
+    transform needs for ``[train] max_steps`` steps."""
+    t = config.train
+    budget_ms = (config.study.equal_time_minutes * 60e3 if config.study.equal_time_minutes
+                 else t.max_steps * min(ms_per_step.values()))
+    return {name: min(t.max_steps, max(t.keep_every,
+                                       int(budget_ms / ms // t.keep_every) * t.keep_every))
+            for name, ms in ms_per_step.items()}
+
+
+def evaluations(config: Config, seeds: list[Run], longer: list[Run],
+                at_equal_time: dict[str, int]) -> list[tuple[str, Run, int]]:
+    """``(comparison, run, step)`` for every test translation the tables need."""
+    todo = [("equal_steps", run, run.steps) for run in seeds]
+    todo += [("equal_time", run, at_equal_time[run.transform]) for run in seeds]
+    todo += [("convergence", run, run.steps) for run in longer]
+    return todo
+
+
+def snapshot(run: Run, step: int) -> Path:
+    path = snapshot_path(run.folder, step)
+    if not path.is_file():
+        raise UserError(f"{path} is missing: the run was trained without [train] keep_every "
+                        f"snapshots; delete {run.folder} to train it again")
+    return path
+
+
+def bench(config: Config, out: Path, console: Console) -> dict[str, float]:
+    """Stage 4: quiet step times (ms) of the compared transforms, measured once into
+    ``bench_train.csv`` (delete it to measure again, on an idle machine)."""
+    import pandas as pd
+
+    from arelu_cli.analysis.bench_train import bench_train
+    from arelu_cli.results import write_rows
+
+    path = out / BENCH
+    if not path.is_file():
+        console.rule("bench train (quiet step times for equal time)")
+        write_rows(bench_train(config, compared(config), repeats=10,
+                               device_name=config.train.device, console=console), path)
+    frame = pd.read_csv(path)
+    frame = frame[~frame["fused_output"].astype(bool)]
+    times = dict(zip(frame["transform"], frame["ms_per_step"]))
+    missing = [n for n in compared(config) if n not in times]
+    if missing:
+        raise UserError(f"{path} has no step time of {', '.join(missing)}; delete it and run "
+                        "the study again on an idle machine")
+    return {name: float(times[name]) for name in compared(config)}
+
+
+def evaluate(config: Config, todo: list[tuple[str, Run, int]], console: Console) -> None:
+    """Stage 5: the test translation of every (run, step) the tables need, each skipped
+    when it is there and newer than its snapshot."""
+    from arelu_cli.nmt.inference import open_checkpoint, translate, write_translation
+
+    beam = config.decode.beam
+    for run, step in dict.fromkeys((r, s) for _, r, s in todo):
+        weights, path = snapshot(run, step), translation_path(run.folder, step, beam)
+        if up_to_date(path, [weights]):
+            continue
+        console.print(f"translate {run.folder.name} ({run.transform}) at step {step}, beam {beam}")
+        decoder = open_checkpoint(weights, device=config.train.device)
+        write_translation(translate(decoder, config.decode, split=TEST), path)
+
+
+def study(config: Config, out: Path, console: Console | None = None,
+          trainer: Trainer | None = None, recipe: str | None = None) -> Path:
+    """Run (or continue) every stage into ``out``; returns ``REPORT.md``."""
+    console = console or Console()
+    check(config)
+    out.mkdir(parents=True, exist_ok=True)
+    trainer = trainer or (lambda cfg, folder, resume: train(cfg, folder, resume=resume,
+                                                             recipe=recipe, console=console))
+    selected, todo = train_all(config, out, trainer, console,
+                               lambda: bench(config, out, console))
+    return write_report(config, out, selected, todo)

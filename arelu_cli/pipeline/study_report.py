@@ -1,0 +1,194 @@
+"""The tables and ``REPORT.md`` of ``arelu study`` (:mod:`arelu_cli.pipeline.study`).
+
+CSVs (one row per measurement, each with its signature):
+
+* ``sweep.csv``: every configuration tried, its dev BLEU (best greedy validation BLEU) and
+  whether it was selected;
+* ``test_bleu.csv``: test BLEU and chrF (``[decode]`` beam) of every run at each
+  comparison: ``equal_steps``, ``equal_time`` (the step it reaches in the same training
+  time), ``convergence``;
+* ``test_bleu_summary.csv``: mean, standard deviation (n - 1) and the per-seed values;
+* ``significance.csv``: paired bootstrap resampling (:mod:`arelu_cli.analysis.significance`)
+  of each transform against the baseline, seed by seed and on the seeds' outputs joined;
+* ``dev_curves.csv``: dev BLEU at every validation of every seed and convergence run.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+
+import pandas as pd
+
+from arelu_cli.config import Config
+from arelu_cli.data.prepared import load_prepared
+from arelu_cli.data.textio import read_text_lines
+from arelu_cli.nmt.bleu import bleu_chrf
+from arelu_cli.report.markdown import fmt, md_table
+from arelu_cli.ownership import write_markdown
+from arelu_cli.results import write_rows
+from arelu_cli.pipeline.study_runs import (TEST, Run, axes, run_folder, scores, summary,
+                                           translation_path)
+from arelu_cli.pipeline.sweep import Point, visited
+
+COMPARISONS = {"equal_steps": "equal steps", "equal_time": "equal time",
+               "convergence": "convergence"}
+
+
+def sweep_rows(config: Config, out: Path, selected: dict[str, Point]) -> list[dict]:
+    rows, base = [], config.train.seed
+    for name in config.sweep.transforms:
+        found = scores(config, out, name)
+        for point in visited(axes(config), config.sweep.order, found):
+            info = summary(run_folder(out, name, point, base, base))
+            rows.append({"transform": name, "lr": point.lr, "warmup": point.warmup,
+                         "label_smoothing": point.label_smoothing, "steps": info["steps"],
+                         "dev_bleu": info["best_bleu"], "best_step": info["best_step"],
+                         "selected": point == selected[name], "run": point.name,
+                         "signature": info.get("signature", "")})
+    return rows
+
+
+def bleu_rows(config: Config, todo: list[tuple[str, Run, int]]) -> list[dict]:
+    refs = load_prepared(config.data.path).references(TEST)
+    rows = []
+    for comparison, run, step in todo:
+        path = translation_path(run.folder, step, config.decode.beam)
+        bleu, chrf, bleu_sig, _ = bleu_chrf(read_text_lines(path), refs)
+        meta = json.loads(Path(f"{path}.json").read_text(encoding="utf-8"))
+        rows.append({"comparison": comparison, "transform": run.transform, "seed": run.seed,
+                     "step": step, "bleu": round(bleu, 2), "chrf": round(chrf, 2),
+                     "lr": run.point.lr, "warmup": run.point.warmup,
+                     "label_smoothing": run.point.label_smoothing, "beam": config.decode.beam,
+                     "translation": str(path), "sacrebleu": bleu_sig,
+                     "signature": meta["signature"]})
+    return rows
+
+
+def summary_rows(bleu: list[dict]) -> list[dict]:
+    """Mean and sample standard deviation over seeds, with the per-seed values."""
+    frame = pd.DataFrame(bleu)
+    rows = []
+    for (comparison, name), group in frame.groupby(["comparison", "transform"], sort=False):
+        values = list(group.sort_values("seed")["bleu"])
+        rows.append({"comparison": comparison, "transform": name, "n": len(values),
+                     "mean": round(statistics.fmean(values), 2),
+                     "std": round(statistics.stdev(values), 2) if len(values) > 1 else None,
+                     "per_seed": " / ".join(f"{v:.2f}" for v in values),
+                     "seeds": " / ".join(str(s) for s in sorted(group["seed"])),
+                     "steps": " / ".join(str(s) for s in group.sort_values("seed")["step"])})
+    return rows
+
+
+def curve_rows(runs: list[Run]) -> list[dict]:
+    rows = []
+    for run in runs:
+        log = pd.read_csv(run.folder / "log.csv")
+        if "val_bleu" not in log:
+            continue
+        for record in log.dropna(subset=["val_bleu"]).to_dict("records"):
+            rows.append({"transform": run.transform, "seed": run.seed, "run": run.folder.name,
+                         "step": int(record["step"]), "dev_bleu": record["val_bleu"],
+                         "dev_loss": record.get("val_loss"), "train_steps": run.steps})
+    return rows
+
+
+def _hypotheses(config: Config, todo: list[tuple[str, Run, int]]) -> dict:
+    """``{(comparison, transform, seed): lines}`` of the test translations."""
+    return {(c, run.transform, run.seed): read_text_lines(translation_path(run.folder, step,
+                                                                   config.decode.beam))
+            for c, run, step in todo}
+
+
+def significance_rows(config: Config, todo: list[tuple[str, Run, int]]) -> list[dict]:
+    """Each transform against the baseline by paired bootstrap: per seed (same seed on both
+    sides), and on the seeds' translations joined into one test set of n x 1,000 sentences."""
+    from arelu_cli.analysis.significance import SEED, paired_bootstrap
+
+    refs = load_prepared(config.data.path).references(TEST)
+    hyps, base = _hypotheses(config, todo), config.study.baseline
+    rows = []
+    for comparison in dict.fromkeys(c for c, _, _ in todo):
+        seeds = sorted({s for c, _, s in hyps if c == comparison})
+        names = [n for n in dict.fromkeys(t for c, t, _ in hyps if c == comparison) if n != base]
+        if (comparison, base, seeds[0]) not in hyps:
+            continue
+        for name in names:
+            pairs = [(s, hyps[(comparison, base, s)], hyps[(comparison, name, s)])
+                     for s in seeds if (comparison, name, s) in hyps
+                     and (comparison, base, s) in hyps]
+            tests = [(str(s), b, h, refs) for s, b, h in pairs]
+            if len(pairs) > 1:
+                tests.append(("joined", [x for _, b, _ in pairs for x in b],
+                              [x for _, _, h in pairs for x in h], refs * len(pairs)))
+            for label, b, h, r in tests:
+                result = paired_bootstrap(b, h, r, samples=config.study.bootstrap_samples)
+                rows.append({"comparison": comparison, "transform": name, "baseline": base,
+                             "seeds": label, **result,
+                             "signature": f"paired-bs|bs:{config.study.bootstrap_samples}|"
+                                          f"seed:{SEED}|split:{TEST}"})
+    return rows
+
+
+def _sweep_table(rows: list[dict]) -> str:
+    return md_table(["transform", "lr", "warmup", "label smoothing", "dev BLEU", "best step",
+                     "selected"],
+                    [[r["transform"], f"{r['lr']:g}", r["warmup"], f"{r['label_smoothing']:g}",
+                      fmt(r["dev_bleu"]), r["best_step"], "**yes**" if r["selected"] else ""]
+                     for r in rows])
+
+
+def _bleu_table(summary: list[dict], sig: list[dict]) -> str:
+    joined = {(r["comparison"], r["transform"]): r for r in sig if r["seeds"] == "joined"}
+    single = {(r["comparison"], r["transform"]): r for r in sig}
+    lines = []
+    for r in summary:
+        test = joined.get((r["comparison"], r["transform"])) or single.get(
+            (r["comparison"], r["transform"]))
+        std = "" if r["std"] is None else f" ± {r['std']:.2f}"
+        versus = ("baseline" if test is None else
+                  f"{test['delta']:+.2f} [{test['delta_low']:+.2f}, {test['delta_high']:+.2f}],"
+                  f" p = {test['p_value']:.3f}")
+        lines.append([COMPARISONS[r["comparison"]], r["transform"], r["steps"],
+                      f"{r['mean']:.2f}{std}", r["per_seed"], versus])
+    return md_table(["comparison", "transform", "steps (per seed)", "test BLEU mean ± std",
+                     "per seed", "Δ vs baseline [95% CI], p"], lines)
+
+
+def report_text(config: Config, sweep: list[dict], summary: list[dict], sig: list[dict]) -> str:
+    seeds = ", ".join(map(str, config.study.seeds))
+    return "\n".join([
+        "# Study report",
+        "",
+        f"Step-budgeted runs ({config.train.max_steps} optimizer steps, convergence "
+        f"{config.study.convergence_steps}), test BLEU with beam {config.decode.beam} "
+        f"(sacrebleu, detokenized, cased), seeds {seeds}; significance by paired bootstrap "
+        f"({config.study.bootstrap_samples} resamples) against {config.study.baseline}.",
+        "",
+        "## Sweep (dev BLEU only)",
+        "",
+        _sweep_table(sweep),
+        "",
+        "## Test BLEU",
+        "",
+        _bleu_table(summary, sig),
+        "",
+    ])
+
+
+def write_report(config: Config, out: Path, selected: dict[str, Point],
+                 todo: list[tuple[str, Run, int]]) -> Path:
+    """Every CSV of the study and ``REPORT.md``; returns the report's path."""
+    sweep = sweep_rows(config, out, selected)
+    write_rows(sweep, out / "sweep.csv")
+    bleu = bleu_rows(config, todo)
+    write_rows(bleu, out / "test_bleu.csv")
+    summary = summary_rows(bleu)
+    write_rows(summary, out / "test_bleu_summary.csv")
+    sig = significance_rows(config, todo)
+    write_rows(sig, out / "significance.csv")
+    runs = list(dict.fromkeys(run for _, run, _ in todo))
+    write_rows(curve_rows(runs), out / "dev_curves.csv")
+    return write_markdown(out / "REPORT.md", report_text(config, sweep, summary, sig),
+                          "# Study report\n")

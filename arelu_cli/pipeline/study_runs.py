@@ -1,0 +1,66 @@
+"""Where ``arelu study`` keeps its runs and what a finished run says: the folder layout
+(``runs/TRANSFORM/CONFIG[_seed-S]/``, ``translations/``), the sweep's axes and the dev BLEU
+of every sweep run so far. Read by the study's stages (:mod:`arelu_cli.pipeline.study`) and
+by its tables (:mod:`arelu_cli.pipeline.study_report`).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from arelu_cli.config import Config
+from arelu_cli.nmt.train import SUMMARY
+from arelu_cli.pipeline.sweep import Point, visited
+
+TEST = "test"
+
+
+@dataclass(frozen=True)
+class Run:
+    """One training run of the study and what it is."""
+
+    transform: str
+    point: Point
+    seed: int
+    folder: Path
+    steps: int
+
+
+def trained(folder: Path) -> bool:
+    """The run wrote its summary: its dev BLEU (what the sweep selects on) is known."""
+    return (folder / SUMMARY).is_file()
+
+
+def summary(folder: Path) -> dict:
+    return json.loads((folder / SUMMARY).read_text(encoding="utf-8"))
+
+
+def axes(config: Config) -> dict[str, tuple]:
+    """The sweep's axes, an empty one standing for the ``[train]`` value."""
+    s, t = config.sweep, config.train
+    return {"lr": s.lr or (t.lr,), "warmup": s.warmup or (t.warmup,),
+            "label_smoothing": s.label_smoothing or (t.label_smoothing,)}
+
+
+def run_folder(out: Path, transform: str, point: Point, seed: int, base_seed: int) -> Path:
+    suffix = "" if seed == base_seed else f"_seed-{seed}"
+    return out / "runs" / transform / f"{point.name}{suffix}"
+
+
+def translation_path(run: Path, step: int, beam: int) -> Path:
+    return run / "translations" / f"{TEST}.step-{step}.beam-{beam}.txt"
+
+
+def scores(config: Config, out: Path, name: str) -> dict[Point, float]:
+    """Dev BLEU (best validation) of every finished sweep run of ``name`` that the sweep's
+    order asks for, given the scores before it."""
+    grid, base, found = axes(config), config.train.seed, {}
+    while True:
+        new = {p: summary(folder)["best_bleu"]
+               for p in visited(grid, config.sweep.order, found)
+               if p not in found and trained(folder := run_folder(out, name, p, base, base))}
+        if not new:
+            return found
+        found |= new

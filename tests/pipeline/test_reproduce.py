@@ -1,0 +1,312 @@
+"""``arelu reproduce`` on a tiny recipe: every CSV with its columns, PNGs and REPORT.md; a
+second call skips every step; lost outputs and an unfinished run are redone."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from rich.console import Console
+
+from arelu_cli.cli import main
+from arelu_cli.config import RECIPES, load_config, resolve_recipe
+from arelu_cli.errors import UserError
+from arelu_cli.report.columns import COLUMNS
+from arelu_cli.pipeline.grid import grid_seeds
+from arelu_cli.pipeline.reproduce import Request, load_request_config, parse_seeds, reproduce
+
+SCORED_BY_HAND = {"table_human_eval.csv", "human_eval_kappa.csv"}  # need filled sheets
+
+
+def _toml(value: object) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(map(_toml, value)) + "]"
+    return repr(value)
+
+
+def write_recipe(path: Path, corpus: Path, model: dict, **reproduce: object) -> Path:
+    """A tiny recipe; ``reproduce`` replaces keys of its [reproduce] table."""
+    tables = {
+        "data": {"path": str(corpus), "max_tokens": 256},
+        "model": model,
+        "train": {"max_steps": 6, "warmup": 4, "lr": 1.0, "accum": 1, "log_every": 2,
+                  "valid_every": 3, "save_every": 3, "stats_rows": 32, "device": "cpu"},
+        "decode": {"beam": 2, "max_tokens": 2048},
+        "reproduce": {"corpus": "toy", "transforms": ["softmax", "1.5-entmax", "1.5-relu"],
+                      "tau_sweep": [0.0, 0.3], "sweep_steps": 4, "beams": [1, 2],
+                      "timing_sentences": 5, "timing_repeats": 2, "train_sentences": 10,
+                      "human_eval_items": 6} | reproduce,
+    }
+    path.write_text("".join(f"[{name}]\n" + "".join(f"{k} = {_toml(v)}\n" for k, v in t.items())
+                            + "\n" for name, t in tables.items()), encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tiny_corpus, tiny_config) -> dict:
+    return dataclasses.asdict(tiny_config(tiny_corpus).model)
+
+
+@pytest.fixture(scope="module")
+def grid(tiny_corpus, tiny_model, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("grid")
+    recipe = write_recipe(folder / "tiny.toml", tiny_corpus, tiny_model)
+    request = Request(recipe, folder / "results", device="cpu")
+    console = Console(record=True, width=120)
+    report = reproduce(request, console)
+    return request, report, console.export_text()
+
+
+def test_every_csv_png_and_the_report(grid):
+    request, report, _ = grid
+    out = request.out
+    for name, columns in COLUMNS.items():
+        if name in SCORED_BY_HAND:
+            continue
+        frame = pd.read_csv(out / name)
+        assert tuple(frame.columns) == columns, name
+        if name not in ("translation_examples.csv",):
+            assert len(frame) > 0, name
+    table1 = pd.read_csv(out / "table1_bleu.csv")
+    assert table1["transform"].tolist() == ["softmax", "1.5-entmax", "1.5-relu"]
+    assert set(pd.read_csv(out / "fig_sparsity.csv")["split"]) == {"test", "train"}
+    assert set(pd.read_csv(out / "fig_self_norm.csv")["transform"]) == {"1.5-relu"}
+    assert sorted(pd.read_csv(out / "fig_tau_sweep.csv")["tau"].unique()) == [0.0, 0.3]
+    timing = pd.read_csv(out / "fig_inference_time.csv")
+    assert len(timing) == 3 * 2 and timing["normalized"].min() == pytest.approx(1.0)
+    assert set(pd.read_csv(out / "analysis" / "bench_translate.csv")["repeats"]) == {2}
+    assert list(out.glob("*.png")) and report == out / "REPORT.md"
+    text = report.read_text(encoding="utf-8")
+    assert "arelu reproduce" in text and "table1_bleu.csv" in text
+    for name in ("softmax", "1.5-entmax", "1.5-relu"):
+        hyps = (out / "translations" / f"{name}.test.txt").read_text(encoding="utf-8")
+        assert len(hyps.splitlines()) == 40
+    assert (out / "human_eval-key" / "key.csv").is_file()
+    assert not (out / "human_eval" / "key.csv").exists()  # the sheets' folder is blind
+
+
+def test_a_second_call_skips_every_step(grid):
+    request, _, _ = grid
+    before = {p: p.stat().st_mtime_ns for p in request.out.rglob("*") if p.suffix in (".csv", ".pt", ".txt")
+              and p.parent.name not in ("",) and p.name not in {"commands.txt"}}
+    console = Console(record=True, width=120)
+    reproduce(request, console)
+    text = console.export_text()
+    steps = [line for line in text.splitlines() if line.startswith("[")]
+    assert len(steps) == 16 and all(line.endswith("done already, skipped") for line in steps)
+    kept = [p for p in before if p.parent == request.out / "translations" or p.suffix == ".pt"]
+    assert kept and all(p.stat().st_mtime_ns == before[p] for p in kept)
+
+
+def test_lost_outputs_and_an_unfinished_run_are_redone(grid):
+    request, _, _ = grid
+    out = request.out
+    (out / "table2_empty.csv").unlink()
+    (out / "translations" / "1.5-relu.test.txt").unlink()
+    (out / "runs" / "softmax" / "summary.json").unlink()  # as if killed before the end
+    console = Console(record=True, width=120)
+    reproduce(request, console)
+    text = console.export_text()
+    redone = set(re.findall(r"^(.+): \d+ s$", text, re.M))
+    assert {"train softmax", "translate 1.5-relu (beam 2)", "empty check (Table 2)",
+            "score (Table 1)", "examples and human-eval sheets"} <= redone
+    assert "[4/16] train 1.5-entmax: done already, skipped" in text
+    assert "[9/16] translate 1.5-entmax (beam 2): done already, skipped" in text
+    assert (out / "runs" / "softmax" / "summary.json").is_file()
+    assert (out / "table2_empty.csv").is_file()
+    assert json.loads((out / "runs" / "softmax" / "summary.json").read_text())["steps"] == 6
+
+
+def test_a_clone_without_checkpoints_trains_again_and_redoes_what_depends_on_it(grid):
+    """Committed results hold summary.json but no *.pt: the model is trained again, and every
+    output computed from the old model is redone; the other transforms are left alone."""
+    request, _, _ = grid
+    out = request.out
+    for ckpt in (out / "runs" / "softmax").glob("*.pt"):
+        ckpt.unlink()
+    console = Console(record=True, width=120)
+    reproduce(request, console)
+    text = console.export_text()
+    redone = set(re.findall(r"^(.+): \d+ s$", text, re.M))
+    assert redone == {"train softmax", "translate softmax (beam 2)", "score (Table 1)",
+                      "empty check (Table 2)", "sparsity", "self-normalization",
+                      "inference time", "examples and human-eval sheets"}
+    assert (out / "runs" / "softmax" / "last.pt").is_file()
+    assert json.loads((out / "runs" / "softmax" / "summary.json").read_text())["steps"] == 6
+
+
+@pytest.fixture(scope="module")
+def seeded_grid(tiny_corpus, tiny_model, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("seeded")
+    recipe = write_recipe(folder / "tiny.toml", tiny_corpus, tiny_model,
+                          transforms=["softmax", "1.5-relu"], tau_sweep=[0.3], beams=[1])
+    request = Request(recipe, folder / "results", device="cpu", seeds=(1, 2))
+    console = Console(record=True, width=120)
+    report = reproduce(request, console)
+    return request, report, console.export_text()
+
+
+def test_several_seeds_run_every_cell_in_seed_folders(seeded_grid):
+    request, report, text = seeded_grid
+    out = request.out
+    for name in ("softmax", "1.5-relu"):
+        for seed in (1, 2):
+            run = json.loads((out / "runs" / name / f"seed-{seed}" / "summary.json").read_text())
+            assert f"seed:{seed}" in run["signature"]
+            assert (out / "translations" / name / f"seed-{seed}.test.txt").is_file()
+    assert not (out / "runs" / "softmax" / "log.csv").exists()
+    assert {p.name for p in (out / "tau-sweep" / "tau-0.3").iterdir()} == {"seed-1", "seed-2"}
+    assert (out / "analysis" / "seed-2" / "empty_check.csv").is_file()
+    assert "train 1.5-relu seed 2" in text and "translate softmax seed 1 (beam 2)" in text
+    assert "--seed 2 --out" in (out / "commands.txt").read_text()
+    for name in ("table1_bleu.csv", "table2_empty.csv", "fig_inference_time.csv",
+                 "training_time.csv"):
+        frame = pd.read_csv(out / name)
+        assert sorted(zip(frame["transform"], frame["seed"])) == [
+            ("1.5-relu", 1), ("1.5-relu", 2), ("softmax", 1), ("softmax", 2)], name
+        assert all(f"seed:{s}" in sig for s, sig in zip(frame["seed"], frame["signature"])), name
+    assert set(pd.read_csv(out / "fig_sparsity.csv")["seed"]) == {1, 2}
+    assert set(pd.read_csv(out / "fig_tau_sweep.csv")["seed"]) == {1, 2}
+    tau = pd.read_csv(out / "table3_tau.csv").dropna(subset=["tau_empirical"])
+    assert {sig.split("seed:")[1].split("|")[0] for sig in tau["signature"]} == {"1", "2"}
+
+
+def test_several_seeds_are_tested_per_seed_and_concatenated(seeded_grid):
+    request, report, _ = seeded_grid
+    tests = pd.read_csv(request.out / "table1_significance.csv", dtype={"seeds": str})
+    relu = tests[tests["transform"] == "1.5-relu"]
+    assert relu["seeds"].tolist() == ["1", "2", "1+2"]
+    assert relu["sentences"].tolist() == [40, 40, 80]
+    assert relu["p_value"].between(0, 1).all() and (tests["baseline"] == "softmax").all()
+    assert tests.loc[tests["transform"] == "softmax", "p_value"].isna().all()
+    summary = pd.read_csv(request.out / "seed_summary.csv")
+    bleu = summary[(summary["csv"] == "table1_bleu.csv") & (summary["metric"] == "bleu")]
+    assert bleu["n"].tolist() == [2, 2]
+    table1 = report.read_text(encoding="utf-8").split("## Table 1")[1].split("\n## ")[0]
+    assert "±" in table1 and "(per seed: " in table1 and "Over 2 training seeds" in table1
+
+
+def test_seeds_must_be_distinct_integers(tiny_corpus, tiny_model, tmp_path):
+    recipe = write_recipe(tmp_path / "tiny.toml", tiny_corpus, tiny_model)
+    with pytest.raises(UserError, match="distinct"):
+        load_request_config(Request(recipe, tmp_path / "r", seeds=(1, 1)))
+    with pytest.raises(UserError, match="--seeds takes comma-separated integers"):
+        parse_seeds("1,x")
+    assert parse_seeds("3, 1") == (3, 1) and parse_seeds(None) is None
+    assert load_request_config(Request(recipe, tmp_path / "r")).reproduce.seeds == ()
+    assert grid_seeds(load_request_config(Request(recipe, tmp_path / "r"))) == (1,)
+    assert not (tmp_path / "r").exists()
+
+
+def test_bad_requests_fail_before_any_work(tiny_corpus, tiny_model, tmp_path):
+    recipe = write_recipe(tmp_path / "tiny.toml", tiny_corpus, tiny_model)
+    with pytest.raises(UserError, match="no recipe"):
+        resolve_recipe("no-such-recipe")
+    with pytest.raises(UserError, match="unknown|transform"):
+        load_request_config(Request(recipe, tmp_path / "r", transforms=("softmax", "2.5-nope")))
+    with pytest.raises(UserError, match="tau_sweep|number"):
+        load_request_config(Request(recipe, tmp_path / "r", tau_sweep=("x",)))  # type: ignore[arg-type]
+    assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize("name, text", [("reproduce.json", '{"mine": 1}\n'),
+                                        ("commands.txt", "make all\n")])
+def test_a_users_file_of_an_outputs_name_is_refused_before_any_work(tiny_corpus, tiny_model,
+                                                                   tmp_path, name, text):
+    recipe = write_recipe(tmp_path / "tiny.toml", tiny_corpus, tiny_model)
+    out = tmp_path / "r"
+    out.mkdir()
+    (out / name).write_text(text)
+    with pytest.raises(UserError, match=f"{name} exists and was not written by arelu"):
+        reproduce(Request(recipe, out, device="cpu"), Console(quiet=True))
+    assert [p.name for p in out.iterdir()] == [name] and (out / name).read_text() == text
+
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_recipes_ship_with_the_package_and_the_repository_links_to_them():
+    bundled = REPO / "arelu_cli" / "recipes"
+    assert {"toy.toml", "multi30k.toml", "iwslt14.toml"} <= {p.name for p in bundled.glob("*.toml")}
+    assert (REPO / "recipes").is_symlink() and os.readlink(REPO / "recipes") == "arelu_cli/recipes"
+    assert "recipes/*.toml" in (REPO / "pyproject.toml").read_text()
+
+
+def test_recipe_names_resolve_from_any_folder(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    toy = RECIPES / "toy.toml"
+    assert resolve_recipe("toy") == resolve_recipe("toy.toml") == toy
+    assert resolve_recipe("recipes/toy.toml") == resolve_recipe(Path("recipes/toy.toml")) == toy
+    assert load_config(resolve_recipe("toy")).model.d_model == 128
+    with pytest.raises(UserError, match=r"no recipe 'elsewhere/toy.toml'.*toy"):
+        resolve_recipe("elsewhere/toy.toml")  # a path that is not there is not a name
+    mine = tmp_path / "recipes" / "toy.toml"  # a folder's own recipes come first
+    mine.parent.mkdir()
+    mine.write_text("[model]\nd_model = 64\n")
+    assert resolve_recipe("toy") == Path("recipes/toy.toml")
+    assert resolve_recipe("multi30k") == RECIPES / "multi30k.toml"
+
+
+def _cli(monkeypatch, capsys, *args):
+    monkeypatch.setattr("sys.argv", ["arelu", *map(str, args)])
+    with pytest.raises(SystemExit) as exited:
+        main()
+    return exited.value.code or 0, capsys.readouterr()
+
+
+def test_commands_read_bundled_recipes_from_another_folder(tiny_corpus, tmp_path, monkeypatch,
+                                                           capsys, one_thread):
+    monkeypatch.chdir(tmp_path)
+    code, _ = _cli(monkeypatch, capsys, "estimate-tau", "--method", "empirical", "--recipe",
+                   "recipes/toy.toml", "--data", tiny_corpus, "--out", "tau.csv")
+    assert code == 0
+    assert pd.read_csv(tmp_path / "tau.csv")["d_model"].tolist() == [128]  # the toy recipe's
+    code, captured = _cli(monkeypatch, capsys, "reproduce", "toy", "--transforms", "2.5-relu")
+    assert code == 2 and "no recipe" not in captured.err and "2.5" in captured.err
+    assert not (tmp_path / "results").exists() and not (tmp_path / "data").exists()
+
+
+def test_transforms_paper_keyword_and_step_budget(tiny_corpus, tiny_model, tmp_path):
+    from arelu_cli.pipeline.reproduce import PAPER_GRID, parse_transforms
+    assert parse_transforms("paper") == PAPER_GRID and len(PAPER_GRID) == 5
+    assert parse_transforms("softmax, paper") == ("softmax", *PAPER_GRID)
+    assert parse_transforms(None) is None
+    with pytest.raises(UserError, match="--transforms needs at least one value"):
+        parse_transforms(" , ")
+    recipe = write_recipe(tmp_path / "tiny.toml", tiny_corpus, tiny_model)
+    steps = load_request_config(Request(recipe, tmp_path / "r", train_steps=9)).reproduce
+    assert steps.train_steps == 9
+    minutes = load_request_config(Request(recipe, tmp_path / "r", train_minutes=0.5))
+    assert minutes.reproduce.train_steps > 1000  # --minutes alone: the minutes decide
+    assert load_request_config(Request(recipe, tmp_path / "r")).reproduce.train_steps == 0
+
+
+def test_a_toy_folder_of_an_earlier_generator_is_not_reused(tmp_path):
+    from arelu_cli.data import toy
+    from arelu_cli.pipeline.reproduce import _prepared
+    config = load_config(resolve_recipe("toy"), {("data", "path"): str(tmp_path)})
+    assert not _prepared(config)
+    meta = {"corpus": "toy", "toy": toy.record(toy.ToyConfig())}
+    (tmp_path / "meta.json").write_text(json.dumps(meta))
+    assert _prepared(config)
+    meta["toy"] = toy.record(toy.ToyConfig(vocab=6000, train=300))  # the user's own options
+    (tmp_path / "meta.json").write_text(json.dumps(meta))
+    assert _prepared(config)
+    meta["toy"]["generator"] = toy.GENERATOR - 1  # an earlier version (its default differed)
+    (tmp_path / "meta.json").write_text(json.dumps(meta))
+    assert not _prepared(config)
+
+
+def test_the_toy_recipe_is_a_step_budget():
+    config = load_config(resolve_recipe("toy"))
+    assert config.train.max_minutes == 0 and config.reproduce.train_minutes == 0
+    assert config.train.max_steps >= 500 and config.train.precision == "fp32"

@@ -1,0 +1,194 @@
+"""``arelu study``: the sweep trains what its order asks for and resumes; seeds, borrowed
+configurations and convergence copies land where the tables look; equal time in steps; and
+a tiny study end to end, with every CSV and REPORT.md."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from rich.console import Console
+
+from arelu_cli.nmt import checkpoint
+from arelu_cli.config import load_config
+from arelu_cli.errors import UserError
+from arelu_cli.pipeline.study import (continue_copy, done, equal_time_steps, run_folder, study, sweep,
+                                      train_all, translation_path)
+from arelu_cli.pipeline.sweep import Point
+from arelu_cli.nmt.train import SUMMARY
+
+QUIET = Console(quiet=True)
+
+
+def _config(corpus: Path | str = "data/x", **tables):
+    overrides = {("train", "max_steps"): 6, ("train", "keep_every"): 3,
+                 ("train", "max_minutes"): 0.0, ("data", "path"): str(corpus),
+                 ("sweep", "transforms"): ["softmax", "1.5-relu"], ("sweep", "lr"): [1.0, 2.0],
+                 ("sweep", "label_smoothing"): [0.0, 0.1], ("sweep", "warmup"): [4],
+                 ("study", "seeds"): [1, 2], ("study", "convergence_steps"): 9}
+    for section, values in tables.items():
+        overrides |= {(section, k): v for k, v in values.items()}
+    return load_config(None, overrides)
+
+
+def _fake_trainer(bleu_of, calls):
+    """Writes what a finished run leaves (summary.json, last.pt) with a scripted BLEU."""
+    def trainer(config, folder: Path, resume: bool):
+        calls.append((folder, resume, config.train))
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / checkpoint.LAST).write_bytes(b"")
+        (folder / "log.csv").write_text("step\n", encoding="utf-8")
+        t = config.train
+        (folder / SUMMARY).write_text(json.dumps(
+            {"best_bleu": bleu_of(t), "steps": t.max_steps, "best_step": t.max_steps}))
+    return trainer
+
+
+def test_sweep_trains_the_sequential_order_and_a_second_call_trains_nothing(tmp_path):
+    calls = []
+    # softmax likes lr 1, 1.5-relu lr 2; smoothing helps softmax only
+    def bleu(t):
+        good_lr = 1.0 if t.transform == "softmax" else 2.0
+        return 30 - 10 * abs(t.lr - good_lr) + (5 if t.label_smoothing and
+                                                t.transform == "softmax" else -5 * t.label_smoothing)
+    trainer = _fake_trainer(bleu, calls)
+    selected = sweep(_config(), tmp_path, trainer, QUIET)
+    assert selected == {"softmax": Point(1.0, 4, 0.1), "1.5-relu": Point(2.0, 4, 0.0)}
+    trained = [(c[2].transform, c[2].lr, c[2].label_smoothing) for c in calls]
+    assert trained == [("softmax", 1.0, 0.0), ("softmax", 2.0, 0.0), ("softmax", 1.0, 0.1),
+                       ("1.5-relu", 1.0, 0.0), ("1.5-relu", 2.0, 0.0), ("1.5-relu", 2.0, 0.1)]
+    assert all(c[2].max_minutes == 0 and c[2].seed == 1 for c in calls)
+    calls.clear()
+    assert sweep(_config(), tmp_path, trainer, QUIET) == selected
+    assert calls == []
+
+
+def test_an_unfinished_sweep_run_is_resumed(tmp_path):
+    calls = []
+    folder = run_folder(tmp_path, "softmax", Point(1.0, 4, 0.0), 1, 1)
+    folder.mkdir(parents=True)
+    (folder / checkpoint.LAST).write_bytes(b"")  # killed: no summary
+    sweep(_config(**{"sweep": {"transforms": ["softmax"]}}), tmp_path,
+          _fake_trainer(lambda t: 1.0, calls), QUIET)
+    assert calls[0][0] == folder and calls[0][1] is True
+
+
+def test_seeds_borrow_and_convergence_runs(tmp_path):
+    calls, evaluated = [], []
+    config = _config(study={"borrow": ["1.5-entmax-k100=1.5-relu"]})
+    ms = {"softmax": 4.0, "1.5-relu": 3.0, "1.5-entmax-k100": 6.0}
+    selected, todo = train_all(config, tmp_path, _fake_trainer(lambda t: t.lr, calls), QUIET,
+                               lambda: ms, lambda c, items, con: evaluated.append(items))
+    assert selected == {"softmax": Point(2.0, 4, 0.0), "1.5-relu": Point(2.0, 4, 0.0)}
+    seeds = [run for comparison, run, _ in todo if comparison == "equal_steps"]
+    assert [(r.transform, r.seed, r.folder.name) for r in seeds] == [
+        ("softmax", 1, "lr-2_warmup-4_ls-0"), ("softmax", 2, "lr-2_warmup-4_ls-0_seed-2"),
+        ("1.5-relu", 1, "lr-2_warmup-4_ls-0"), ("1.5-relu", 2, "lr-2_warmup-4_ls-0_seed-2"),
+        ("1.5-entmax-k100", 1, "lr-2_warmup-4_ls-0"),
+        ("1.5-entmax-k100", 2, "lr-2_warmup-4_ls-0_seed-2")]
+    assert all(done(r.folder) for _, r, _ in todo)
+    steps = {(c, r.transform, r.seed): s for c, r, s in todo}
+    assert steps[("equal_time", "1.5-relu", 1)] == 6  # the fastest: the whole budget
+    assert steps[("equal_time", "softmax", 2)] == 3  # 6 * 3 / 4 = 4.5 -> snapshot 3
+    assert steps[("convergence", "softmax", 1)] == 9
+    resumed = [c for c in calls if "convergence" in c[0].parts]
+    assert all(c[1] and c[2].max_steps == 9 for c in resumed)  # continued, not retrained
+    assert len(evaluated) == 8  # each run translated right after its training
+    assert json.loads((tmp_path / "selected.json").read_text())["softmax"]["lr"] == 2.0
+
+
+def test_a_run_with_its_translations_needs_no_checkpoint(tmp_path):
+    calls = []
+    config = _config(**{"sweep": {"transforms": ["softmax"], "label_smoothing": [0.0]},
+                        "study": {"seeds": [1], "convergence_steps": 0}})
+    trainer = _fake_trainer(lambda t: t.lr, calls)
+    _, todo = train_all(config, tmp_path, trainer, QUIET, lambda: {"softmax": 1.0},
+                        lambda c, items, con: None)
+    (_, run, step), *_ = todo
+    for _, _, s in todo:
+        path = translation_path(run.folder, s, config.decode.beam)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("x\n")
+    for pt in tmp_path.rglob("last.pt"):  # a fresh clone: checkpoints are not committed
+        pt.unlink()
+    calls.clear()
+    train_all(config, tmp_path, trainer, QUIET, lambda: {"softmax": 1.0},
+              lambda c, items, con: None)
+    assert calls == []
+    translation_path(run.folder, step, config.decode.beam).unlink()
+    train_all(config, tmp_path, trainer, QUIET, lambda: {"softmax": 1.0},
+              lambda c, items, con: None)
+    assert [c[0] for c in calls] == [run.folder]  # only the run missing an output retrains
+
+
+def test_continue_copy_links_checkpoints_and_leaves_the_source_alone(tmp_path):
+    source, target = tmp_path / "run", tmp_path / "convergence" / "run"
+    (source / "steps").mkdir(parents=True)
+    for name in ("last.pt", "best.pt", "steps/step-3.pt"):
+        (source / name).write_bytes(b"weights")
+    (source / "log.csv").write_text("step\n3\n")
+    (source / SUMMARY).write_text("{}")
+    continue_copy(source, target)
+    assert (target / "steps" / "step-3.pt").stat().st_ino == (source / "steps/step-3.pt").stat().st_ino
+    assert not (target / SUMMARY).exists() and (source / SUMMARY).exists()
+    (target / "log.csv").write_text("changed")  # a copy, not a link
+    assert (source / "log.csv").read_text() == "step\n3\n"
+
+
+def test_equal_time_steps_round_down_to_kept_snapshots():
+    config = _config(train={"max_steps": 1200, "keep_every": 50})
+    ms = {"softmax": 3137.0, "1.5-relu": 2393.0, "1.5-entmax-k100": 4990.0}
+    steps = equal_time_steps(config, ms)
+    assert steps["1.5-relu"] == 1200  # the fastest reaches the budget
+    assert steps["softmax"] == 900  # 1200 * 2393 / 3137 = 915.4 -> 900
+    assert steps["1.5-entmax-k100"] == 550
+    minutes = _config(train={"max_steps": 1200, "keep_every": 50},
+                      study={"equal_time_minutes": 20.0})
+    assert equal_time_steps(minutes, ms)["softmax"] == 350  # 1,200 s / 3.137 s = 382
+
+
+@pytest.mark.parametrize("tables, message", [
+    ({"train": {"max_minutes": 5.0}}, "max_minutes = 0"),
+    ({"train": {"keep_every": 4}}, "keep_every"),
+    ({"study": {"convergence_steps": 5}}, "convergence_steps"),
+])
+def test_a_study_that_could_not_give_its_tables_is_refused(tmp_path, tables, message):
+    with pytest.raises(UserError, match=message):
+        study(_config(**tables), tmp_path, QUIET, trainer=_fake_trainer(lambda t: 0, []))
+
+
+def test_bad_borrow_is_a_recipe_error():
+    with pytest.raises(UserError, match="borrow"):
+        _config(study={"borrow": ["1.5-entmax-k100"]})
+
+
+def test_a_tiny_study_end_to_end(tiny_corpus, tiny_config, tmp_path, one_thread):
+    base = tiny_config(tiny_corpus, max_steps=6, valid_every=3, save_every=3, keep_every=3,
+                       tau="auto")
+    config = dataclasses.replace(base, **{
+        "sweep": dataclasses.replace(base.sweep, transforms=("softmax", "1.5-relu"),
+                                     lr=(1.0, 2.0), warmup=(4,), label_smoothing=(0.0,)),
+        "study": dataclasses.replace(base.study, seeds=(1, 2), convergence_steps=9,
+                                     borrow=(), bootstrap_samples=50),
+        "decode": dataclasses.replace(base.decode, beam=2, max_tokens=2048)})
+    report = study(config, tmp_path, QUIET)
+    sweep_csv = pd.read_csv(tmp_path / "sweep.csv")
+    assert len(sweep_csv) == 4 and sweep_csv.groupby("transform")["selected"].sum().eq(1).all()
+    bleu = pd.read_csv(tmp_path / "test_bleu.csv")
+    assert set(bleu["comparison"]) == {"equal_steps", "equal_time", "convergence"}
+    assert len(bleu.query("comparison == 'equal_steps'")) == 4
+    assert bleu.query("comparison == 'convergence'")["step"].eq(9).all()
+    summary = pd.read_csv(tmp_path / "test_bleu_summary.csv")
+    assert summary.query("comparison == 'equal_steps'")["n"].eq(2).all()
+    sig = pd.read_csv(tmp_path / "significance.csv")
+    assert set(sig["seeds"].astype(str)) == {"1", "2", "joined"}
+    assert sig["p_value"].between(0, 1).all()
+    assert (tmp_path / "bench_train.csv").is_file()
+    text = report.read_text()
+    assert "## Sweep" in text and "## Test BLEU" in text
+    mtimes = {p: p.stat().st_mtime_ns for p in tmp_path.rglob("*.pt")}
+    study(config, tmp_path, QUIET)  # everything is there: nothing is trained again
+    assert {p: p.stat().st_mtime_ns for p in tmp_path.rglob("*.pt")} == mtimes

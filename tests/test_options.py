@@ -1,0 +1,21 @@
+"""Comma-separated option values: one parser, one error per kind of bad list."""
+
+import pytest
+
+from arelu_cli.errors import UserError
+from arelu_cli.options import parse_list
+
+
+@pytest.mark.parametrize("text, cast, expected", [("1, 2,,3", int, [1, 2, 3]),
+                                                  ("1.5,2", float, [1.5, 2.0]),
+                                                  (" a ,b", str, ["a", "b"])])
+def test_items_are_stripped_and_cast(text, cast, expected):
+    assert parse_list(text, cast, "--x") == expected
+
+
+def test_bad_and_empty_lists_name_their_option():
+    with pytest.raises(UserError, match=r"--seeds takes comma-separated integers, e\.g\. 1,2"):
+        parse_list("1,x", int, "--seeds", example="1,2")
+    with pytest.raises(UserError, match="--alpha needs at least one value"):
+        parse_list(" , ", float, "--alpha")
+    assert parse_list("", float, "--tau-sweep", empty_ok=True) == []
