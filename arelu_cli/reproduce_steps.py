@@ -26,7 +26,7 @@ from arelu_cli.analysis.tau_table import empirical_rows
 from arelu_cli.config import Config
 from arelu_cli.data.prepare import PrepareRequest, prepare
 from arelu_cli.data.prepared import load_prepared
-from arelu_cli.report import human_eval, tables
+from arelu_cli.report import human_eval, provenance, tables
 from arelu_cli.report.build import regenerate
 from arelu_cli.report.columns import read_csv, signature_field, write_csv
 from arelu_cli.report.distributions import self_norm_rows, sparsity_rows
@@ -279,8 +279,11 @@ def analysis_steps(grid: Grid) -> list[Step]:
     return steps
 
 
-def write_report(out: Path, gpu_watts: float | None) -> Path:
-    """The CSVs computable from the runs, every PNG and REPORT.md."""
-    rebuilt = regenerate(out, gpu_watts=gpu_watts)
+def write_report(out: Path, gpu_watts: float | None, config: Config | None = None) -> Path:
+    """The CSVs computable from the runs, every PNG and REPORT.md; with ``config``, only the
+    runs of its grid trained on its ``[data] path`` as it is now
+    (:mod:`arelu_cli.report.provenance`)."""
+    scope = None if config is None else provenance.scope_of(config.to_dict())
+    rebuilt = regenerate(out, gpu_watts=gpu_watts, scope=scope)
     assert rebuilt.report is not None
     return rebuilt.report
