@@ -24,14 +24,16 @@ SOFTWARE = "arelu"
 _PNG = b"\x89PNG\r\n\x1a\n"
 
 
-def check_ours(path: Path, ours: Callable[[Path], bool]) -> None:
+def check_ours(path: Path, ours: Callable[[Path], bool], *, writer: str = "arelu",
+               advice: str = "move that file away or choose another folder") -> None:
     """Refuse to replace ``path`` when it exists, is not empty and ``ours`` says arelu did
-    not write it: a one-line :class:`UserError` naming the file."""
+    not write it: a one-line :class:`UserError` naming the file, the command that would
+    have written it (``writer``) and what to do (``advice``)."""
     path = Path(path)
     if not path.is_file() or path.stat().st_size == 0 or ours(path):
         return
-    raise UserError(f"{path} exists and was not written by arelu, which replaces only its own "
-                    "files; move that file away or choose another folder")
+    raise UserError(f"{path} exists and was not written by {writer}, which replaces only its "
+                    f"own files; {advice}")
 
 
 def marked_markdown(*legacy: str) -> Callable[[Path], bool]:

@@ -3,8 +3,9 @@
 The paper's speed claim (Appendix, training hours): 1.5-ReLU trains about as fast as
 softmax (0.85-1.07x its time) while 1.5-entmax takes 1.7-2.7x. Here every transform gets
 a copy of the same freshly initialized model and the same batch (the recipe's first
-training batch); one timed call is a whole optimizer step (forward, the transform's loss,
-backward with alpha-ReLU's ``reuse_logits``, Adam), timed alternately against softmax in
+training batch); one timed call is a whole optimizer step (forward, the transform's loss as
+the trainer computes it, ``[train] label_smoothing`` included, backward with alpha-ReLU's
+``reuse_logits``, Adam), timed alternately against softmax in
 the same process (:func:`arelu_cli.analysis.timing.time_pair`), so machine noise hits
 both alike (on CUDA: CUDA events, ``torch.cuda.max_memory_allocated``, and the GPU's
 name in a column and, through the CLI, in the file name). Peak memory is the step's extra
@@ -57,9 +58,11 @@ def _step_fn(model: Transformer, transform, batch, autocast, t: TrainConfig, fus
                 logits = model(batch.src, batch.tgt_in, keep)  # (N, V)
         if fused_loss is None:
             # fp32 only for the losses that need it, as the trainer does (no N x V copy for
-            # alpha-ReLU, whose loss reads bf16 with fp32 math)
-            loss = transform.loss(transform.loss_input(logits), target, reduction="sum",
-                                  reuse_logits=True)
+            # alpha-ReLU, whose loss reads bf16 with fp32 math); per-token losses summed in
+            # fp32, to the recipe's smoothed target: the trainer's loss, not a cheaper one
+            loss = transform.loss(transform.loss_input(logits), target, reduction="none",
+                                  reuse_logits=True, label_smoothing=t.label_smoothing
+                                  ).sum(dtype=torch.float32)
         (loss / target.numel()).backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
@@ -72,6 +75,11 @@ def bench_train(config: Config, transforms: list[str], repeats: int, device_name
     fused output layer): ms per step, tokens/s, the ratio to softmax, peak memory."""
     if repeats < 1:
         raise UserError(f"--repeats must be >= 1, got {repeats}")
+    smoothing = config.train.label_smoothing
+    if fused and smoothing:
+        raise UserError(f"--fused times the fused output layer, which has no label "
+                        f"smoothing yet, but the recipe trains with [train] label_smoothing = "
+                        f"{smoothing:g}; drop --fused or use a recipe with label_smoothing = 0")
     names = [BASELINE] + [n for n in transforms if n != BASELINE]
     for name in names:
         get_transform(name)  # validates every name before any timing
@@ -102,7 +110,7 @@ def bench_train(config: Config, transforms: list[str], repeats: int, device_name
         name = transform.name
         rows.append({
             "transform": name, "fused_output": with_fused, "alpha": transform.alpha,
-            "tau": transform.tau,
+            "tau": transform.tau, "label_smoothing": smoothing,
             "ms_per_step": pair.ms, "softmax_ms_per_step": pair.baseline_ms,
             "time_ratio": pair.ratio, "tokens_per_s": tokens / pair.ms * 1e3,
             "speed_ratio": 1.0 / pair.ratio, "peak_extra_mib": None if peak is None else peak / 2**20,
@@ -112,7 +120,8 @@ def bench_train(config: Config, transforms: list[str], repeats: int, device_name
             "precision": "bf16" if bf16 else "fp32", "threads": torch.get_num_threads(),
             "repeats": repeats,
             "signature": signature(transform=name, alpha=transform.alpha, tau=transform.tau,
-                                   fused_output=with_fused or None, data=data.corpus,
+                                   fused_output=with_fused or None,
+                                   label_smoothing=smoothing or None, data=data.corpus,
                                    seed=config.train.seed, device=device.type),
         })
     return rows

@@ -21,7 +21,7 @@ import torch
 
 from arelu_cli.config import DecodeConfig
 from arelu_cli.data.batching import Batch, batch_indices, collate, example_sizes
-from arelu_cli.nmt.decode import target_tensors
+from arelu_cli.nmt.decode import refuse_nan, target_tensors
 from arelu_cli.errors import UserError
 from arelu_cli.nmt.inference import Decoder, decode_batch
 
@@ -93,9 +93,12 @@ def step_targets(decoder: Decoder, batch: Batch, along: Along, cfg: DecodeConfig
 @torch.no_grad()
 def step_logits(decoder: Decoder, batch: Batch, along: Along, cfg: DecodeConfig,
                 renormalize: bool = False) -> torch.Tensor:
-    """(N, V) float32 logits at every step of the batch's sentences (see the module docstring)."""
+    """(N, V) float32 logits at every step of the batch's sentences (see the module docstring);
+    NaN logits (weights that are not finite) are a :class:`UserError`, never a NaN statistic."""
     tgt_in, _, keep = step_targets(decoder, batch, along, cfg, renormalize)
-    return decoder.model(batch.src, tgt_in, keep).float()
+    logits = decoder.model(batch.src, tgt_in, keep).float()
+    refuse_nan(logits, "measuring its outputs")
+    return logits
 
 
 def step_probs(decoder: Decoder, split: str, along: Along, cfg: DecodeConfig, *,

@@ -218,6 +218,17 @@ def write_meta(folder: Path, meta: dict) -> None:
                                           ensure_ascii=False) + "\n", encoding="utf-8")
 
 
+def data_fingerprint(meta: dict) -> str | None:
+    """SHA-256 over the recorded checksums of every file of a prepared folder: it changes
+    with any byte of its text, ids or tokenizer, unlike ``meta["fingerprint"]`` (the inputs
+    and options only). ``train`` records it in a run's config.json so that a report can
+    tell which version of the folder a run was trained on; None without checksums."""
+    checksums = meta.get("checksums")
+    if not isinstance(checksums, dict) or not checksums:
+        return None
+    return hashlib.sha256(json.dumps(checksums, sort_keys=True).encode()).hexdigest()
+
+
 def foreign_files(path: Path, meta: dict) -> list[str]:
     """Names in the prepared folder ``path`` that ``prepare`` does not write there (a
     user's files, which replacing the folder would delete)."""

@@ -7,7 +7,8 @@ the support scores ``-inf``. Search needs only the best few scores of each row
 (:func:`step_top_scores`): for alpha-ReLU, whose scores grow with the logits one by one,
 those come from one pass over the logits and ``k`` logs per row, never the whole ``(R, V)``
 score matrix (:meth:`arelu_cli.registry.OutputTransform.top_log_scores`). Logits holding
-NaN (a checkpoint whose weights are not finite) stop decoding with a :class:`UserError`.
+NaN (a checkpoint whose weights are not finite) stop decoding, and teacher-forced scoring,
+with a :class:`UserError` (:func:`refuse_nan`).
 
 Greedy search picks the arg-max logit at each step (the first of equal ones); every transform
 of the registry is monotone in the logits, so that choice is the same for all of them and
@@ -77,23 +78,22 @@ def step_log_scores(transform: OutputTransform, logits: torch.Tensor,
     return (scores - total.log()).masked_fill(total == 0, -math.inf)
 
 
-_NAN_LOGITS = ("the model gave NaN logits while decoding: its weights are not finite (a run "
-               "that diverged?); decode an earlier checkpoint of it")
-
-
-def _refuse_nan(scores: torch.Tensor) -> None:
-    if bool(torch.isnan(scores).any()):
-        raise UserError(_NAN_LOGITS)
+def refuse_nan(values: torch.Tensor, doing: str = "decoding") -> None:
+    """A one-line :class:`UserError` when ``values`` (logits, or scores computed from them)
+    hold a NaN: the checkpoint's weights are not finite, and every number from it would be."""
+    if bool(torch.isnan(values).any()):
+        raise UserError(f"the model gave NaN logits while {doing}: its weights are not finite "
+                        "(a run that diverged?); use an earlier checkpoint of it")
 
 
 @contextmanager
-def _nan_logits_refused(logits: torch.Tensor):
+def nan_logits_refused(logits: torch.Tensor, doing: str = "decoding"):
     """NaN logits as a UserError where scoring them fails (entmax's threshold search raises an
-    index error on them); the other transforms give NaN scores, for :func:`_refuse_nan`."""
+    index error on them); the other transforms give NaN scores, for :func:`refuse_nan`."""
     try:
         yield
     except RuntimeError:
-        _refuse_nan(logits)
+        refuse_nan(logits, doing)
         raise
 
 
@@ -104,12 +104,12 @@ def step_top_scores(transform: OutputTransform, logits: torch.Tensor, k: int,
     ``renormalize``) from one pass over the logits, equal logits lower index first. NaN logits
     raise a :class:`UserError`."""
     logits = logits.float()
-    with _nan_logits_refused(logits):
+    with nan_logits_refused(logits):
         if renormalize and not transform.normalized:
             top = step_log_scores(transform, logits, True).topk(k, dim=1)
         else:
             top = transform.top_log_scores(logits, k)
-    _refuse_nan(top[0])
+    refuse_nan(top[0])
     return top
 
 
@@ -120,10 +120,10 @@ def _greedy_choice(transform: OutputTransform, logits: torch.Tensor,
         scores, tokens = step_top_scores(transform, logits, 1)          # (b, 1) each
         return tokens[:, 0], scores[:, 0]
     tokens = logits.argmax(-1)                                          # (b,)
-    with _nan_logits_refused(logits):
+    with nan_logits_refused(logits):
         scores = step_log_scores(transform, logits, renormalize)
     chosen = scores.gather(1, tokens[:, None])[:, 0]
-    _refuse_nan(chosen)
+    refuse_nan(chosen)
     return tokens, chosen
 
 
@@ -312,12 +312,16 @@ def sequence_scores(model: Transformer, src: torch.Tensor, tgt_in: torch.Tensor,
                     tgt_out: torch.Tensor, keep: torch.Tensor, transform: OutputTransform, *,
                     renormalize: bool = False) -> torch.Tensor:
     """(B,) float64 teacher-forced scores: the sum over the ``keep`` positions of the
-    transform's step scores of ``tgt_out``, the same scores decoding adds up."""
+    transform's step scores of ``tgt_out``, the same scores decoding adds up. NaN logits
+    (weights that are not finite) raise a :class:`UserError`, never a NaN score."""
     logits = model(src, tgt_in)                                        # (B, T, V)
     batch, width, vocab = logits.shape
-    scores = step_log_scores(transform, logits.reshape(-1, vocab), renormalize)
+    with nan_logits_refused(logits, "scoring"):
+        scores = step_log_scores(transform, logits.reshape(-1, vocab), renormalize)
     chosen = scores.gather(1, tgt_out.reshape(-1, 1)).view(batch, width).double()
-    return chosen.masked_fill(~keep, 0.0).sum(1)
+    chosen = chosen.masked_fill(~keep, 0.0)
+    refuse_nan(chosen, "scoring")
+    return chosen.sum(1)
 
 
 def translate_split(model: Transformer, data: Prepared, split: str, transform: OutputTransform,

@@ -15,7 +15,8 @@ length-normalized score the beam ranks by).
 
 Next to an output file ``OUT`` goes ``OUT.json``: what was decoded, how, how fast, and
 which input lines were cut; it lets ``arelu score --hyp OUT`` find the references of a
-prepared split by itself.
+prepared split by itself. It is also how arelu knows an ``OUT`` as its own: an existing
+``OUT`` without it (a user's file) is never replaced, nor is the input file (:func:`check_out`).
 
 Without a checkpoint, the analysis commands take the run that ``arelu train`` made most
 recently under ``./runs`` (:func:`latest_run`).
@@ -26,6 +27,7 @@ from __future__ import annotations
 import json
 import math
 import sys
+import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -46,6 +48,7 @@ from arelu_cli.nmt.decode import Hypothesis, beam_search, greedy, max_lengths, r
 from arelu_cli.nmt.distributed import pick_device
 from arelu_cli.errors import UserError
 from arelu_cli.nmt.model import Transformer
+from arelu_cli.ownership import check_ours, json_with_keys
 from arelu_cli.registry import OutputTransform
 from arelu_cli.results import atomic_write_text, signature
 
@@ -304,15 +307,48 @@ def meta_path(out: str | Path) -> Path:
     return Path(f"{out}.json")
 
 
+META_KEYS = ("checkpoint", "transform", "beam", "signature", "sentences_per_s")
+"""Keys that every version of ``OUT.json`` has: what tells it from a user's JSON file."""
+
+
+def _same_file(path: Path, other: str | Path | None) -> bool:
+    if other is None or str(other) == STDIO:
+        return False
+    try:
+        return os.path.samefile(path, other)
+    except OSError:  # either one is not there: nothing of the input to overwrite
+        return False
+
+
+def check_out(out: str | Path | None, input_name: str | Path | None = None) -> None:
+    """Refuse an output file whose writing would lose data: the input file itself (or
+    ``OUT.json`` being it), or an existing non-empty ``OUT`` or ``OUT.json`` that ``arelu
+    translate`` did not write (an ``OUT`` is its own when its ``OUT.json`` is). Stdout
+    (``None`` or ``-``) is always fine."""
+    if out is None or str(out) == STDIO:
+        return
+    out = Path(out)
+    for path in (out, meta_path(out)):
+        if _same_file(path, input_name):
+            raise UserError(f"--out {out} would overwrite the --input file {input_name} (the "
+                            "source text); choose another --out")
+    meta_ours = json_with_keys(*META_KEYS)
+    for path, ours in ((meta_path(out), meta_ours), (out, lambda p: meta_ours(meta_path(p)))):
+        check_ours(path, ours, writer="arelu translate",
+                   advice="move it away or choose another --out")
+
+
 def write_translation(translation: Translation, out: str | Path | None) -> None:
     """The output lines to ``out`` (atomically, with ``out.json``), or as UTF-8 to stdout
-    (``None`` or ``-``) whatever the locale's encoding."""
+    (``None`` or ``-``) whatever the locale's encoding. A file :func:`check_out` refuses
+    (the input, a user's file) is a :class:`UserError` before anything is written."""
     text = "".join(line + "\n" for line in translation.lines)
     if out is None or str(out) == STDIO:
         sys.stdout.flush()
         sys.stdout.buffer.write(text.encode("utf-8"))
         sys.stdout.buffer.flush()
         return
+    check_out(out, translation.meta.get("input"))
     atomic_write_text(out, text)
     meta = {**translation.meta, "sentences_per_s": translation.sentences_per_s}
     atomic_write_text(meta_path(out), json.dumps(meta, indent=2, ensure_ascii=False) + "\n")

@@ -49,7 +49,7 @@ from arelu_cli.nmt import checkpoint, distributed, threads, train_log
 from arelu_cli.nmt.attention import describe as describe_attention
 from arelu_cli.config import Config
 from arelu_cli.data.batching import Batch, batch_indices, collate, example_sizes
-from arelu_cli.data.prepared import Prepared, load_prepared
+from arelu_cli.data.prepared import Prepared, data_fingerprint, load_prepared
 from arelu_cli.errors import UserError
 from arelu_cli.nmt.fused_output import FusedOutputLoss
 from arelu_cli.nmt.model import Transformer
@@ -211,7 +211,8 @@ def _setup(config: Config, out: Path, ctx: distributed.Context, resume: bool,
             stale.unlink(missing_ok=True)  # its checkpoints gone
         atomic_write_text(out / "config.json", json.dumps(
             {**config.to_dict(), "resolved": {"tau": tau, "world_size": ctx.world_size,
-                                              "recipe": recipe}},
+                                              "recipe": recipe,
+                                              "data_fingerprint": data_fingerprint(data.meta)}},
             indent=2) + "\n")
     return session, state
 

@@ -11,7 +11,10 @@ Every step writes its outputs atomically and is skipped when they are already th
 older than what they were computed from (a retrained model redoes its translations and
 analyses), and a training run that was killed resumes from its ``last.pt``, so running the
 same command again after an interruption continues where it stopped. A run counts as
-finished only with its checkpoint, so a fresh clone of committed results trains again.
+finished only with its checkpoint, so a fresh clone of committed results trains again. A run
+trained (or half trained) on another version of the prepared corpus -- its recorded data
+fingerprint is not the folder's now -- is moved to ``stale/`` and trained again, so no table
+mixes data versions (:func:`stale_data`).
 
 Seeds (``--seeds 1,2,3`` or ``[reproduce] seeds``; default the ``[train] seed`` alone):
 every run -- each transform and each tau of the sweep -- is trained once per seed, and
@@ -41,11 +44,13 @@ from rich.console import Console
 
 from arelu_cli.nmt import checkpoint
 from arelu_cli.data import toy
+from arelu_cli.data.prepared import data_fingerprint, read_meta
 from arelu_cli.config import Config, ReproduceConfig, TrainConfig, load_config
 from arelu_cli.errors import UserError
 from arelu_cli.options import parse_list
 from arelu_cli.ownership import check_ours, json_with_keys, lines_start_with
 from arelu_cli.registry import get_transform
+from arelu_cli.report.provenance import SHORT
 from arelu_cli.results import atomic_write_text
 from arelu_cli.nmt.train import SUMMARY, train
 from arelu_cli.pipeline import reproduce_steps as rs
@@ -75,6 +80,53 @@ def finished(run: Path) -> bool:
     clone of committed results has the summary without the (git-ignored) checkpoints, so the
     grid trains again rather than reporting on models it does not have."""
     return (run / SUMMARY).is_file() and (run / checkpoint.LAST).is_file()
+
+
+STALE = "stale"
+"""Where runs trained on another version of the data go: ``OUT/stale/data-FINGERPRINT/`` and
+the run's path below ``OUT`` (``runs/softmax``), outside the ``runs/`` and ``tau-sweep/`` that
+a report reads, so that they are kept without being reported."""
+
+
+def recorded_fingerprint(run: Path) -> str | None:
+    """The data fingerprint ``train`` recorded in the run's config.json; None for a run of an
+    earlier version (none recorded) or without a readable config.json."""
+    try:
+        config = json.loads((run / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    resolved = config.get("resolved") if isinstance(config, dict) else None
+    found = resolved.get("data_fingerprint") if isinstance(resolved, dict) else None
+    return found if isinstance(found, str) else None
+
+
+def current_fingerprint(data: str | Path) -> str | None:
+    """The fingerprint of the prepared folder ``data`` as it is now (None: no checksums)."""
+    meta = read_meta(Path(data))
+    return None if meta is None else data_fingerprint(meta)
+
+
+def stale_data(run: Path, data: str | Path) -> str | None:
+    """The fingerprint of the other version of ``data`` that ``run`` was trained on; None
+    when it was trained on this one, or when that cannot be told (a run recording no
+    fingerprint is kept as it is)."""
+    recorded, current = recorded_fingerprint(run), current_fingerprint(data)
+    if recorded is None or current is None or recorded == current:
+        return None
+    return recorded
+
+
+def move_aside(run: Path, out: Path, fingerprint: str) -> Path:
+    """Rename ``run`` (a folder under ``out``) into ``out/stale/data-FP/`` (``data-FP-2``
+    and so on when that version was moved aside before); returns where it went."""
+    below, tag, n = run.relative_to(out), f"data-{fingerprint[:SHORT]}", 1
+    target = out / STALE / tag / below
+    while target.exists():
+        n += 1
+        target = out / STALE / f"{tag}-{n}" / below
+    target.parent.mkdir(parents=True, exist_ok=True)
+    run.rename(target)
+    return target
 
 
 def _train_steps(req: Request) -> int | None:
@@ -133,11 +185,23 @@ def _run_config(config: Config, **train: object) -> Config:
     return dataclasses.replace(config, train=dataclasses.replace(config.train, **train))
 
 
-def _train_step(config: Config, out: Path, recipe: str, console: Console) -> Callable[[], None]:
+def _train_step(name: str, config: Config, folder: Path, grid: Grid, console: Console) -> Step:
+    """Train (or resume) the run in ``folder``. One trained on another version of the data
+    never counts as done, finished or not: it is moved aside (one line says where and why)
+    and trained from the start, so what is computed from it is redone too."""
+    data = config.data.path
+
     def run() -> None:
-        train(config, out, resume=(out / checkpoint.LAST).is_file(), recipe=recipe,
+        old = stale_data(folder, data)
+        if old is not None:
+            now = current_fingerprint(data) or ""
+            moved = move_aside(folder, grid.out, old)
+            console.print(f"{folder} was trained on another version of {data} (data "
+                          f"fingerprint {old[:SHORT]}, now {now[:SHORT]}): moved to {moved}, "
+                          "training it again", markup=False, soft_wrap=True)
+        train(config, folder, resume=(folder / checkpoint.LAST).is_file(), recipe=grid.recipe,
               console=console)
-    return run
+    return Step(name, lambda: finished(folder) and stale_data(folder, data) is None, run)
 
 
 def training_steps(grid: Grid, console: Console) -> list[Step]:
@@ -155,17 +219,15 @@ def training_steps(grid: Grid, console: Console) -> list[Step]:
             run = _run_config(config, transform=name, seed=seed, max_minutes=minutes,
                               max_steps=max_steps, valid_every=valid_every,
                               save_every=min(config.train.save_every, valid_every))
-            steps.append(Step(f"train {grid.label(name, seed)}",
-                              lambda folder=folder: finished(folder),
-                              _train_step(run, folder, grid.recipe, console)))
+            steps.append(_train_step(f"train {grid.label(name, seed)}", run, folder, grid,
+                                     console))
         for tau in r.tau_sweep:
             folder = grid.sweep(tau, seed)
             run = _run_config(config, transform="1.5-relu", tau=float(tau), seed=seed,
                               max_steps=r.sweep_steps, max_minutes=r.sweep_minutes,
                               valid_every=every, save_every=every, average_decay=0.0)
-            steps.append(Step(f"tau sweep {grid.label(f'{tau:g}', seed)}",
-                              lambda folder=folder: finished(folder),
-                              _train_step(run, folder, grid.recipe, console)))
+            steps.append(_train_step(f"tau sweep {grid.label(f'{tau:g}', seed)}", run, folder,
+                                     grid, console))
     return steps
 
 
@@ -225,7 +287,7 @@ def reproduce(req: Request, console: Console | None = None) -> Path:
         started = time.perf_counter()
         step.run()
         console.print(f"{step.name}: {time.perf_counter() - started:.0f} s")
-    report = rs.write_report(out, gpu_watts=config.reproduce.gpu_watts or None)
+    report = rs.write_report(out, gpu_watts=config.reproduce.gpu_watts or None, config=config)
     elapsed = time.perf_counter() - began
     atomic_write_text(out / "reproduce.json", json.dumps(
         {"recipe": str(req.recipe), "seconds_this_call": elapsed,

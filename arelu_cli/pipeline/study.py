@@ -22,8 +22,11 @@ Stages, each skipped where its outputs are already there (run it again to contin
 
 Every result is step-budgeted: no other process on the machine can change a BLEU score, only
 how long it takes. Layout of ``--out``: ``runs/TRANSFORM/CONFIG[_seed-S]/``,
-``convergence/TRANSFORM/CONFIG/``, ``bench_train.csv``, the CSVs and ``REPORT.md``; each
-run keeps its test translations in ``translations/``.
+``convergence/TRANSFORM/CONFIG/``, ``selected.json``, ``bench_train.csv``, the CSVs and
+``REPORT.md``; each run keeps its test translations in ``translations/``. A sitting whose
+sweep selects another configuration than ``selected.json`` recorded (a sweep run finished
+since with a higher dev BLEU) says so and keeps the old file as ``selected-TIME.json``; the
+runs trained for the old selection stay where they are, unused by the tables.
 """
 
 from __future__ import annotations
@@ -32,10 +35,12 @@ import dataclasses
 import json
 import os
 import shutil
+import time
 from collections.abc import Callable
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 
 from arelu_cli.nmt import checkpoint
 from arelu_cli.config import Config
@@ -50,6 +55,7 @@ from arelu_cli.pipeline.sweep import Point, plan
 from arelu_cli.nmt.train import SUMMARY, snapshot_path, train
 
 BENCH = "bench_train.csv"
+SELECTED = "selected.json"
 
 Trainer = Callable[[Config, Path, bool], object]
 """``trainer(config, folder, resume)``: trains a run (the study passes :func:`train`)."""
@@ -174,9 +180,7 @@ def train_all(config: Config, out: Path, trainer: Trainer, console: Console,
     needed); returns the selection and the ``(comparison, run, step)`` evaluations."""
     evaluator = evaluator or evaluate
     selected = sweep(config, out, trainer, console)
-    atomic_write_text(out / "selected.json", json.dumps(
-        {name: dataclasses.asdict(p) | {"run": p.name} for name, p in selected.items()},
-        indent=2) + "\n")
+    record_selection(config, out, selected, console)
     seeds, longer = seed_runs(config, out, selected), convergence_runs(config, out, selected)
     todo = evaluations(config, seeds, longer, equal_time_steps(config, ms_per_step()))
     for run in seeds + longer:
@@ -190,6 +194,58 @@ def train_all(config: Config, out: Path, trainer: Trainer, console: Console,
                run.folder, console, needs)
         evaluator(config, mine, console)
     return selected, todo
+
+
+def _previous_selection(path: Path) -> dict | None:
+    """What ``selected.json`` recorded: ``{transform: {..., "run": CONFIG}}``, ``{}`` when
+    there is none, None when it cannot be read."""
+    if not path.is_file():
+        return {}
+    try:
+        found = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+    return found if isinstance(found, dict) else None
+
+
+def _keep(path: Path) -> Path:
+    """Copy ``path`` to ``selected-<UTC time>.json`` beside it, never over another file."""
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(path.stat().st_mtime))
+    kept, n = path.with_name(f"{path.stem}-{stamp}.json"), 1
+    while kept.exists():
+        n += 1
+        kept = path.with_name(f"{path.stem}-{stamp}-{n}.json")
+    shutil.copy2(path, kept)
+    return kept
+
+
+def record_selection(config: Config, out: Path, selected: dict[str, Point],
+                     console: Console) -> None:
+    """Write ``selected.json``. Where it held another configuration for a transform, warn
+    (the seed and convergence runs of the old one stop being used by the tables; they are
+    kept, never deleted) and keep the old file as ``selected-<its UTC time>.json``."""
+    path, now = out / SELECTED, {name: dataclasses.asdict(p) | {"run": p.name}
+                                 for name, p in selected.items()}
+    before = _previous_selection(path)
+    changed = {name: entry for name, entry in (before or {}).items() if now.get(name) != entry}
+    if before is None or changed:
+        kept, users, warnings = _keep(path), borrowed(config), []
+        for name, entry in changed.items():
+            old = entry.get("run", entry) if isinstance(entry, dict) else entry
+            new = now[name]["run"] if name in now else "nothing (not in [sweep] transforms)"
+            also = [b for b, tuned in users.items() if tuned == name]
+            warnings.append(
+                f"the sweep now selects {new} for {name}, not {old} as {SELECTED} recorded: "
+                f"the runs trained at {old} (seeds, convergence"
+                + (f", and {', '.join(also)}, which borrow it" if also else "") + ") are kept "
+                f"but no longer used by the tables; the old selection is in {kept.name}")
+        if before is None:
+            warnings.append(f"{path} could not be read; kept it as {kept.name} and wrote the "
+                            "current selection")
+        for text in warnings:
+            console.print(f"[bold yellow]warning:[/] {escape(text)}", highlight=False,
+                          soft_wrap=True)
+    atomic_write_text(path, json.dumps(now, indent=2) + "\n")
 
 
 def equal_time_steps(config: Config, ms_per_step: dict[str, float]) -> dict[str, int]:

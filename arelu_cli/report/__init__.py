@@ -11,6 +11,8 @@ One module per job, all pure functions over artifacts that other commands wrote:
   values) and ``seed_summary.csv``;
 * :mod:`~arelu_cli.report.runs` -- training run folders -> training dynamics, tau/||z||
   evolution, training time (with kWh) and the tau sweep;
+* :mod:`~arelu_cli.report.provenance` -- which runs a report uses (trained on the current
+  version of its data, inside its grid) and the lines naming those it leaves out;
 * :mod:`~arelu_cli.report.tables` -- Tables 1-3, inference time, sparsity and
   self-normalization histograms, translation examples, from plain inputs;
 * :mod:`~arelu_cli.report.curves` -- the alpha-ReLU graph (pure math);

@@ -8,11 +8,17 @@ tau-sweep runs under ``tau-sweep/`` and the commands that made it, one a line, i
 ``commands.txt``. ``seed_summary.csv`` (mean, std and n over seeds) is recomputed from
 whatever CSVs are there. CSVs made by measuring commands (BLEU, empty check,
 sparsity, ...) are kept as they are; missing ones are reported missing.
+
+Only the runs of the report's scope make its tables and figures (:mod:`.provenance`): those
+trained on the current version of its prepared folder and inside its grid, both named by
+``arelu reproduce`` (its reproduce.json when ``arelu report`` runs alone); the runs left
+out, and those whose data cannot be verified, are named in REPORT.md and on the console.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import sys
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
@@ -20,7 +26,7 @@ from typing import Optional
 import pandas as pd
 
 from arelu_cli.errors import UserError
-from arelu_cli.report import plots, report_md, runs, seeds, tables
+from arelu_cli.report import plots, provenance, report_md, runs, seeds, tables
 from arelu_cli.report.columns import COLUMNS, read_csv, write_csv
 from arelu_cli.report.curves import alpha_relu_curve_rows
 
@@ -34,6 +40,13 @@ class Rebuilt:
     csvs: list[Path] = field(default_factory=list)
     pngs: list[Path] = field(default_factory=list)
     report: Optional[Path] = None
+    notes: list[str] = field(default_factory=list)
+    """One line per reason for runs left out or whose data is not verified."""
+
+
+def warn(line: str) -> None:
+    """The console line of a note (stderr: stdout keeps the list of files written)."""
+    print(f"warning: {line}", file=sys.stderr)
 
 
 def recorded_commands(folder: Path) -> list[str]:
@@ -58,12 +71,15 @@ def _tau_rows(tau_csvs: Sequence[Path]) -> list[dict]:
     return rows
 
 
-def _load(given: Optional[Path], default: Path, option: str) -> list[runs.Run]:
-    """The runs under ``given`` (none there is an error) or under ``default`` (may be none)."""
+def _load(given: Optional[Path], default: Path, option: str, scope: provenance.Scope,
+          sweep: bool = False) -> Optional[provenance.Screened]:
+    """The runs under ``given`` (none there is an error) or under ``default`` (None when
+    there are none), screened for ``scope``."""
     found = runs.load_runs(given or default)
     if given is not None and not found:
         raise UserError(f"{option} {given}: no run folders (with a log.csv) in it")
-    return found
+    where = str(given) if given is not None else default.name
+    return provenance.screen(found, where, scope, sweep) if found else None
 
 
 def seed_summary_rows(folder: Path) -> list[dict]:
@@ -78,33 +94,47 @@ def seed_summary_rows(folder: Path) -> list[dict]:
 
 def regenerate_csvs(folder: Path, runs_dir: Optional[Path] = None,
                     sweep_dir: Optional[Path] = None, gpu_watts: Optional[float] = None,
-                    n_gpus: Optional[int] = None, tau_csvs: Sequence[Path] = ()) -> list[Path]:
+                    n_gpus: Optional[int] = None, tau_csvs: Sequence[Path] = (),
+                    scope: provenance.Scope = provenance.Scope()) -> Rebuilt:
     """Write the CSVs computable here: the alpha-ReLU curves, the training figures and table
-    from run folders, and Table 3 (analytic, plus the rows of ``tau_csvs``)."""
+    from the run folders of ``scope``, and Table 3 (analytic, plus the rows of
+    ``tau_csvs``). A folder whose runs are all left out gets CSVs without rows, so that no
+    earlier CSV keeps their numbers."""
     write_csv(alpha_relu_curve_rows(), folder, "fig_alpha_relu_curves.csv")
-    written = [folder / "fig_alpha_relu_curves.csv"]
-    main = _load(runs_dir, folder / "runs", "--runs")
-    if main:
-        for name, rows in (("fig_training_dynamics.csv", runs.training_dynamics_rows(main)),
-                           ("fig_tau_norm_evolution.csv", runs.tau_norm_rows(main)),
-                           ("training_time.csv", runs.training_time_rows(main, gpu_watts, n_gpus))):
+    out = Rebuilt([folder / "fig_alpha_relu_curves.csv"])
+    main = _load(runs_dir, folder / "runs", "--runs", scope)
+    if main is not None:
+        kept = main.kept
+        for name, rows in (("fig_training_dynamics.csv", runs.training_dynamics_rows(kept)),
+                           ("fig_tau_norm_evolution.csv", runs.tau_norm_rows(kept)),
+                           ("training_time.csv", runs.training_time_rows(kept, gpu_watts, n_gpus))):
             write_csv(rows, folder, name)
-            written.append(folder / name)
-    sweep = _load(sweep_dir, folder / "tau-sweep", "--sweep-runs")
-    if sweep:
-        write_csv(runs.tau_sweep_rows(sweep), folder, "fig_tau_sweep.csv")
-        written.append(folder / "fig_tau_sweep.csv")
+            out.csvs.append(folder / name)
+        out.notes += main.notes
+        stale = provenance.still_measured(folder, main.left_out)
+        out.notes += [stale] if stale else []
+    sweep = _load(sweep_dir, folder / "tau-sweep", "--sweep-runs", scope, sweep=True)
+    if sweep is not None:
+        write_csv(runs.tau_sweep_rows(sweep.kept), folder, "fig_tau_sweep.csv")
+        out.csvs.append(folder / "fig_tau_sweep.csv")
+        out.notes += sweep.notes
     if tau_csvs or not (folder / "table3_tau.csv").is_file():
         write_csv(tables.table3_rows(_tau_rows(tau_csvs)), folder, "table3_tau.csv")
-        written.append(folder / "table3_tau.csv")
+        out.csvs.append(folder / "table3_tau.csv")
     write_csv(seed_summary_rows(folder), folder, "seed_summary.csv")
-    return [*written, folder / "seed_summary.csv"]
+    out.csvs.append(folder / "seed_summary.csv")
+    return out
 
 
 def regenerate(folder: str | Path, commands: Sequence[str] = (), runs_dir: Optional[Path] = None,
                sweep_dir: Optional[Path] = None, gpu_watts: Optional[float] = None,
-               n_gpus: Optional[int] = None, tau_csvs: Sequence[Path] = ()) -> Rebuilt:
+               n_gpus: Optional[int] = None, tau_csvs: Sequence[Path] = (),
+               scope: Optional[provenance.Scope] = None,
+               log: Callable[[str], None] = warn) -> Rebuilt:
     """CSVs, then PNGs, then REPORT.md with the recorded commands followed by ``commands``.
+
+    Runs outside ``scope`` (default: that of the folder's reproduce.json) are left out; each
+    note on them is a line of REPORT.md and goes to ``log``.
 
     ``folder`` must exist: a mistyped name is an error, not a new, empty report. A
     REPORT.md or figure PNG there that arelu did not write is refused before anything is
@@ -117,7 +147,11 @@ def regenerate(folder: str | Path, commands: Sequence[str] = (), runs_dir: Optio
                         "(or make the folder first)")
     plots.check_replaceable(folder)  # a user's file of an output's name: refused before any
     report_md.check_replaceable(folder)  # write, while the CSVs of older figures predate it
-    out = Rebuilt(regenerate_csvs(folder, runs_dir, sweep_dir, gpu_watts, n_gpus, tau_csvs))
+    scope = provenance.recorded_scope(folder) if scope is None else scope
+    out = regenerate_csvs(folder, runs_dir, sweep_dir, gpu_watts, n_gpus, tau_csvs, scope)
     out.pngs = plots.plot_all(folder)
-    out.report = report_md.write_report(folder, [*recorded_commands(folder), *commands])
+    out.report = report_md.write_report(folder, [*recorded_commands(folder), *commands],
+                                        notes=out.notes)
+    for line in out.notes:
+        log(line)
     return out

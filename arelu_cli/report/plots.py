@@ -300,7 +300,18 @@ def check_replaceable(folder: str | Path) -> None:
 
 
 def plot_all(folder: str | Path) -> list[Path]:
-    """Draw the PNG of every figure CSV present in ``folder``; return the PNGs written."""
+    """Draw the PNG of every figure CSV present in ``folder``; return the PNGs written. A
+    CSV without rows (all its runs left out of the report) has no figure: an earlier PNG of
+    it, which shows those runs, is removed."""
     folder = Path(folder)
-    return [draw(folder / name, (folder / name).with_suffix(".png"))
-            for name, draw in FIGURES.items() if (folder / name).is_file()]
+    drawn = []
+    for name, draw in FIGURES.items():
+        csv, png = folder / name, (folder / name).with_suffix(".png")
+        if not csv.is_file():
+            continue
+        if read_csv(folder, name).empty:
+            check_ours(png, png_ours_or_older)
+            png.unlink(missing_ok=True)
+            continue
+        drawn.append(draw(csv, png))
+    return drawn

@@ -103,14 +103,16 @@ def missing_csvs(folder: str | Path) -> list[str]:
 
 
 def render_report(folder: str | Path, commands: Sequence[str], title: str | None = None,
-                  floor: float = QUALITY_FLOOR) -> str:
+                  floor: float = QUALITY_FLOOR, notes: Sequence[str] = ()) -> str:
     """The text of REPORT.md for ``folder``; ``commands`` are the exact commands that made it;
-    below the quality ``floor`` (test BLEU) a model's quality verdicts are withheld."""
+    below the quality ``floor`` (test BLEU) a model's quality verdicts are withheld;
+    ``notes`` (runs left out or unverified: :mod:`.provenance`) follow the introduction."""
     folder = Path(folder)
     head = [f"# {title or 'Reproduction report: ' + folder.name}",
             "Every number below is read from the CSVs of this folder; the paper's numbers are "
             "those of *Speeding Up Entmax* (Tables 1-3, appendix), and every verdict is "
             "computed from the two."]
+    head += ["\n".join(f"- {line}" for line in notes)] if notes else []
     warning = floor_paragraph(below_floor(_rows_or_none(folder, "table1_bleu.csv"), floor), floor)
     head += [warning] if warning else []
     body = [_render(s, folder) for s in sections(folder, floor)]
@@ -134,11 +136,12 @@ def check_replaceable(folder: str | Path) -> None:
     check_ours(Path(folder) / "REPORT.md", marked_markdown(LEGACY))
 
 
-def write_report(folder: str | Path, commands: Sequence[str], title: str | None = None) -> Path:
+def write_report(folder: str | Path, commands: Sequence[str], title: str | None = None,
+                 notes: Sequence[str] = ()) -> Path:
     """Write ``folder/REPORT.md`` atomically and return its path; a REPORT.md that arelu did
     not write is refused (:mod:`arelu_cli.ownership`)."""
-    return write_markdown(Path(folder) / "REPORT.md", render_report(folder, commands, title),
-                          LEGACY)
+    text = render_report(folder, commands, title, notes=notes)
+    return write_markdown(Path(folder) / "REPORT.md", text, LEGACY)
 
 
 __doc__ = f"{__doc__}\n## CSV columns\n\n{catalog_markdown()}"

@@ -1,9 +1,9 @@
 """Training run folders -> the paper's training figures and its training-time table.
 
 A run folder is what ``arelu train`` writes: ``config.json`` (the config plus the resolved
-tau and world size) and ``log.csv`` (:data:`arelu_cli.nmt.train_log.COLUMNS`); a grid trained
-with several seeds keeps one per seed (:mod:`arelu_cli.report.layout`). Every row carries
-its run's seed. Builders:
+tau, world size and the fingerprint of the data it was trained on) and ``log.csv``
+(:data:`arelu_cli.nmt.train_log.COLUMNS`); a grid trained with several seeds keeps one per seed
+(:mod:`arelu_cli.report.layout`). Every row carries its run's seed. Builders:
 
 * :func:`training_dynamics_rows` -- Figs. train_dyn_rel / train_dyn_abs (BLEU, loss vs step
   and vs wall time);
@@ -46,6 +46,11 @@ class Run:
     """Processes that trained (``resolved.world_size``)."""
     log: pd.DataFrame
     signature: str
+    data_path: Optional[str] = None
+    """The prepared folder it was trained on, as its config names it (``data.path``)."""
+    data_fingerprint: Optional[str] = None
+    """That folder's :func:`~arelu_cli.data.prepared.data_fingerprint` when training began
+    (config ``resolved.data_fingerprint``); None for runs from before it was recorded."""
 
 
 def load_run(folder: str | Path, name: Optional[str] = None) -> Run:
@@ -70,7 +75,8 @@ def load_run(folder: str | Path, name: Optional[str] = None) -> Run:
     tau = resolved.get("tau") if "relu" in transform else None
     seed = signature_field(sig, "seed")
     return Run(name or folder.name, corpus, transform, None if seed is None else int(seed), tau,
-               int(resolved.get("world_size", 1)), log, sig)
+               int(resolved.get("world_size", 1)), log, sig, config["data"].get("path"),
+               resolved.get("data_fingerprint"))
 
 
 def find_runs(parent: str | Path) -> list[Path]:

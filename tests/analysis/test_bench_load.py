@@ -97,3 +97,26 @@ def test_bad_options_are_refused_before_anything_starts(tiny_corpus, tmp_path, s
                                       str(_recipe(tmp_path, tiny_corpus)), *args])
     assert result.exit_code != 0 and not spied
     assert message in str(result.exception)
+
+
+def test_rows_carry_the_label_smoothing_that_training_uses(tiny_corpus, tiny_config, monkeypatch,
+                                                          one_thread):
+    """The steps are the trainer's own (its loss smooths to ``[train] label_smoothing``); the
+    rows say so. No competitor process: its speed is not what is checked here."""
+    from arelu_cli.registry import OutputTransform
+
+    seen, original = set(), OutputTransform.loss
+
+    def loss(self, *args, **options):
+        seen.add((self.name, options.get("label_smoothing", 0.0)))
+        return original(self, *args, **options)
+    monkeypatch.setattr(OutputTransform, "loss", loss)
+    monkeypatch.setattr(bench_load, "competitor",
+                        lambda *args: contextlib.nullcontext(object()))
+    monkeypatch.setattr(bench_load, "loaded", lambda proc: contextlib.nullcontext())
+    rows = bench_load.bench_under_load(tiny_config(tiny_corpus, label_smoothing=0.1),
+                                       ["1.5-relu"], steps=1, warmup=0, device_name="cpu",
+                                       policy=Policy(window=1))
+    assert seen == {("1.5-relu", 0.1)}
+    assert [r["label_smoothing"] for r in rows] == [0.1, 0.1]
+    assert all("label_smoothing:0.1" in r["signature"] for r in rows)

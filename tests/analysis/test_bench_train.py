@@ -77,3 +77,37 @@ def test_bf16_logits_reach_the_loss_uncopied_only_where_the_registry_allows(
     bench_train(tiny_config(tiny_corpus, precision="bf16"), ["1.5-relu"], repeats=1,
                 device_name="cpu", warmup=0)
     assert seen == {("softmax", torch.float32), ("1.5-relu", torch.bfloat16)}
+
+
+@pytest.fixture
+def smoothing_seen(monkeypatch):
+    """The ``(transform, label_smoothing)`` of every call to an output transform's loss."""
+    from arelu_cli.registry import OutputTransform
+
+    seen, original = set(), OutputTransform.loss
+
+    def loss(self, *args, **options):
+        seen.add((self.name, options.get("label_smoothing", 0.0)))
+        return original(self, *args, **options)
+    monkeypatch.setattr(OutputTransform, "loss", loss)
+    return seen
+
+
+def test_the_timed_step_uses_the_recipes_label_smoothing(tiny_corpus, tiny_config,
+                                                         smoothing_seen, one_thread):
+    rows = bench_train(tiny_config(tiny_corpus, label_smoothing=0.1), ["1.5-relu"], repeats=1,
+                       device_name="cpu", warmup=0)
+    assert smoothing_seen == {("softmax", 0.1), ("1.5-relu", 0.1)}
+    assert [r["label_smoothing"] for r in rows] == [0.1, 0.1]
+    assert all("label_smoothing:0.1" in r["signature"] for r in rows)
+    smoothing_seen.clear()
+    rows = bench_train(tiny_config(tiny_corpus), ["1.5-relu"], repeats=1, device_name="cpu",
+                       warmup=0)
+    assert smoothing_seen == {("softmax", 0.0), ("1.5-relu", 0.0)}
+    assert all("label_smoothing" not in r["signature"] for r in rows)
+
+
+def test_fused_rows_are_refused_with_label_smoothing(tiny_corpus, tiny_config):
+    with pytest.raises(UserError, match="drop --fused"):
+        bench_train(tiny_config(tiny_corpus, label_smoothing=0.1), ["1.5-relu"], repeats=1,
+                    device_name="cpu", fused=True)

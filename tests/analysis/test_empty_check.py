@@ -8,9 +8,11 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
+from arelu_cli import checkpoint
 from arelu_cli.analysis.empty_check import check_split, measure
-from arelu_cli.cli import app
-from arelu_cli.nmt.inference import decode_config, decode_sources, open_checkpoint
+from arelu_cli.cli import app, main
+from arelu_cli.errors import UserError
+from arelu_cli.nmt.inference import decode_config, decode_sources, open_checkpoint, resolve_checkpoint
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -72,3 +74,39 @@ def test_cli_writes_one_row_per_checkpoint_and_split(toy_runs, tmp_path):
     lines = out.read_text().splitlines()
     assert len(lines) == 3 and lines[0].startswith("transform,alpha,tau,split,renormalize")
     assert (tmp_path / "empty_sentences.csv").read_text().count("\n") == 17
+
+
+
+def _nan_checkpoint(run, path):
+    """A copy of ``run``'s checkpoint with every weight NaN (a run that diverged)."""
+    ckpt = checkpoint.load(resolve_checkpoint(run))
+    for key in ("model", "average"):
+        if ckpt.get(key) is not None:
+            ckpt[key] = {k: v.clone().fill_(math.nan) if v.is_floating_point() else v
+                         for k, v in ckpt[key].items()}
+    return checkpoint.save({k: v for k, v in ckpt.items() if k != "format"}, path)
+
+
+@pytest.mark.parametrize("name, beam", [("softmax", 1), ("1.5-entmax", 2), ("1.5-relu", 2)])
+def test_nan_weights_are_a_one_line_error(toy_runs, tmp_path, monkeypatch, capsys, name, beam):
+    nan, out = _nan_checkpoint(toy_runs[name], tmp_path / "nan.pt"), tmp_path / "empty.csv"
+    monkeypatch.setattr("sys.argv", [
+        "arelu", "empty-check", "--checkpoint", str(nan), "--split", "dev", "--beam", str(beam),
+        "--max-sentences", "4", "--device", "cpu", "--out", str(out)])
+    with pytest.raises(SystemExit) as exited:
+        main()
+    err = capsys.readouterr().err
+    assert exited.value.code == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert "NaN logits" in err and "weights are not finite" in err and not out.exists()
+
+
+def test_nan_logits_of_the_empty_translation_are_refused(toy_runs, monkeypatch):
+    """Scoring the empty translation refuses NaN logits itself, not only through decoding."""
+    decoder = open_checkpoint(toy_runs["softmax"], device="cpu")
+    forward = decoder.model.forward
+
+    def nan_forward(*args, **kwargs):  # the teacher-forced pass only; decoding runs step()
+        return forward(*args, **kwargs).fill_(math.nan)
+    monkeypatch.setattr(decoder.model, "forward", nan_forward)
+    with pytest.raises(UserError, match="NaN logits while scoring"):
+        check_split(decoder, "dev", decode_config(decoder, beam=2), indices=np.arange(3))

@@ -74,3 +74,18 @@ def test_cli_writes_csv_and_png(toy_runs, tmp_path):
     assert set(frame["along"]) == {"reference", "beam"} and set(frame["split"]) == {"test", "train"}
     assert set(frame["transform"]) == {"1.5-relu", "1.5-entmax"}
     assert (tmp_path / "sparsity.png").stat().st_size > 1000
+
+
+@pytest.mark.parametrize("name", ["softmax", "1.5-entmax", "1.5-relu"])
+def test_nan_weights_are_refused_not_counted(toy_runs, name):
+    """Teacher-forced on the references no decoding runs first to notice NaN logits: the
+    steps refuse them themselves instead of counting NaN outputs as non-zero."""
+    from arelu_cli.errors import UserError
+
+    decoder = open_checkpoint(toy_runs[name], device="cpu")
+    with torch.no_grad():
+        for param in decoder.model.parameters():
+            param.fill_(float("nan"))
+    with pytest.raises(UserError, match="NaN logits while measuring its outputs"):
+        zero_counts(decoder, "test", "reference", decode_config(decoder, beam=2),
+                    indices=np.arange(4))

@@ -246,3 +246,23 @@ def test_nan_logits_stop_decoding_with_a_user_error(engine, name, beam, renormal
             greedy(model, src, transform, **kwargs)
         else:
             beam_search(model, src, transform, beam=beam, **kwargs)
+
+
+def _nan_weights(model):
+    """A checkpoint that diverged: every weight NaN."""
+    with torch.no_grad():
+        for param in model.parameters():
+            param.fill_(math.nan)
+    return model
+
+
+@pytest.mark.parametrize("name", ["softmax", "1.5-entmax", "sparsemax", "1.5-entmax-k100",
+                                  "1.5-entmax-bisect", "1.5-relu"])
+@pytest.mark.parametrize("renormalize", [False, True])
+def test_nan_weights_stop_teacher_forced_scoring_with_a_user_error(name, renormalize):
+    model, src = _nan_weights(_model()), _sources()
+    forced = target_tensors([Hypothesis([5, 6], 0.0, ended=True)] * 5, bos_id=BOS, eos_id=EOS,
+                            pad_id=PAD)
+    with pytest.raises(UserError, match="NaN logits while scoring: its weights are not finite"):
+        sequence_scores(model, src, *forced, get_transform(name, tau=0.1),
+                        renormalize=renormalize)

@@ -12,11 +12,12 @@ from typer.testing import CliRunner
 
 from arelu_cli.cli import app, main
 from arelu_cli.data.prepare import PrepareRequest, prepare
-from arelu_cli.nmt.decode import beam_search, max_lengths
+from arelu_cli.nmt.decode import Hypothesis, beam_search, max_lengths
 from arelu_cli.data.textio import read_text_lines
-from arelu_cli.nmt.inference import (cut, decode_config, decode_sources, encode_lines, one_line,
-                                     open_checkpoint, pad_sources, translate,
-                                     truncation_warning)
+from arelu_cli.errors import UserError
+from arelu_cli.nmt.inference import (Translation, cut, decode_config, decode_sources, encode_lines,
+                                     meta_path, one_line, open_checkpoint, pad_sources,
+                                     translate, truncation_warning, write_translation)
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -203,3 +204,63 @@ def test_out_onto_the_input_file_is_refused_and_the_input_kept(monkeypatch, caps
                           "--input", source, "--out", source)
     assert code == 2 and "overwrite the source" in captured.err
     assert source.read_text(encoding="utf-8") == "ein hund\n"
+
+
+def _translation(input_name=None, lines=("a house",)):
+    """What :func:`translate` returns, without a model: enough for :func:`write_translation`."""
+    meta = {"checkpoint": "run/best.pt", "input": input_name, "split": None,
+            "transform": "softmax", "beam": 1, "signature": "transform:softmax"}
+    return Translation(list(lines), [[Hypothesis([4], -1.0)] for _ in lines], 1.0, meta, [], 10)
+
+
+def test_write_translation_never_overwrites_its_input(tmp_path):
+    source = tmp_path / "x.de"
+    source.write_text("ein hund\n", encoding="utf-8")
+    with pytest.raises(UserError, match="would overwrite the --input file"):
+        write_translation(_translation(str(source)), source)
+    link = tmp_path / "link.de"  # another name of the same file
+    link.hardlink_to(source)
+    with pytest.raises(UserError, match="would overwrite the --input file"):
+        write_translation(_translation(str(source)), link)
+    meta_input = tmp_path / "y.txt.json"  # OUT.json would be the input
+    meta_input.write_text("the source\n", encoding="utf-8")
+    with pytest.raises(UserError, match="would overwrite the --input file"):
+        write_translation(_translation(str(meta_input)), tmp_path / "y.txt")
+    assert source.read_text(encoding="utf-8") == "ein hund\n"
+    assert meta_input.read_text(encoding="utf-8") == "the source\n"
+    assert not (tmp_path / "y.txt").exists() and not (tmp_path / "x.de.json").exists()
+
+
+@pytest.mark.parametrize("files", [
+    {"out.txt": "my own translation\n"},  # no OUT.json: a user's file
+    {"out.txt": "my own translation\n", "out.txt.json": '{"note": "mine"}'},
+    {"out.txt.json": '{"note": "mine"}'},  # OUT.json alone is a user's JSON too
+    {"out.txt": "mine\n", "out.txt.json": "not json"},
+])
+def test_write_translation_refuses_a_file_it_did_not_write(tmp_path, files):
+    for name, text in files.items():
+        (tmp_path / name).write_text(text, encoding="utf-8")
+    with pytest.raises(UserError, match="not written by arelu translate.*choose another --out"):
+        write_translation(_translation(), tmp_path / "out.txt")
+    assert {p.name: p.read_text(encoding="utf-8") for p in tmp_path.iterdir()} == files
+
+
+def test_write_translation_replaces_its_own_output_and_an_empty_file(tmp_path):
+    out = tmp_path / "out.txt"
+    out.write_text("", encoding="utf-8")  # nothing in it to lose
+    write_translation(_translation(lines=["first"]), out)
+    assert out.read_text(encoding="utf-8") == "first\n"
+    write_translation(_translation(lines=["second"]), out)  # its own, with OUT.json
+    assert out.read_text(encoding="utf-8") == "second\n"
+    assert json.loads(meta_path(out).read_text())["sentences_per_s"] == 1.0
+
+
+def test_cli_refuses_to_replace_a_users_file(monkeypatch, capsys, toy_runs, tmp_path):
+    source, out = tmp_path / "x.de", tmp_path / "notes.txt"
+    source.write_text("ein hund\n", encoding="utf-8")
+    out.write_text("my notes\n", encoding="utf-8")
+    code, captured = _run(monkeypatch, capsys, "translate", "--checkpoint", toy_runs["softmax"],
+                          "--input", source, "--out", out, "--beam", "1", "--device", "cpu")
+    assert code == 2 and "not written by arelu translate" in captured.err
+    assert "Traceback" not in captured.err and len(captured.err.strip().splitlines()) == 1
+    assert out.read_text(encoding="utf-8") == "my notes\n" and not meta_path(out).exists()

@@ -1,5 +1,6 @@
 """``arelu reproduce`` on a tiny recipe: every CSV with its columns, PNGs and REPORT.md; a
-second call skips every step; lost outputs and an unfinished run are redone."""
+second call skips every step; lost outputs and an unfinished run are redone; runs trained on
+another version of the prepared corpus are moved aside and trained again."""
 
 from __future__ import annotations
 
@@ -15,10 +16,15 @@ from rich.console import Console
 
 from arelu_cli.cli import main
 from arelu_cli.config import RECIPES, load_config, resolve_recipe
+from arelu_cli.data.prepare import PrepareRequest, prepare
 from arelu_cli.errors import UserError
 from arelu_cli.report.columns import COLUMNS
+from arelu_cli.report.layout import find_run_dirs
 from arelu_cli.pipeline.grid import grid_seeds
-from arelu_cli.pipeline.reproduce import Request, load_request_config, parse_seeds, reproduce
+from arelu_cli.pipeline.reproduce import (Request, current_fingerprint, load_request_config,
+                                          move_aside, parse_seeds, recorded_fingerprint,
+                                          reproduce, stale_data)
+from arelu_cli.nmt.train import SUMMARY
 
 SCORED_BY_HAND = {"table_human_eval.csv", "human_eval_kappa.csv"}  # need filled sheets
 
@@ -310,3 +316,112 @@ def test_the_toy_recipe_is_a_step_budget():
     config = load_config(resolve_recipe("toy"))
     assert config.train.max_minutes == 0 and config.reproduce.train_minutes == 0
     assert config.train.max_steps >= 500 and config.train.precision == "fp32"
+
+
+# After the prepared corpus changed: runs trained on the old version (finished or half
+# trained) are moved to stale/, never deleted nor reported, and trained again, and their
+# translations and Table 1 are redone; runs recording no fingerprint stay.
+
+
+def _prepare(out: Path, seed: int, eval_size: int) -> str:
+    """A toy corpus (``force``: replacing the one there); returns its data fingerprint."""
+    prepare(PrepareRequest("toy", out, train_size=600, eval_size=eval_size, toy_vocab=150,
+                           merges=200, seed=seed, force=True))
+    found = current_fingerprint(out)
+    assert found is not None
+    return found
+
+
+def _call(request: Request) -> tuple[str, set[str]]:
+    """One reproduce: its console text (one line per console line) and the steps it ran."""
+    console = Console(record=True, width=100)
+    reproduce(request, console)
+    text = console.export_text()
+    return text, set(re.findall(r"^(.+): \d+ s$", text, re.M))
+
+
+def _moved_line(text: str, run: str, old: str, out: Path) -> str:
+    lines = [line for line in text.splitlines() if line.startswith(str(out / run) + " was")]
+    assert len(lines) == 1, text
+    assert f"(data fingerprint {old[:12]}, now " in lines[0]
+    assert lines[0].endswith(f"moved to {out / 'stale' / f'data-{old[:12]}' / run}, "
+                             "training it again")
+    return lines[0]
+
+
+def test_runs_of_another_data_version_are_moved_aside_and_trained_again(tmp_path, tiny_model,
+                                                                      one_thread, monkeypatch):
+    monkeypatch.setattr("arelu_cli.report.plots.plot_all", lambda folder: [])  # tested above
+    data = tmp_path / "toy"
+    first = _prepare(data, seed=0, eval_size=12)
+    recipe = write_recipe(tmp_path / "tiny.toml", data, tiny_model, transforms=["softmax"],
+                          tau_sweep=[0.3], sweep_steps=1, beams=[1])
+    request = Request(recipe, tmp_path / "results", device="cpu")
+    out = request.out
+    _call(request)
+    run, sweep = out / "runs" / "softmax", out / "tau-sweep" / "tau-0.3"
+    assert recorded_fingerprint(run) == recorded_fingerprint(sweep) == first
+
+    # The corpus is prepared again with other options: another version, 16 test sentences.
+    second = _prepare(data, seed=1, eval_size=16)
+    assert second != first
+    text, redone = _call(request)
+    _moved_line(text, "runs/softmax", first, out)
+    _moved_line(text, "tau-sweep/tau-0.3", first, out)
+    old = out / "stale" / f"data-{first[:12]}"
+    for kept in (old / "runs" / "softmax", old / "tau-sweep" / "tau-0.3"):
+        assert recorded_fingerprint(kept) == first and (kept / "last.pt").is_file()
+        assert (kept / SUMMARY).is_file()
+    assert recorded_fingerprint(run) == recorded_fingerprint(sweep) == second
+    assert json.loads((run / SUMMARY).read_text())["steps"] == 6
+    assert {"train softmax", "tau sweep 0.3", "translate softmax (beam 2)",
+            "score (Table 1)"} <= redone
+    # Table 1 is of the new model on the new test set: 16 sentences, not the old 12.
+    hyps = (out / "translations" / "softmax.test.txt").read_text(encoding="utf-8")
+    assert len(hyps.splitlines()) == 16
+    assert pd.read_csv(out / "table1_significance.csv")["sentences"].tolist() == [16]
+    assert (out / "table1_bleu.csv").stat().st_mtime_ns >= (run / "best.pt").stat().st_mtime_ns
+    # What a report reads holds no stale run.
+    assert find_run_dirs(out / "runs") == [run] and find_run_dirs(out / "tau-sweep") == [sweep]
+
+    # A run killed before its end (last.pt, no summary) of an older version is not resumed
+    # on the new data (nor refused): it is moved aside and trained from the start.
+    (run / SUMMARY).unlink()
+    third = _prepare(data, seed=2, eval_size=16)
+    text, redone = _call(request)
+    _moved_line(text, "runs/softmax", second, out)
+    assert not (out / "stale" / f"data-{second[:12]}" / "runs" / "softmax" / SUMMARY).exists()
+    assert recorded_fingerprint(run) == third and (run / SUMMARY).is_file()
+    assert "train softmax" in redone and "translate softmax (beam 2)" in redone
+
+    # Nothing changed: every step is skipped, nothing more is moved.
+    text, redone = _call(request)
+    assert not redone and "moved to" not in text
+
+
+def _run(folder: Path, fingerprint: str | None) -> Path:
+    folder.mkdir(parents=True)
+    resolved = {} if fingerprint is None else {"data_fingerprint": fingerprint}
+    (folder / "config.json").write_text(json.dumps({"resolved": resolved}))
+    (folder / "last.pt").write_text("weights")
+    return folder
+
+
+def test_a_run_recording_no_fingerprint_is_kept_and_moves_never_overwrite(tmp_path):
+    data = tmp_path / "toy"
+    data.mkdir()
+    (data / "meta.json").write_text(json.dumps({"corpus": "toy", "checksums": {"a": "1"}}))
+    now = current_fingerprint(data)
+    out = tmp_path / "results"
+    assert stale_data(_run(out / "runs" / "legacy", None), data) is None  # cannot be told
+    assert stale_data(_run(out / "runs" / "current", now), data) is None
+    assert stale_data(_run(out / "runs" / "broken", None), tmp_path / "nothing") is None
+    (out / "runs" / "broken" / "config.json").write_text("{not json")
+    assert recorded_fingerprint(out / "runs" / "broken") is None
+    assert stale_data(_run(out / "runs" / "old", "ab" * 32), data) == "ab" * 32
+    first = move_aside(out / "runs" / "old", out, "ab" * 32)
+    assert first == out / "stale" / f"data-{'ab' * 6}" / "runs" / "old"
+    again = move_aside(_run(out / "runs" / "old", "ab" * 32), out, "ab" * 32)
+    assert again == out / "stale" / f"data-{'ab' * 6}-2" / "runs" / "old"
+    assert (first / "last.pt").is_file() and (again / "last.pt").is_file()
+    assert not (out / "runs" / "old").exists()

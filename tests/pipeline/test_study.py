@@ -5,6 +5,7 @@ a tiny study end to end, with every CSV and REPORT.md."""
 from __future__ import annotations
 
 import dataclasses
+import io
 import json
 from pathlib import Path
 
@@ -15,8 +16,8 @@ from rich.console import Console
 from arelu_cli.nmt import checkpoint
 from arelu_cli.config import load_config
 from arelu_cli.errors import UserError
-from arelu_cli.pipeline.study import (continue_copy, done, equal_time_steps, run_folder, study, sweep,
-                                      train_all, translation_path)
+from arelu_cli.pipeline.study import (continue_copy, done, equal_time_steps, record_selection,
+                                      run_folder, study, sweep, train_all, translation_path)
 from arelu_cli.pipeline.sweep import Point
 from arelu_cli.nmt.train import SUMMARY
 
@@ -122,6 +123,50 @@ def test_a_run_with_its_translations_needs_no_checkpoint(tmp_path):
     train_all(config, tmp_path, trainer, QUIET, lambda: {"softmax": 1.0},
               lambda c, items, con: None)
     assert [c[0] for c in calls] == [run.folder]  # only the run missing an output retrains
+
+
+
+def test_a_changed_selection_is_announced_and_the_old_one_kept(tmp_path):
+    config = _config(**{"sweep": {"transforms": ["softmax"], "label_smoothing": [0.0]},
+                        "study": {"seeds": [1, 2], "convergence_steps": 9,
+                                  "borrow": ["sparsemax=softmax"]}})
+    trainer, ms = _fake_trainer(lambda t: t.lr, []), lambda: {"softmax": 1.0, "sparsemax": 1.0}
+
+    def sitting():
+        console = Console(file=io.StringIO(), width=400)
+        selected, _ = train_all(config, tmp_path, trainer, console, ms,
+                                lambda c, items, con: None)
+        return selected, console.file.getvalue()
+    assert sitting()[0] == {"softmax": Point(2.0, 4, 0.0)}  # lr 2 has the higher dev BLEU
+    first = (tmp_path / "selected.json").read_text()
+    trained_before = sorted(tmp_path.rglob(SUMMARY))
+    # the lr-1 run turns out better (say it finished later): the selection moves
+    lr1 = run_folder(tmp_path, "softmax", Point(1.0, 4, 0.0), 1, 1) / SUMMARY
+    lr1.write_text(json.dumps(json.loads(lr1.read_text()) | {"best_bleu": 99.0}))
+    selected, said = sitting()
+    assert selected == {"softmax": Point(1.0, 4, 0.0)}
+    assert "warning" in said and "selects lr-1_warmup-4_ls-0 for softmax, not lr-2_warmup-4_ls-0"\
+        in said and "sparsemax, which borrow it" in said
+    kept = list(tmp_path.glob("selected-*.json"))
+    assert len(kept) == 1 and kept[0].read_text() == first and kept[0].name in said
+    assert json.loads((tmp_path / "selected.json").read_text())["softmax"]["run"] == \
+        "lr-1_warmup-4_ls-0"
+    assert all(path.is_file() for path in trained_before)  # no run deleted
+    assert (run_folder(tmp_path, "softmax", Point(2.0, 4, 0.0), 2, 1) / SUMMARY).is_file()
+    assert sitting()[1] == "" and len(list(tmp_path.glob("selected-*.json"))) == 1  # same: quiet
+
+
+
+def test_a_dropped_transform_and_an_unreadable_selection_are_announced(tmp_path):
+    config, console = _config(), Console(file=io.StringIO(), width=400)
+    (tmp_path / "selected.json").write_text(json.dumps({"softmax": {"run": "lr-1"}}))
+    record_selection(config, tmp_path, {}, console)
+    assert "nothing (not in [sweep] transforms) for softmax, not lr-1" in console.file.getvalue()
+    (tmp_path / "selected.json").write_text("not json")
+    record_selection(config, tmp_path, {"softmax": Point(1.0, 4, 0.0)}, console)
+    assert "could not be read" in console.file.getvalue()
+    kept = sorted(p.read_text() for p in tmp_path.glob("selected-*.json"))
+    assert kept == ["not json", '{"softmax": {"run": "lr-1"}}']  # two copies, none replaced
 
 
 def test_continue_copy_links_checkpoints_and_leaves_the_source_alone(tmp_path):

@@ -12,15 +12,19 @@ from arelu_cli.nmt.train_log import append_row
 
 def write_run(folder: Path, transform: str, tau: float | None = None, steps: int = 40,
               valid_every: int = 20, world_size: int = 1, bleu_gain: float = 1.0,
-              seed: int = 1) -> Path:
+              seed: int = 1, data: str = "data/toy", fingerprint: str | None = None,
+              corpus: str = "toy") -> Path:
     """A run logging every 10 steps (2 s and 1000 tokens/s each), validating every
     ``valid_every`` steps with BLEU ``bleu_gain * step / 10``; ||z|| grows by 1 per row,
-    1.5-entmax's tau(z) by 0.01, alpha-ReLU's tau is fixed."""
+    1.5-entmax's tau(z) by 0.01, alpha-ReLU's tau is fixed. Trained on ``corpus`` in the
+    prepared folder ``data``, whose data fingerprint it records when one is given."""
     folder.mkdir(parents=True)
-    config = {"data": {"path": "data/toy"}, "train": {"transform": transform, "tau": tau},
-              "resolved": {"tau": tau, "world_size": world_size}}
+    resolved = {"tau": tau, "world_size": world_size}
+    resolved |= {"data_fingerprint": fingerprint} if fingerprint is not None else {}
+    config = {"data": {"path": data}, "train": {"transform": transform, "tau": tau},
+              "resolved": resolved}
     (folder / "config.json").write_text(json.dumps(config))
-    sig = f"transform:{transform}|data:toy|recipe:toy|seed:{seed}"
+    sig = f"transform:{transform}|data:{corpus}|recipe:toy|seed:{seed}"
     for i, step in enumerate(range(10, steps + 1, 10)):
         tau_z = 0.2 + 0.01 * i
         row = {"step": step, "epoch": step / 100, "wall_s": 2.0 * step / 10,
