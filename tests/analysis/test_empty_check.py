@@ -8,7 +8,7 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from arelu_cli import checkpoint
+from arelu_cli.nmt import checkpoint
 from arelu_cli.analysis.empty_check import check_split, measure
 from arelu_cli.cli import app, main
 from arelu_cli.errors import UserError
