@@ -55,7 +55,7 @@ def test_rows_per_model_and_beam(toy_runs):
 
 
 @pytest.mark.parametrize("text, message", [("1,x", "comma-separated integers"),
-                                           ("0,2", "at least 1"), ("", "at least 1")])
+                                           ("0,2", "at least 1"), ("", "at least one value")])
 def test_bad_beams(text, message):
     with pytest.raises(UserError, match=message):
         parse_beams(text)
