@@ -1,7 +1,7 @@
 """Which output files arelu made: it replaces only those, never a user's file of the same name.
 
-CSVs carry their own proof (a ``signature`` column or the command's exact header,
-:func:`arelu_cli.results.check_replaceable`). The other outputs carry a mark: a Markdown
+CSVs carry their own proof: the writer's exact header
+(:func:`arelu_cli.results.check_replaceable`). The other outputs carry a mark: a Markdown
 report ends with :data:`MD_MARK` (an HTML comment, invisible when rendered) and a PNG has
 ``Software: arelu ...`` in its metadata (:func:`png_metadata`). Files written before the
 mark existed are recognized by what those versions always wrote: a given phrase in a

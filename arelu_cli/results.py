@@ -151,24 +151,37 @@ def csv_header(path: Path) -> list[str] | None:
 
 
 def check_replaceable(path: Path, columns: Sequence[str]) -> None:
-    """Refuse to replace a file this tool did not write: an existing non-empty file must be
-    a CSV with exactly ``columns`` (an earlier run of the same command) or one with a
-    ``signature`` column (every results CSV of arelu has one)."""
-    header = csv_header(path)
-    if header is None or header == list(columns) or "signature" in header:
+    """Refuse to replace a file this writer did not write: an existing non-empty file must be
+    a CSV whose header is exactly ``columns`` (an earlier run of the same writer), or
+    ``columns`` less its ``seed`` when they end with ``signature`` (the same file as arelu
+    wrote it before its results had a seed column; the signature holds the seed). A header
+    that merely has a ``signature`` column is not enough: every arelu CSV has one, and
+    another command's file (``arelu score``'s scores, say) would be lost."""
+    header, columns = csv_header(path), list(columns)
+    if header is None or header == columns:
+        return
+    if "seed" in columns and columns[-1:] == ["signature"] and \
+            header == [c for c in columns if c != "seed"]:
         return
     raise UserError(f"{path} exists and is not a CSV this command writes (header "
                     f"{','.join(header)[:60]!r}); choose another --out or move that file away")
 
 
-def write_frame(frame: pd.DataFrame, path: str | Path) -> pd.DataFrame:
-    """Write a DataFrame to a CSV atomically, replacing only a CSV of this tool."""
-    path = Path(path)
+def write_rows(rows: Iterable[Mapping[str, object]], path: str | Path,
+               columns: Sequence[str] | None = None) -> pd.DataFrame:
+    """Write measurement rows to a CSV atomically and return them as a DataFrame: the one way
+    arelu writes a results CSV. ``columns`` fixes the columns and their order (the catalog
+    of :mod:`arelu_cli.report.columns`; a header even without rows) and a row with other
+    keys is a bug in its builder: ValueError. Without it the columns are the rows' keys in
+    order of appearance. An existing file is replaced only when it is a CSV of these
+    columns (:func:`check_replaceable`)."""
+    rows, path = list(rows), Path(path)
+    if columns is not None:
+        for row in rows:
+            if set(row) != set(columns):
+                raise ValueError(f"{path.name}: row columns {sorted(row)} differ from "
+                                 f"{list(columns)}")
+    frame = pd.DataFrame(rows, columns=None if columns is None else list(columns))
     check_replaceable(path, [str(c) for c in frame.columns])
     atomic_write_text(path, frame.to_csv(index=False))
     return frame
-
-
-def write_rows(rows: Iterable[Mapping[str, object]], path: str | Path) -> pd.DataFrame:
-    """Write measurement rows to a CSV atomically and return them as a DataFrame."""
-    return write_frame(pd.DataFrame(list(rows)), path)

@@ -5,6 +5,7 @@ import os
 import pandas as pd
 import pytest
 
+from arelu_cli.analysis.score import COLUMNS as SCORE_COLUMNS, append_row
 from arelu_cli.errors import UserError
 from arelu_cli.results import atomic_write_text, signature, write_rows
 
@@ -49,7 +50,8 @@ def test_new_files_follow_the_umask_and_replaced_files_keep_their_mode(tmp_path,
         assert new.stat().st_mode & 0o777 == mode and new.read_text() == "b"
 
 
-@pytest.mark.parametrize("existing", ["x,y\n1,2\n", "x\n", "notes without commas\n"])
+@pytest.mark.parametrize("existing", ["x,y\n1,2\n", "x\n", "notes without commas\n",
+                                      "a,b,signature\n1,2,s\n", "a,b,c\n1,2,3\n", "b,a\n1,2\n"])
 def test_write_rows_never_replaces_a_file_it_did_not_write(tmp_path, existing):
     path = tmp_path / "mine.csv"
     path.write_text(existing)
@@ -58,12 +60,48 @@ def test_write_rows_never_replaces_a_file_it_did_not_write(tmp_path, existing):
     assert path.read_text() == existing
 
 
-@pytest.mark.parametrize("existing", ["a,b\n1,2\n", "other,signature\n1,s\n", ""])
+def test_another_commands_results_csv_is_never_replaced(tmp_path):
+    """A results CSV has a signature column whichever command wrote it: that is no licence to
+    replace it (``arelu empty-check --out scores.csv`` would lose ``arelu score``'s rows)."""
+    scores = tmp_path / "scores.csv"
+    append_row({c: "1" for c in SCORE_COLUMNS}, scores)
+    before = scores.read_bytes()
+    empty_check_rows = [{"transform": "softmax", "split": "dev", "n_sentences": 3,
+                         "percent_empty": 0.0, "signature": "transform:softmax"}]
+    with pytest.raises(UserError, match="choose another --out"):
+        write_rows(empty_check_rows, scores)
+    assert scores.read_bytes() == before
+
+
+@pytest.mark.parametrize("existing", ["a,b\n1,2\n", ""])
 def test_write_rows_replaces_its_own_csvs(tmp_path, existing):
     path = tmp_path / "rows.csv"
     path.write_text(existing)
     write_rows([{"a": 1.5, "b": "x"}], path)
     assert path.read_text() == "a,b\n1.5,x\n"
+
+
+def test_a_csv_from_before_the_seed_column_is_replaced_by_its_writer(tmp_path):
+    """The same columns less ``seed`` (the signature holds it) are an earlier arelu's file."""
+    path, columns = tmp_path / "table.csv", ("transform", "seed", "bleu", "signature")
+    path.write_text("transform,bleu,signature\nsoftmax,1.0,transform:softmax|seed:1\n")
+    write_rows([{"transform": "softmax", "seed": 1, "bleu": 2.0, "signature": "s"}], path, columns)
+    assert path.read_text() == "transform,seed,bleu,signature\nsoftmax,1,2.0,s\n"
+    path.write_text("transform,bleu\nsoftmax,1.0\n")  # no signature, no seed in it
+    with pytest.raises(UserError, match="not a CSV this command writes"):
+        write_rows([{"transform": "softmax", "seed": 1, "bleu": 2.0, "signature": "s"}], path,
+                   columns)
+
+
+def test_given_columns_order_the_csv_and_refuse_other_rows(tmp_path):
+    path = tmp_path / "rows.csv"
+    assert list(write_rows([{"b": 1, "a": 2}], path, ("a", "b")).columns) == ["a", "b"]
+    assert path.read_text() == "a,b\n2,1\n"
+    write_rows([], path, ("a", "b"))
+    assert path.read_text() == "a,b\n"
+    for row in ({"a": 1}, {"a": 1, "b": 2, "c": 3}):
+        with pytest.raises(ValueError, match="differ"):
+            write_rows([row], path, ("a", "b"))
 
 
 @pytest.mark.parametrize("where, message", [

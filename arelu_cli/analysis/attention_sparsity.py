@@ -15,6 +15,10 @@ teacher-forced on the reference. Per checkpoint, split, walk, kind (``encoder`` 
 * ``queries`` / ``empty_queries``: query rows of one head, and those whose weights are all
   zero, i.e. whose attention outputs the zero vector (alpha-ReLU's empty support).
 
+NaN weights (a checkpoint whose weights are not finite) are never counted as non-zero: they
+are a one-line :class:`UserError` (:func:`refuse_nan`), as NaN output logits are
+(:func:`arelu_cli.nmt.decode.refuse_nan`).
+
 :func:`heatmap_rows` gives the head-averaged cross-attention of a few sentences, target
 step x source token, per layer, for :func:`arelu_cli.report.plots.plot_attention_heatmaps`;
 :func:`run` writes both CSVs for a list of checkpoints.
@@ -75,6 +79,30 @@ def visible_pairs(kind: str, src_real: torch.Tensor, keep: torch.Tensor) -> torc
     return keep[:, None, :, None] & past
 
 
+NAN_WEIGHTS = ("the model gave NaN attention weights while measuring attention sparsity: its "
+               "weights are not finite (a run that diverged?); use an earlier checkpoint of it")
+
+
+def refuse_nan(weights: torch.Tensor, visible: torch.Tensor | None = None) -> None:
+    """A one-line :class:`UserError` when ``weights`` hold a NaN (where ``visible``)."""
+    nan = torch.isnan(weights)
+    if bool((nan & visible if visible is not None else nan).any()):
+        raise UserError(NAN_WEIGHTS)
+
+
+@contextmanager
+def nan_scores_refused(model: Transformer) -> Iterator[None]:
+    """The sort-based attention transforms (entmax, sparsemax) fail with an index error on
+    NaN scores instead of giving NaN weights: that too is :data:`NAN_WEIGHTS` when the
+    model's weights are not finite."""
+    try:
+        yield
+    except RuntimeError:
+        if not all(bool(torch.isfinite(p).all()) for p in model.parameters()):
+            raise UserError(NAN_WEIGHTS) from None
+        raise
+
+
 def zero_counts(weights: torch.Tensor, visible: torch.Tensor) -> dict[str, int]:
     """Counts of one attention's weights (B, H, T, S) over the ``visible`` pairs."""
     visible = visible.expand_as(weights)
@@ -87,13 +115,18 @@ def zero_counts(weights: torch.Tensor, visible: torch.Tensor) -> dict[str, int]:
 @torch.no_grad()
 def batch_counts(decoder: Decoder, batch: Batch, along: Along,
                  cfg: DecodeConfig) -> dict[tuple[str, int], dict[str, int]]:
-    """Counts of every (kind, layer) over one batch's steps."""
+    """Counts of every (kind, layer) over one batch's steps; NaN weights are refused."""
     tgt_in, _, keep = step_targets(decoder, batch, along, cfg)
     src_real = batch.src != decoder.data.pad_id
+    counts = {}
     with kept_weights(decoder.model) as layers:
-        decoder.model(batch.src, tgt_in)
-        return {(kind, i): zero_counts(module.weights, visible_pairs(kind, src_real, keep))
-                for kind, i, module in layers}
+        with nan_scores_refused(decoder.model):
+            decoder.model(batch.src, tgt_in)
+        for kind, i, module in layers:
+            visible = visible_pairs(kind, src_real, keep)
+            refuse_nan(module.weights, visible)
+            counts[(kind, i)] = zero_counts(module.weights, visible)
+    return counts
 
 
 def measure(decoder: Decoder, splits: list[str], alongs: list[Along], cfg: DecodeConfig, *,
@@ -136,8 +169,12 @@ def heatmap_rows(decoder: Decoder, split: str, indices: np.ndarray, along: Along
     for batch in split_batches(decoder, split, np.asarray(indices), cfg.max_tokens):
         tgt_in, tgt_out, keep = step_targets(decoder, batch, along, cfg)
         with kept_weights(decoder.model) as layers:
-            decoder.model(batch.src, tgt_in)
+            with nan_scores_refused(decoder.model):
+                decoder.model(batch.src, tgt_in)
             cross = [module.weights.mean(1) for kind, _, module in layers if kind == "cross"]
+        visible = visible_pairs("cross", batch.src != data.pad_id, keep)[:, 0]  # (B, T, S)
+        for weights in cross:
+            refuse_nan(weights, visible)
         for b, sentence in enumerate(batch.indices.tolist()):
             src_ids = batch.src[b][batch.src[b] != data.pad_id].tolist()
             tgt_ids = tgt_out[b][keep[b]].tolist()

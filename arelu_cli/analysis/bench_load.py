@@ -4,8 +4,8 @@ Why (not a result of the paper; it guards the paper's training-time comparison, 
 "training hours", on shared CPUs): torch's intra-op threads meet at a barrier after every
 op, so beside another busy process each op waits for the thread the scheduler has put
 aside. This runs real training steps (the trainer's own step function on the recipe's
-model and batches, :func:`arelu_cli.nmt.train._step`) for each transform and each thread
-setting, ``fixed`` (torch's count throughout) and ``auto`` (the governor of
+model and batches, :func:`arelu_cli.nmt.train_step.optimizer_step`) for each transform and
+each thread setting, ``fixed`` (torch's count throughout) and ``auto`` (the governor of
 :mod:`arelu_cli.nmt.threads`, as ``[train] threads = "auto"`` trains): first ``warmup``
 unmeasured and ``steps`` measured steps on the quiet machine, then ``steps`` more while a
 competitor runs. The governor's state carries over, as in a run that another process
@@ -45,7 +45,9 @@ from arelu_cli.nmt.distributed import Context
 from arelu_cli.errors import UserError
 from arelu_cli.registry import get_transform
 from arelu_cli.results import signature
-from arelu_cli.nmt.train import Session, State, _micro_batches, _setup, _step
+from arelu_cli.nmt.train import _setup
+from arelu_cli.nmt.train_state import Session, State
+from arelu_cli.nmt.train_step import micro_batches, optimizer_step
 
 MODES = ("fixed", "auto")
 READY_SECONDS = 300.0
@@ -126,12 +128,12 @@ def _run(s: Session, governor: threads.Governor | None, steps: int) -> Phase:
     """``steps`` training steps from the first batch on, timed and governed as ``_loop``
     does it."""
     state = State()
-    batches = _micro_batches(s, state)
+    batches = micro_batches(s, state)
     counts = []
     for _ in range(steps):
         began, tokens = time.perf_counter(), state.totals["tokens"]
         counts.append(torch.get_num_threads())
-        _step(s, state, [next(batches) for _ in range(s.config.train.accum)], False)
+        optimizer_step(s, state, [next(batches) for _ in range(s.config.train.accum)], False)
         spent = time.perf_counter() - began
         state.totals["seconds"] += spent
         if governor is not None:

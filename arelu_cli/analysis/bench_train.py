@@ -4,9 +4,10 @@ The paper's speed claim (Appendix, training hours): 1.5-ReLU trains about as fas
 softmax (0.85-1.07x its time) while 1.5-entmax takes 1.7-2.7x. Here every transform gets
 a copy of the same freshly initialized model and the same batch (the recipe's first
 training batch); one timed call is a whole optimizer step (forward, the transform's loss as
-the trainer computes it, ``[train] label_smoothing`` included, backward with alpha-ReLU's
-``reuse_logits``, Adam), timed alternately against softmax in
-the same process (:func:`arelu_cli.analysis.timing.time_pair`), so machine noise hits
+the trainer computes it, ``[train] label_smoothing`` included -- or, per transform, the label
+smoothing it trains with, as ``arelu study`` times each transform at its selected
+configuration -- backward with alpha-ReLU's ``reuse_logits``, Adam), timed alternately
+against softmax in the same process (:func:`arelu_cli.analysis.timing.time_pair`), so machine noise hits
 both alike (on CUDA: CUDA events, ``torch.cuda.max_memory_allocated``, and the GPU's
 name in a column and, through the CLI, in the file name). Peak memory is the step's extra
 memory beyond the model and optimizer. With ``fused``, each alpha-ReLU transform gets a
@@ -19,6 +20,8 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
+from collections.abc import Mapping
 
 import pandas as pd
 import torch
@@ -69,20 +72,31 @@ def _step_fn(model: Transformer, transform, batch, autocast, t: TrainConfig, fus
     return step
 
 
-def bench_train(config: Config, transforms: list[str], repeats: int, device_name: str,
-                warmup: int = 2, console: Console | None = None, fused: bool = False) -> list[dict]:
-    """One row per transform (and, with ``fused``, one more per alpha-ReLU transform with the
-    fused output layer): ms per step, tokens/s, the ratio to softmax, peak memory."""
-    if repeats < 1:
-        raise UserError(f"--repeats must be >= 1, got {repeats}")
-    smoothing = config.train.label_smoothing
-    if fused and smoothing:
+def _smoothing(config: Config, names: list[str], given: Mapping[str, float] | None,
+               fused: bool) -> dict[str, float]:
+    """The label smoothing of each transform's step: ``given``, else the recipe's."""
+    smoothing = {name: config.train.label_smoothing for name in names}
+    smoothing |= {name: float(eps) for name, eps in (given or {}).items() if name in smoothing}
+    if fused and any(smoothing.values()):
         raise UserError(f"--fused times the fused output layer, which has no label "
                         f"smoothing yet, but the recipe trains with [train] label_smoothing = "
-                        f"{smoothing:g}; drop --fused or use a recipe with label_smoothing = 0")
+                        f"{max(smoothing.values()):g}; drop --fused or use a recipe with "
+                        "label_smoothing = 0")
+    return smoothing
+
+
+def bench_train(config: Config, transforms: list[str], repeats: int, device_name: str,
+                warmup: int = 2, console: Console | None = None, fused: bool = False,
+                label_smoothing: Mapping[str, float] | None = None) -> list[dict]:
+    """One row per transform (and, with ``fused``, one more per alpha-ReLU transform with the
+    fused output layer): ms per step, tokens/s, the ratio to softmax, peak memory. Each
+    transform's step uses its ``label_smoothing`` (by name; the recipe's for the others)."""
+    if repeats < 1:
+        raise UserError(f"--repeats must be >= 1, got {repeats}")
     names = [BASELINE] + [n for n in transforms if n != BASELINE]
     for name in names:
         get_transform(name)  # validates every name before any timing
+    smoothing = _smoothing(config, names, label_smoothing, fused)
     device = pick_device(device_name)
     data = load_prepared(config.data.path)
     batch = first_batch(data, config.data.max_tokens, config.train.seed).to(device)
@@ -98,19 +112,21 @@ def bench_train(config: Config, transforms: list[str], repeats: int, device_name
         tau = resolve_tau(config.train.tau, get_transform(name), initial, data,
                           config.data.max_tokens, config.train.seed)
         transform = get_transform(name, tau=tau or 0.0)
+        train = dataclasses.replace(config.train, label_smoothing=smoothing[name])
         for with_fused in (False, True) if fused and transform.family == "relu" else (False,):
-            steps[name + "+fused" * with_fused] = (transform, with_fused, _step_fn(
-                copy.deepcopy(initial), transform, batch, autocast, config.train, with_fused))
+            steps[name + "+fused" * with_fused] = (transform, with_fused, train.label_smoothing,
+                                                   _step_fn(copy.deepcopy(initial), transform,
+                                                            batch, autocast, train, with_fused))
     rows = []
-    for label, (transform, with_fused, step) in steps.items():
+    for label, (transform, with_fused, eps, step) in steps.items():
         if console:
             console.log(f"timing {label}")
-        pair = timing.time_pair(step, steps[BASELINE][2], lambda: None, device, repeats, warmup)
+        pair = timing.time_pair(step, steps[BASELINE][3], lambda: None, device, repeats, warmup)
         peak = timing.peak_extra_bytes(step, lambda: None, device)
         name = transform.name
         rows.append({
             "transform": name, "fused_output": with_fused, "alpha": transform.alpha,
-            "tau": transform.tau, "label_smoothing": smoothing,
+            "tau": transform.tau, "label_smoothing": eps,
             "ms_per_step": pair.ms, "softmax_ms_per_step": pair.baseline_ms,
             "time_ratio": pair.ratio, "tokens_per_s": tokens / pair.ms * 1e3,
             "speed_ratio": 1.0 / pair.ratio, "peak_extra_mib": None if peak is None else peak / 2**20,
@@ -121,7 +137,7 @@ def bench_train(config: Config, transforms: list[str], repeats: int, device_name
             "repeats": repeats,
             "signature": signature(transform=name, alpha=transform.alpha, tau=transform.tau,
                                    fused_output=with_fused or None,
-                                   label_smoothing=smoothing or None, data=data.corpus,
+                                   label_smoothing=eps or None, data=data.corpus,
                                    seed=config.train.seed, device=device.type),
         })
     return rows

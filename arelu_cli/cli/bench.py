@@ -128,6 +128,10 @@ def bench_translate(
     beams: str = typer.Option("1,2,4,8,12", help="Comma-separated beam sizes."),
     split: str = typer.Option("test", help="Split of the prepared corpus to translate."),
     max_sentences: Optional[int] = typer.Option(None, help="Translate only this many sentences (seeded sample)."),
+    transforms: Optional[str] = typer.Option(
+        None, help="Decode each checkpoint's same weights once per listed transform (e.g. "
+        "softmax,1.5-relu with a 1.5-ReLU checkpoint): the model's cost and, at beam 1, the "
+        "outputs are then identical, and the ratios measure the output layer alone."),
     repeats: int = typer.Option(1, help="Timed translations per model and beam, interleaved "
                                 "(A, B, A, B, ...); the median is reported."),
     max_tokens: Optional[int] = typer.Option(None, help=DECODE_HELP["max_tokens"]),
@@ -147,6 +151,7 @@ def bench_translate(
     paths = checkpoint_paths(parse_list(checkpoints or "", Path, "--checkpoints", empty_ok=True))
     rows = bench.bench_translate(paths, bench.parse_beams(beams), split, data=data, device=device,
                                  max_sentences=max_sentences, repeats=repeats,
-                                 max_tokens=max_tokens, log=console.log)
+                                 max_tokens=max_tokens,
+                                 transforms=bench.parse_transforms(transforms), log=console.log)
     bench.print_table(write_rows(rows, out), console)
     console.print(f"wrote {out} and {plots.plot_inference_time(out, out.with_suffix('.png'), older_ok=False)}")

@@ -63,11 +63,12 @@ def human_eval_score(
 ) -> None:
     """Mean and std per system, Cohen's kappa on the shared items; write CSV."""
     from arelu_cli.report import human_eval
-    from arelu_cli.report.columns import write_csv
+    from arelu_cli.report.columns import COLUMNS
+    from arelu_cli.results import write_rows
 
     systems, agreement = human_eval.score_sheets(sheets, key)
     folder = out or key.parent.parent
-    write_csv(systems, folder, "table_human_eval.csv")
-    write_csv(agreement, folder, "human_eval_kappa.csv")
+    write_rows(systems, folder / "table_human_eval.csv", COLUMNS["table_human_eval.csv"])
+    write_rows(agreement, folder / "human_eval_kappa.csv", COLUMNS["human_eval_kappa.csv"])
     human_eval.print_scores(systems, agreement, console)
     console.print(f"wrote {folder / 'table_human_eval.csv'} and {folder / 'human_eval_kappa.csv'}")

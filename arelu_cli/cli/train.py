@@ -89,6 +89,9 @@ def train(
     out: Optional[Path] = typer.Option(None, help="Run folder (default runs/RECIPE/TRANSFORM)."),
     resume: Optional[Path] = typer.Option(
         None, help="Continue the run in this folder from its last.pt (flags override its config)."),
+    allow_data_change: bool = typer.Option(
+        False, "--allow-data-change", help="With --resume: continue even though the prepared "
+        "folder is not the version the run was trained on (recorded in its config.json)."),
     data: Optional[str] = typer.Option(None, help="Prepared corpus folder (overrides the recipe's data path)."),
     max_steps: Optional[int] = typer.Option(None, help="Optimizer steps to train for."),
     max_minutes: Optional[float] = typer.Option(
@@ -121,6 +124,9 @@ def train(
              ("train", "compile"): compile, ("train", "fused_output"): fused_output}
     # a flag not given keeps what --set says
     overrides |= {key: value for key, value in flags.items() if value is not None}
+    if allow_data_change and resume is None:
+        raise UserError("--allow-data-change continues a run (--resume RUN) on changed data; "
+                        "a new run needs no such flag, so drop it")
     if resume is not None and out is not None and out.resolve() != resume.resolve():
         raise UserError(f"--resume continues the run in its own folder ({resume}); drop --out "
                         f"{out}, or copy the run folder there and resume that")
@@ -130,7 +136,8 @@ def train(
     folder = resume or out or Path("runs") / (recipe.stem if recipe else "default") / config.train.transform
     try:
         summary = run_training(config, folder, resume=resume is not None,
-                               recipe=recipe.stem if recipe else None, console=console)
+                               recipe=recipe.stem if recipe else None, console=console,
+                               allow_data_change=allow_data_change)
     except Interrupted as stopped:  # last.pt saved (or kept): say where, and how to go on
         if stopped.rank == 0:
             Console(stderr=True).print(escape(str(stopped)), highlight=False, soft_wrap=True)

@@ -37,8 +37,6 @@ from dataclasses import dataclass
 import torch
 
 from arelu_cli.config import DecodeConfig
-from arelu_cli.data.batching import token_batches
-from arelu_cli.data.prepared import Prepared
 from arelu_cli.errors import UserError
 from arelu_cli.nmt.model import DecoderState, Transformer
 from arelu_cli.registry import OutputTransform
@@ -323,19 +321,3 @@ def sequence_scores(model: Transformer, src: torch.Tensor, tgt_in: torch.Tensor,
     refuse_nan(chosen, "scoring")
     return chosen.sum(1)
 
-
-def translate_split(model: Transformer, data: Prepared, split: str, transform: OutputTransform,
-                    cfg: DecodeConfig, device: torch.device) -> list[str]:
-    """Greedy detokenized translations of every sentence of a prepared split, in order."""
-    was_training = model.training
-    model.eval()
-    hyps: list[list[int]] = [[] for _ in range(len(data.split(split)))]
-    for batch in token_batches(data, split, max_tokens=cfg.max_tokens, shuffle=False):
-        src = batch.src.to(device)
-        limits = max_lengths(src, data.pad_id, cfg, cap=model.cfg.max_positions)
-        found = greedy(model, src, transform, bos_id=data.bos_id, eos_id=data.eos_id,
-                       limits=limits)
-        for index, hyp in zip(batch.indices.tolist(), found):
-            hyps[index] = hyp.tokens
-    model.train(was_training)
-    return data.tgt_tokenizer.decode_batch(hyps)

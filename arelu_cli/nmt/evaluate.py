@@ -2,13 +2,15 @@
 
 The paper keeps the checkpoint with the best validation BLEU (Results); BLEU here is
 the reported BLEU (:func:`arelu_cli.nmt.bleu.corpus_bleu`: sacrebleu, detokenized, cased,
-13a, exp smoothing) of greedy translations against the prepared split's raw references.
+13a, exp smoothing) of greedy translations against the prepared split's raw references,
+translated as ``arelu translate --split SPLIT --beam 1`` translates them
+(:func:`arelu_cli.nmt.inference.translate_split`): the same batches, the same lines.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -16,7 +18,7 @@ from arelu_cli.config import Config
 from arelu_cli.nmt.bleu import corpus_bleu
 from arelu_cli.data.batching import token_batches
 from arelu_cli.data.prepared import Prepared
-from arelu_cli.nmt.decode import translate_split
+from arelu_cli.nmt.inference import Translator, translate_split
 from arelu_cli.nmt.model import Transformer
 from arelu_cli.registry import OutputTransform
 
@@ -59,9 +61,17 @@ def split_loss(model: Transformer, data: Prepared, split: str, transform: Output
 
 def validate(model: Transformer, data: Prepared, transform: OutputTransform, config: Config,
              device: torch.device) -> Validation:
+    """Loss and greedy BLEU of ``model`` on ``[data] valid_split``, in eval mode (its mode is
+    restored after); a diverged model (NaN loss) gets BLEU 0 without decoding."""
     split = config.data.valid_split
     loss = split_loss(model, data, split, transform, config.decode.max_tokens, device)
     if math.isnan(loss):  # a diverged model, whose greedy search would fail the same way
         return Validation(loss, 0.0, [])
-    hypotheses = translate_split(model, data, split, transform, config.decode, device)
+    was_training = model.training
+    model.eval()
+    try:
+        hypotheses = translate_split(Translator(model, transform, data, device), split,
+                                     replace(config.decode, beam=1))
+    finally:
+        model.train(was_training)
     return Validation(loss, corpus_bleu(hypotheses, data.references(split)), hypotheses)

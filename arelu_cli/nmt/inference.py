@@ -9,6 +9,8 @@ cut to fit, and the cut lines are counted in the run's record. The input may be 
 (stdin) and the output stdout, so that ``arelu translate`` works in a pipe. Line breaks
 inside a translation (byte-level BPE can produce any character) are written as spaces so
 that no reader splits an output line in two.
+Validation during training translates its split through the same code (:func:`translate_split`
+on a :class:`Translator`, greedy), so a dev BLEU is the BLEU of ``arelu translate --beam 1``.
 With ``n_best > 1`` the output is an n-best list, ``i ||| translation ||| score`` per
 hypothesis (Moses / fairseq style; ``i`` counts input lines from 0, ``score`` is the
 length-normalized score the beam ranks by).
@@ -62,15 +64,22 @@ SHOWN = 5
 
 
 @dataclass(frozen=True)
-class Decoder:
-    """A checkpoint opened for decoding, with the prepared corpus of its vocabulary."""
+class Translator:
+    """What decoding needs: a model in eval mode, its output transform, the prepared corpus of
+    its vocabulary and the device; a model in training is one too (validation's)."""
 
     model: Transformer
     transform: OutputTransform
-    config: Config
     data: Prepared
-    path: Path
     device: torch.device
+
+
+@dataclass(frozen=True)
+class Decoder(Translator):
+    """A checkpoint opened for decoding: a :class:`Translator` with its config and file."""
+
+    config: Config
+    path: Path
 
     def signature(self, **extra: object) -> str:
         return signature(transform=self.transform.name, alpha=self.transform.alpha,
@@ -123,7 +132,8 @@ def open_checkpoint(path: str | Path, data: str | Path | None = None,
                         "folder it was trained on")
     torch_device = pick_device(device)
     model, config, transform = checkpoint.load_model(path, torch_device)
-    return Decoder(model, transform, config, prepared, path, torch_device)
+    return Decoder(model=model, transform=transform, data=prepared, device=torch_device,
+                   config=config, path=path)
 
 
 def decode_config(decoder: Decoder, *, beam: int | None = None,
@@ -168,7 +178,7 @@ def pad_sources(sources: Sequence[Sequence[int]], pad_id: int, eos_id: int) -> t
     return torch.from_numpy(src)
 
 
-def decode_batch(decoder: Decoder, sources: Sequence[Sequence[int]], cfg: DecodeConfig, *,
+def decode_batch(decoder: Translator, sources: Sequence[Sequence[int]], cfg: DecodeConfig, *,
                  n_best: int = 1, renormalize: bool = False) -> list[list[Hypothesis]]:
     """Hypotheses of a few non-empty sources decoded together; greedy when beam = n_best = 1."""
     data, model = decoder.data, decoder.model
@@ -183,7 +193,7 @@ def decode_batch(decoder: Decoder, sources: Sequence[Sequence[int]], cfg: Decode
                        length_penalty=cfg.length_penalty, renormalize=renormalize)
 
 
-def decode_sources(decoder: Decoder, sources: Sequence[Sequence[int]], cfg: DecodeConfig, *,
+def decode_sources(decoder: Translator, sources: Sequence[Sequence[int]], cfg: DecodeConfig, *,
                    n_best: int = 1, renormalize: bool = False,
                    progress: Progress | None = None) -> list[list[Hypothesis]]:
     """Hypotheses of every source, in order, batched by source tokens (``cfg.max_tokens``);
@@ -212,7 +222,7 @@ def one_line(text: str) -> str:
     return " ".join(text.splitlines())
 
 
-def detokenize(decoder: Decoder, hyps: list[list[Hypothesis]], n_best: int,
+def detokenize(decoder: Translator, hyps: list[list[Hypothesis]], n_best: int,
                length_penalty: float) -> list[str]:
     """Output lines: the best translation per input, or the n-best list format."""
     texts = decoder.data.tgt_tokenizer.decode_batch([h.tokens for hs in hyps for h in hs])
@@ -253,8 +263,22 @@ def _sources(decoder: Decoder, lines: Sequence[str] | None,
                         "of the prepared corpus)")
     if lines is not None:
         return cut(encode_lines(decoder, lines), source_limit(decoder))
-    encoded = decoder.data.split(split)
-    return [encoded.src(i) for i in range(len(encoded))], []
+    return split_sources(decoder.data, split), []
+
+
+def split_sources(data: Prepared, split: str) -> list[Sequence[int]]:
+    """Source ids of every sentence of a prepared split, in order."""
+    encoded = data.split(split)
+    return [encoded.src(i) for i in range(len(encoded))]
+
+
+def translate_split(translator: Translator, split: str, cfg: DecodeConfig) -> list[str]:
+    """The best translation of every sentence of a prepared split, in order: the lines that
+    ``arelu translate --split SPLIT`` writes with the same settings (:func:`translate` runs
+    the same :func:`decode_sources` and :func:`detokenize`). Validation scores these, so a
+    run's dev BLEU is the BLEU of ``arelu translate --beam 1`` on its weights."""
+    hyps = decode_sources(translator, split_sources(translator.data, split), cfg)
+    return detokenize(translator, hyps, 1, cfg.length_penalty)
 
 
 def translate(decoder: Decoder, cfg: DecodeConfig, *, lines: Sequence[str] | None = None,

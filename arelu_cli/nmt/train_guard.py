@@ -4,6 +4,10 @@
   :func:`check_new_run_folder` (a new run's ``--out``: new, empty or a run folder, never a
   folder of other files) and :func:`read_last` (``--resume``: a run folder holding
   ``last.pt``), as one-line :class:`UserError` messages that say what to do.
+* Data: :func:`check_same_data` (``--resume`` continues a run only on the version of the
+  prepared folder it was trained on, as its recorded data fingerprint says; another version
+  only with ``--allow-data-change``, which :func:`record_data_change` notes in the run's
+  ``config.json``; a run from before fingerprints were recorded resumes with a warning).
 * Divergence: a step whose loss or gradient norm is not finite (NaN or inf) is never
   applied, and weights that an update made non-finite (or whose validation loss is not
   finite) are never saved, so ``last.pt`` keeps the last good state. :func:`diverged`
@@ -25,10 +29,12 @@ import signal
 import sys
 import tempfile
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
+from arelu_cli.data.prepared import Prepared, data_fingerprint
 from arelu_cli.nmt import checkpoint, distributed, train_log
 from arelu_cli.errors import UserError
 from arelu_cli.registry import get_transform
@@ -102,11 +108,8 @@ def clean_temporaries(folder: Path) -> list[Path]:
 
 def _is_run_folder(folder: Path) -> bool:
     """Whether ``folder`` holds the ``config.json`` that :func:`arelu_cli.nmt.train.train` writes."""
-    try:
-        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError):
-        return False
-    return isinstance(config, dict) and {"train", "model", "resolved"} <= set(config)
+    config = _read_config(folder)
+    return config is not None and {"train", "model", "resolved"} <= set(config)
 
 
 def check_tau_given(tau: object, transform: str) -> None:
@@ -132,6 +135,75 @@ def read_last(folder: Path) -> dict:
         raise UserError(f"{folder} {what}, so there is no run to resume; start one with --out "
                         f"{shlex.quote(str(folder))} (without --resume)")
     return checkpoint.load(folder / checkpoint.LAST)
+
+
+SHORT = 12
+"""Hex digits of a data fingerprint shown in messages."""
+
+
+@dataclass(frozen=True)
+class DataChange:
+    """A resumed run goes on, from ``step``, on another version of its prepared folder."""
+
+    step: int
+    before: str
+    after: str
+
+
+def recorded_fingerprint(run: Path) -> str | None:
+    """The data fingerprint ``train`` recorded in the run's config.json; None for a run of an
+    earlier version (none recorded) or without a readable config.json."""
+    config = _read_config(run)
+    resolved = config.get("resolved") if isinstance(config, dict) else None
+    found = resolved.get("data_fingerprint") if isinstance(resolved, dict) else None
+    return found if isinstance(found, str) else None
+
+
+def check_same_data(out: Path, data: Prepared, step: int, allow_change: bool,
+                    announce: bool = True) -> DataChange | None:
+    """Resuming the run in ``out`` (at ``step``) on ``data``: refuse another version of the
+    data than the run recorded, unless ``allow_change`` (then return the change, to be
+    recorded); say on stderr (with ``announce``) when it cannot be told."""
+    recorded, current = recorded_fingerprint(out), data_fingerprint(data.meta)
+    if recorded is None or current is None:
+        if announce:
+            why = (f"{out / 'config.json'} records no data fingerprint (a run from before they "
+                   "were recorded)" if recorded is None else
+                   f"{data.path} has no file checksums in its meta.json")
+            sys.stderr.write(f"warning: {why}, so whether {data.path} is the data the run was "
+                             "trained on cannot be verified; resuming anyway\n")
+        return None
+    if recorded == current:
+        return None
+    if not allow_change:
+        raise UserError(
+            f"{out} was trained on another version of {data.path} (data fingerprint "
+            f"{recorded[:SHORT]}, now {current[:SHORT]}); train into a new --out, or continue "
+            f"it on the changed data with: arelu train --resume {shlex.quote(str(out))} "
+            "--allow-data-change")
+    return DataChange(step, recorded, current)
+
+
+def record_data_change(out: Path, change: DataChange) -> str:
+    """Note ``change`` in the run's config.json (``resolved.data_fingerprint`` becomes the new
+    one; ``resolved.data_changes`` lists every change) and return the line that says so."""
+    config = _read_config(out)
+    resolved = config["resolved"]
+    resolved["data_fingerprint"] = change.after
+    resolved["data_changes"] = [*resolved.get("data_changes", []),
+                                {"step": change.step, "from": change.before, "to": change.after}]
+    atomic_write_text(out / "config.json", json.dumps(config, indent=2) + "\n")
+    return (f"note: {out} goes on from step {change.step} on changed data (data fingerprint "
+            f"{change.before[:SHORT]}, now {change.after[:SHORT]}; --allow-data-change), "
+            "recorded in its config.json")
+
+
+def _read_config(run: Path) -> dict | None:
+    try:
+        config = json.loads((Path(run) / "config.json").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+    return config if isinstance(config, dict) else None
 
 
 def recorded_recipe(folder: Path, ckpt: dict) -> str | None:

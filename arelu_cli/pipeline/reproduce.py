@@ -53,6 +53,7 @@ from arelu_cli.registry import get_transform
 from arelu_cli.report.provenance import SHORT
 from arelu_cli.results import atomic_write_text
 from arelu_cli.nmt.train import SUMMARY, train
+from arelu_cli.nmt.train_guard import recorded_fingerprint
 from arelu_cli.pipeline import reproduce_steps as rs
 from arelu_cli.pipeline.grid import TEST, Grid, Step
 
@@ -86,18 +87,6 @@ STALE = "stale"
 """Where runs trained on another version of the data go: ``OUT/stale/data-FINGERPRINT/`` and
 the run's path below ``OUT`` (``runs/softmax``), outside the ``runs/`` and ``tau-sweep/`` that
 a report reads, so that they are kept without being reported."""
-
-
-def recorded_fingerprint(run: Path) -> str | None:
-    """The data fingerprint ``train`` recorded in the run's config.json; None for a run of an
-    earlier version (none recorded) or without a readable config.json."""
-    try:
-        config = json.loads((run / "config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    resolved = config.get("resolved") if isinstance(config, dict) else None
-    found = resolved.get("data_fingerprint") if isinstance(resolved, dict) else None
-    return found if isinstance(found, str) else None
 
 
 def current_fingerprint(data: str | Path) -> str | None:

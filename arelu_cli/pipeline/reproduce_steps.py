@@ -29,7 +29,7 @@ from arelu_cli.data.textio import read_text_lines
 from arelu_cli.nmt.bleu import bleu_chrf, paper_bleu
 from arelu_cli.report import human_eval, provenance, tables
 from arelu_cli.report.build import regenerate
-from arelu_cli.report.columns import read_csv, signature_field, write_csv
+from arelu_cli.report.columns import COLUMNS, read_csv, signature_field
 from arelu_cli.report.distributions import self_norm_rows, sparsity_rows
 from arelu_cli.report.examples import translation_examples_rows
 from arelu_cli.pipeline.grid import DEV, TEST, Grid, Step, up_to_date
@@ -62,7 +62,7 @@ def tau_table(grid: Grid) -> None:
     (first batch through the untrained model, one row pair per seed's initialization)."""
     rows = [row for seed in grid.seeds
             for row in empirical_rows("both", _seeded(grid.config, seed), [1.5], ("paper", "tail"))]
-    write_csv(tables.table3_rows(rows), grid.out, "table3_tau.csv")
+    write_rows(tables.table3_rows(rows), grid.out / "table3_tau.csv", COLUMNS["table3_tau.csv"])
 
 
 def tau_table_done(grid: Grid) -> bool:
@@ -145,8 +145,8 @@ def score(grid: Grid) -> None:
                         sigs)
     if len(grid.seeds) > 1:
         tests += _joined_tests(grid, hyps, refs)
-    write_csv(rows, grid.out, "table1_bleu.csv")
-    write_csv(tests, grid.out, "table1_significance.csv")
+    write_rows(rows, grid.out / "table1_bleu.csv", COLUMNS["table1_bleu.csv"])
+    write_rows(tests, grid.out / "table1_significance.csv", COLUMNS["table1_significance.csv"])
 
 
 def empty(grid: Grid) -> None:
@@ -165,7 +165,7 @@ def empty(grid: Grid) -> None:
         write_rows(summaries, grid.analysis(seed) / "empty_check.csv")
         write_rows(details, grid.analysis(seed) / "empty_check_sentences.csv")
         rows += tables.table2_rows(grid.config.reproduce.corpus, counts, DEV, seed)
-    write_csv(rows, grid.out, "table2_empty.csv")
+    write_rows(rows, grid.out / "table2_empty.csv", COLUMNS["table2_empty.csv"])
 
 
 def _sparse(config: Config) -> list[str]:
@@ -200,7 +200,7 @@ def sparsity_figure(grid: Grid) -> None:
         found, raw = _sparsity_seed(grid, seed)
         rows += found
         write_rows(raw, grid.analysis(seed) / "sparsity.csv")
-    write_csv(rows, grid.out, "fig_sparsity.csv")
+    write_rows(rows, grid.out / "fig_sparsity.csv", COLUMNS["fig_sparsity.csv"])
 
 
 def self_norm_figure(grid: Grid) -> None:
@@ -219,7 +219,7 @@ def self_norm_figure(grid: Grid) -> None:
         write_rows(summaries, grid.analysis(seed) / "self_norm.csv")
         if sums:
             rows += self_norm_rows(config.reproduce.corpus, TEST, sums, signatures=sigs, seed=seed)
-    write_csv(rows, grid.out, "fig_self_norm.csv")
+    write_rows(rows, grid.out / "fig_self_norm.csv", COLUMNS["fig_self_norm.csv"])
 
 
 def inference_time(grid: Grid) -> None:
@@ -235,7 +235,7 @@ def inference_time(grid: Grid) -> None:
         seconds = {(row["transform"], row["beam"]): row["seconds"] for row in found}
         sigs = {n: _signature(grid, _open(grid, n, seed), seed, split=TEST) for n in r.transforms}
         rows += tables.inference_time_rows(r.corpus, seconds, sigs, seed)
-    write_csv(rows, grid.out, "fig_inference_time.csv")
+    write_rows(rows, grid.out / "fig_inference_time.csv", COLUMNS["fig_inference_time.csv"])
 
 
 def examples_and_sheets(grid: Grid) -> None:
@@ -248,7 +248,7 @@ def examples_and_sheets(grid: Grid) -> None:
     pair += [n for n in names if n not in pair][:2 - len(pair)]
     rows = (translation_examples_rows(sources, refs, pair[0], hyps[pair[0]], pair[1],
                                       hyps[pair[1]], n=6) if len(pair) == 2 else [])
-    write_csv(rows, grid.out, "translation_examples.csv")
+    write_rows(rows, grid.out / "translation_examples.csv", COLUMNS["translation_examples.csv"])
     human_eval.export_sheets(sources, refs, hyps, grid.out / "human_eval",
                              n_items=min(grid.config.reproduce.human_eval_items, len(sources)))
 

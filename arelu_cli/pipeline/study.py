@@ -5,8 +5,9 @@ Stages, each skipped where its outputs are already there (run it again to contin
 1. **sweep** (``[sweep]``, :mod:`arelu_cli.pipeline.sweep`): per tuned transform, the training
    configurations, each trained for ``[train] max_steps`` steps at seed ``[train] seed``;
    selection on dev BLEU only.
-2. **bench**: the quiet training step time of every compared transform (``arelu bench
-   train`` into ``bench_train.csv``; this one stage wants an otherwise idle machine), which
+2. **bench**: the quiet training step time of every compared transform at its selected
+   configuration's label smoothing (``arelu bench train`` into ``bench_train.csv``; this one
+   stage wants an otherwise idle machine), which
    turns equal time into steps: the step each transform reaches in the time the fastest
    needs for ``[train] max_steps`` steps (or in ``[study] equal_time_minutes``), rounded down
    to a kept snapshot (``[train] keep_every``).
@@ -130,13 +131,20 @@ def sweep(config: Config, out: Path, trainer: Trainer, console: Console) -> dict
     return selected
 
 
+def configurations(config: Config, selected: dict[str, Point]) -> dict[str, Point]:
+    """``{transform: point}`` of every compared transform: its selected one, or (``[study]
+    borrow``) the one selected for the transform it borrows from."""
+    tuned = {name: name for name in config.sweep.transforms} | borrowed(config)
+    return {name: selected[tuned[name]] for name in compared(config)}
+
+
 def seed_runs(config: Config, out: Path, selected: dict[str, Point]) -> list[Run]:
     """Stage 2's runs: every compared transform at its configuration, every seed."""
-    tuned = {name: name for name in config.sweep.transforms} | borrowed(config)
     base = config.train.seed
-    return [Run(name, selected[tuned[name]], seed,
-                run_folder(out, name, selected[tuned[name]], seed, base), config.train.max_steps)
-            for name in compared(config) for seed in config.study.seeds]
+    return [Run(name, point, seed, run_folder(out, name, point, seed, base),
+                config.train.max_steps)
+            for name, point in configurations(config, selected).items()
+            for seed in config.study.seeds]
 
 
 def convergence_runs(config: Config, out: Path, selected: dict[str, Point]) -> list[Run]:
@@ -170,10 +178,13 @@ def continue_copy(source: Path, target: Path) -> None:
 
 Evaluator = Callable[[Config, list[tuple[str, "Run", int]], Console], None]
 
+StepTimes = Callable[[dict[str, Point]], dict[str, float]]
+"""``ms_per_step(selected)``: the quiet step time (ms) of every compared transform at its
+configuration of the selection (the study passes :func:`bench`)."""
+
 
 def train_all(config: Config, out: Path, trainer: Trainer, console: Console,
-              ms_per_step: Callable[[], dict[str, float]],
-              evaluator: Evaluator | None = None
+              ms_per_step: StepTimes, evaluator: Evaluator | None = None
               ) -> tuple[dict[str, Point], list[tuple[str, Run, int]]]:
     """Stages 1-3 and 5: the selection, then each seed and convergence run trained and at
     once translated at every step the tables need (so that its checkpoints are no longer
@@ -182,7 +193,7 @@ def train_all(config: Config, out: Path, trainer: Trainer, console: Console,
     selected = sweep(config, out, trainer, console)
     record_selection(config, out, selected, console)
     seeds, longer = seed_runs(config, out, selected), convergence_runs(config, out, selected)
-    todo = evaluations(config, seeds, longer, equal_time_steps(config, ms_per_step()))
+    todo = evaluations(config, seeds, longer, equal_time_steps(config, ms_per_step(selected)))
     for run in seeds + longer:
         mine = [item for item in todo if item[1] == run]
         needs = [translation_path(run.folder, step, config.decode.beam) for _, _, step in mine]
@@ -277,27 +288,50 @@ def snapshot(run: Run, step: int) -> Path:
     return path
 
 
-def bench(config: Config, out: Path, console: Console) -> dict[str, float]:
-    """Stage 4: quiet step times (ms) of the compared transforms, measured once into
-    ``bench_train.csv`` (delete it to measure again, on an idle machine)."""
+def bench(config: Config, out: Path, console: Console,
+          selected: dict[str, Point]) -> dict[str, float]:
+    """Stage 2: quiet step times (ms) of the compared transforms, each with the label
+    smoothing of its configuration in ``selected`` (it changes the loss computed; lr and
+    warmup do not change a step's time), measured once into ``bench_train.csv`` (delete it
+    to measure again, on an idle machine). A file timed with other label smoothing is
+    refused; one that does not record it (an earlier version's) is used with a warning."""
     import pandas as pd
 
     from arelu_cli.analysis.bench_train import bench_train
     from arelu_cli.results import write_rows
 
-    path = out / BENCH
+    path, names = out / BENCH, compared(config)
+    smoothing = {name: p.label_smoothing for name, p in configurations(config, selected).items()}
     if not path.is_file():
         console.rule("bench train (quiet step times for equal time)")
-        write_rows(bench_train(config, compared(config), repeats=10,
-                               device_name=config.train.device, console=console), path)
+        write_rows(bench_train(config, names, repeats=10, device_name=config.train.device,
+                               console=console, label_smoothing=smoothing), path)
     frame = pd.read_csv(path)
     frame = frame[~frame["fused_output"].astype(bool)]
     times = dict(zip(frame["transform"], frame["ms_per_step"]))
-    missing = [n for n in compared(config) if n not in times]
+    missing = [n for n in names if n not in times]
     if missing:
         raise UserError(f"{path} has no step time of {', '.join(missing)}; delete it and run "
                         "the study again on an idle machine")
-    return {name: float(times[name]) for name in compared(config)}
+    _check_smoothing(path, frame, smoothing, console)
+    return {name: float(times[name]) for name in names}
+
+
+def _check_smoothing(path: Path, frame, smoothing: dict[str, float], console: Console) -> None:
+    """The step times of ``path`` (rows ``frame``) were taken with each transform's label
+    smoothing: refuse other values; warn where the file does not say."""
+    if "label_smoothing" not in frame.columns:
+        console.print(f"[bold yellow]warning:[/] {escape(str(path))} does not record the label "
+                      "smoothing its step times were taken with, so equal time cannot be "
+                      "checked against the selected configurations; delete it to measure "
+                      "again", highlight=False, soft_wrap=True)
+        return
+    recorded = dict(zip(frame["transform"], frame["label_smoothing"].fillna(0.0)))
+    wrong = [f"{name} with {float(recorded[name]):g}, not {eps:g}"
+             for name, eps in smoothing.items() if abs(float(recorded[name]) - eps) > 1e-12]
+    if wrong:
+        raise UserError(f"{path} timed {'; '.join(wrong)} (the label smoothing of the selected "
+                        "configuration); delete it and run the study again on an idle machine")
 
 
 def evaluate(config: Config, todo: list[tuple[str, Run, int]], console: Console) -> None:
@@ -324,5 +358,5 @@ def study(config: Config, out: Path, console: Console | None = None,
     trainer = trainer or (lambda cfg, folder, resume: train(cfg, folder, resume=resume,
                                                              recipe=recipe, console=console))
     selected, todo = train_all(config, out, trainer, console,
-                               lambda: bench(config, out, console))
+                               lambda chosen: bench(config, out, console, chosen))
     return write_report(config, out, selected, todo)

@@ -27,8 +27,9 @@ import pandas as pd
 
 from arelu_cli.errors import UserError
 from arelu_cli.report import plots, provenance, report_md, runs, seeds, tables
-from arelu_cli.report.columns import COLUMNS, read_csv, write_csv
+from arelu_cli.report.columns import COLUMNS, read_csv
 from arelu_cli.report.curves import alpha_relu_curve_rows
+from arelu_cli.results import write_rows
 
 COMMANDS_FILE = "commands.txt"
 
@@ -42,6 +43,11 @@ class Rebuilt:
     report: Optional[Path] = None
     notes: list[str] = field(default_factory=list)
     """One line per reason for runs left out or whose data is not verified."""
+
+    def write(self, folder: Path, name: str, rows: Sequence[dict]) -> None:
+        """Write the catalog's CSV ``name`` in ``folder`` and count it as written."""
+        write_rows(rows, folder / name, COLUMNS[name])
+        self.csvs.append(folder / name)
 
 
 def warn(line: str) -> None:
@@ -100,29 +106,25 @@ def regenerate_csvs(folder: Path, runs_dir: Optional[Path] = None,
     from the run folders of ``scope``, and Table 3 (analytic, plus the rows of
     ``tau_csvs``). A folder whose runs are all left out gets CSVs without rows, so that no
     earlier CSV keeps their numbers."""
-    write_csv(alpha_relu_curve_rows(), folder, "fig_alpha_relu_curves.csv")
-    out = Rebuilt([folder / "fig_alpha_relu_curves.csv"])
+    out = Rebuilt()
+    out.write(folder, "fig_alpha_relu_curves.csv", alpha_relu_curve_rows())
     main = _load(runs_dir, folder / "runs", "--runs", scope)
     if main is not None:
         kept = main.kept
         for name, rows in (("fig_training_dynamics.csv", runs.training_dynamics_rows(kept)),
                            ("fig_tau_norm_evolution.csv", runs.tau_norm_rows(kept)),
                            ("training_time.csv", runs.training_time_rows(kept, gpu_watts, n_gpus))):
-            write_csv(rows, folder, name)
-            out.csvs.append(folder / name)
+            out.write(folder, name, rows)
         out.notes += main.notes
         stale = provenance.still_measured(folder, main.left_out)
         out.notes += [stale] if stale else []
     sweep = _load(sweep_dir, folder / "tau-sweep", "--sweep-runs", scope, sweep=True)
     if sweep is not None:
-        write_csv(runs.tau_sweep_rows(sweep.kept), folder, "fig_tau_sweep.csv")
-        out.csvs.append(folder / "fig_tau_sweep.csv")
+        out.write(folder, "fig_tau_sweep.csv", runs.tau_sweep_rows(sweep.kept))
         out.notes += sweep.notes
     if tau_csvs or not (folder / "table3_tau.csv").is_file():
-        write_csv(tables.table3_rows(_tau_rows(tau_csvs)), folder, "table3_tau.csv")
-        out.csvs.append(folder / "table3_tau.csv")
-    write_csv(seed_summary_rows(folder), folder, "seed_summary.csv")
-    out.csvs.append(folder / "seed_summary.csv")
+        out.write(folder, "table3_tau.csv", tables.table3_rows(_tau_rows(tau_csvs)))
+    out.write(folder, "seed_summary.csv", seed_summary_rows(folder))
     return out
 
 
@@ -145,8 +147,8 @@ def regenerate(folder: str | Path, commands: Sequence[str] = (), runs_dir: Optio
         raise UserError(f"{folder} is a file, not a results folder" if folder.exists() else
                         f"no results folder {folder}; give the folder `arelu reproduce` wrote "
                         "(or make the folder first)")
-    plots.check_replaceable(folder)  # a user's file of an output's name: refused before any
-    report_md.check_replaceable(folder)  # write, while the CSVs of older figures predate it
+    plots.check_pngs(folder)  # a user's file of an output's name: refused before any
+    report_md.check_report(folder)  # write, while the CSVs of older figures predate it
     scope = provenance.recorded_scope(folder) if scope is None else scope
     out = regenerate_csvs(folder, runs_dir, sweep_dir, gpu_watts, n_gpus, tau_csvs, scope)
     out.pngs = plots.plot_all(folder)

@@ -1,5 +1,6 @@
 """The catalog of the reproduction's CSVs: fixed file names, the paper item each redraws, and
-every column documented; :func:`write_csv` refuses rows whose columns differ from it.
+every column documented. Writers hand :data:`COLUMNS` of their file to
+:func:`arelu_cli.results.write_rows`, which refuses rows whose columns differ from it.
 
 Every CSV has one row per measurement and ends with ``signature`` (transform, alpha, tau,
 data, recipe, seed, versions: :func:`arelu_cli.results.signature`) unless said otherwise.
@@ -11,7 +12,7 @@ The section below is generated from :data:`CATALOG`.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -19,7 +20,7 @@ from typing import Optional
 import pandas as pd
 
 from arelu_cli.errors import UserError
-from arelu_cli.results import signature_field, write_frame
+from arelu_cli.results import signature_field
 
 SIGNATURE = "run signature: transform, alpha, tau, data, recipe, seed, package versions"
 SEED = "training seed of the run (empty when unknown)"
@@ -159,20 +160,6 @@ def columns_of(name: str) -> tuple[str, ...]:
     if name not in CATALOG:
         raise UserError(f"unknown results CSV {name!r}; known: {', '.join(CATALOG)}")
     return COLUMNS[name]
-
-
-def write_csv(rows: Iterable[Mapping[str, object]], folder: str | Path, name: str) -> pd.DataFrame:
-    """Write ``rows`` to ``folder/name`` atomically, columns in catalog order; a file there
-    that arelu did not write is refused (:func:`arelu_cli.results.check_replaceable`).
-
-    A row with a missing or an unknown column is a bug in its builder: ValueError.
-    """
-    columns = columns_of(name)
-    rows = list(rows)
-    for row in rows:
-        if set(row) != set(columns):
-            raise ValueError(f"{name}: row columns {sorted(row)} differ from {list(columns)}")
-    return write_frame(pd.DataFrame(rows, columns=list(columns)), Path(folder) / name)
 
 
 def with_seed_column(frame: pd.DataFrame, expected: tuple[str, ...]) -> pd.DataFrame:

@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 
 from arelu_cli.errors import UserError
-from arelu_cli.results import atomic_write_text
+from arelu_cli.results import atomic_write_text, write_rows
 
 REFERENCE = "reference"
 SCALE = (1, 2, 3, 4)
@@ -122,10 +122,9 @@ def export_sheets(sources: Sequence[str], references: Sequence[str],
             key += [{"item": item, "annotator": name, "index": index, "column": c, "system": s}
                     for c, s in zip(letters, order)]
         sheets[name] = out_dir / f"sheet_{name}.csv"
-        atomic_write_text(sheets[name], pd.DataFrame(rows).to_csv(index=False))
+        write_rows(rows, sheets[name])
     key_file = key_path(out_dir)
-    key_file.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(key_file, pd.DataFrame(key, columns=KEY_COLUMNS).to_csv(index=False))
+    write_rows(key, key_file, KEY_COLUMNS)
     atomic_write_text(out_dir / "INSTRUCTIONS.txt", INSTRUCTIONS)
     return ExportedSheets(sheets, key_file, n_shared)
 

@@ -292,7 +292,7 @@ FIGURES: dict[str, Callable[[Path, Path], Path]] = {
 """Figure CSV -> the function drawing its PNG (same name, ``.png``)."""
 
 
-def check_replaceable(folder: str | Path) -> None:
+def check_pngs(folder: str | Path) -> None:
     """Refuse, before anything is written, a figure's PNG in ``folder`` that arelu did not
     draw (:func:`arelu_cli.ownership.png_ours_or_older`)."""
     for name in FIGURES:

@@ -131,7 +131,7 @@ LEGACY = "Every number below is read from the CSVs of this folder"
 """A sentence every REPORT.md of this module holds, also those written before :data:`MD_MARK`."""
 
 
-def check_replaceable(folder: str | Path) -> None:
+def check_report(folder: str | Path) -> None:
     """Refuse, before anything is written, a REPORT.md in ``folder`` that arelu did not write."""
     check_ours(Path(folder) / "REPORT.md", marked_markdown(LEGACY))
 

@@ -122,3 +122,44 @@ def test_cli_writes_both_csvs_and_the_heatmap_png(relu_run, tmp_path):
     bad = CliRunner().invoke(app, ["sparsity", "--attention", "--checkpoint", str(relu_run),
                                    "--heatmaps", "-1", "--out", str(out)])
     assert isinstance(bad.exception, UserError) and "--heatmaps must be >= 0" in str(bad.exception)
+
+
+def test_nan_weights_at_counted_pairs_are_refused():
+    src_real, keep = torch.tensor([[True, False]]), torch.tensor([[True]])
+    visible = att.visible_pairs("cross", src_real, keep)
+    att.refuse_nan(torch.tensor([[[[0.0, float("nan")]]]]), visible)  # a masked key: not counted
+    with pytest.raises(UserError, match="NaN attention weights"):
+        att.refuse_nan(torch.tensor([[[[float("nan"), 0.0]]]]), visible)
+
+
+def _nan_checkpoint(run, path):
+    """A copy of ``run``'s last.pt with every floating-point weight NaN (a run that diverged)."""
+    from arelu_cli.nmt import checkpoint
+
+    ckpt = checkpoint.load(run)
+    for key in ("model", "average"):
+        if ckpt.get(key) is not None:
+            ckpt[key] = {k: v.clone().fill_(float("nan")) if v.is_floating_point() else v
+                         for k, v in ckpt[key].items()}
+    return checkpoint.save({k: v for k, v in ckpt.items() if k != "format"}, path)
+
+
+@pytest.mark.parametrize("which", ["softmax", "entmax"])
+def test_nan_checkpoint_weights_are_a_one_line_error(which, relu_run, toy_runs, tmp_path,
+                                                     monkeypatch, capsys):
+    """Teacher-forced on the references nothing is decoded first: softmax attention gives NaN
+    weights (once counted as non-zero), the sort-based entmax attention of ``relu_run``'s
+    encoder an index error (once a traceback); both are one line, exit 2, no CSV."""
+    from arelu_cli.cli import main
+
+    run = toy_runs["softmax"] if which == "softmax" else relu_run
+    nan, out = _nan_checkpoint(run, tmp_path / "nan.pt"), tmp_path / "attention.csv"
+    monkeypatch.setattr("sys.argv", [
+        "arelu", "sparsity", "--attention", "--checkpoint", str(nan), "--split", "test",
+        "--along", "reference", "--max-sentences", "4", "--device", "cpu", "--out", str(out)])
+    with pytest.raises(SystemExit) as exited:
+        main()
+    err = capsys.readouterr().err
+    assert exited.value.code == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert "NaN attention weights" in err and "use an earlier checkpoint" in err
+    assert not out.exists()

@@ -107,6 +107,19 @@ def test_the_timed_step_uses_the_recipes_label_smoothing(tiny_corpus, tiny_confi
     assert all("label_smoothing" not in r["signature"] for r in rows)
 
 
+def test_each_transform_can_be_timed_with_its_own_label_smoothing(tiny_corpus, tiny_config,
+                                                                  smoothing_seen, one_thread):
+    """``arelu study`` times each transform at its selected configuration: the label smoothing
+    given per transform, the recipe's for the others (here softmax's)."""
+    rows = bench_train(tiny_config(tiny_corpus), ["1.5-relu", "sparsemax"], repeats=1,
+                       device_name="cpu", warmup=0,
+                       label_smoothing={"1.5-relu": 0.1, "sparsemax": 0.2})
+    assert smoothing_seen == {("softmax", 0.0), ("1.5-relu", 0.1), ("sparsemax", 0.2)}
+    assert [r["label_smoothing"] for r in rows] == [0.0, 0.1, 0.2]
+    assert "label_smoothing" not in rows[0]["signature"]
+    assert "label_smoothing:0.2" in rows[2]["signature"]
+
+
 def test_fused_rows_are_refused_with_label_smoothing(tiny_corpus, tiny_config):
     with pytest.raises(UserError, match="drop --fused"):
         bench_train(tiny_config(tiny_corpus, label_smoothing=0.1), ["1.5-relu"], repeats=1,

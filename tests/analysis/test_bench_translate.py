@@ -71,3 +71,52 @@ def test_cli_writes_csv_and_png(toy_runs, tmp_path):
     assert len(frame) == 4 and (tmp_path / "translate.png").stat().st_size > 1000
     assert {"ratio", "ratio_paired", "baseline", "seconds_all", "signature"} <= set(frame.columns)
     assert set(frame["baseline"]) == {"softmax"}
+
+
+def test_tokens_and_ratio_per_token(toy_runs):
+    """Every row counts the tokens it generated; ratio_per_token divides time per token."""
+    runs = [toy_runs["softmax"], toy_runs["1.5-relu"]]
+    rows = bench_translate(runs, [1], "test", device="cpu", max_sentences=4, repeats=2)
+    soft, relu = rows
+    assert soft["tokens"] > 4 and relu["tokens"] > 4
+    assert soft["ratio_per_token"] == 1.0
+    assert relu["ratio_per_token"] == pytest.approx(
+        (relu["seconds"] / relu["tokens"]) / (soft["seconds"] / soft["tokens"]))
+    assert relu["ms_per_token"] == pytest.approx(1000 * relu["seconds"] / relu["tokens"])
+
+
+def test_same_weights_decode_as_each_transform(toy_runs):
+    """--transforms: one 1.5-ReLU checkpoint decodes as softmax and as 1.5-ReLU; at beam 1
+    both generate the same tokens (greedy picks the arg-max logit either way), and each
+    row's baseline is the softmax decoding of its own weights."""
+    rows = bench_translate([toy_runs["1.5-relu"]], [1, 2], "test", device="cpu",
+                           max_sentences=5, transforms=["softmax", "1.5-relu"])
+    by = {(r["transform"], r["beam"]): r for r in rows}
+    assert set(by) == {(t, b) for t in ("softmax", "1.5-relu") for b in (1, 2)}
+    assert {r["checkpoint"] for r in rows} == {str(rows[0]["checkpoint"])}
+    assert by[("softmax", 1)]["tokens"] == by[("1.5-relu", 1)]["tokens"]
+    assert by[("softmax", 1)]["ratio"] == 1.0 and by[("softmax", 2)]["ratio"] == 1.0
+    assert by[("1.5-relu", 1)]["scoring"].startswith("top-k ")
+    assert by[("softmax", 1)]["scoring"] == "log-scores + topk"
+    assert by[("1.5-relu", 1)]["tau"] is not None
+
+
+def test_same_weights_alpha_relu_needs_its_tau(toy_runs):
+    with pytest.raises(UserError, match="needs the tau of a 1.5-relu checkpoint"):
+        bench_translate([toy_runs["softmax"]], [1], "test", device="cpu", max_sentences=2,
+                        transforms=["1.5-relu"])
+
+
+def test_cli_same_weights(toy_runs, tmp_path):
+    out = tmp_path / "same.csv"
+    result = CliRunner().invoke(app, [
+        "bench", "translate", "--checkpoints", str(toy_runs["1.5-relu"]), "--transforms",
+        "softmax,1.5-relu", "--beams", "1", "--max-sentences", "3", "--device", "cpu",
+        "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    frame = pd.read_csv(out)
+    assert list(frame["transform"]) == ["softmax", "1.5-relu"]
+    assert {"tokens", "ms_per_token", "ratio_per_token"} <= set(frame.columns)
+    bad = CliRunner().invoke(app, ["bench", "translate", "--checkpoints", str(toy_runs["1.5-relu"]),
+                                   "--transforms", "2-foo", "--out", str(tmp_path / "x.csv")])
+    assert isinstance(bad.exception, UserError) and "2-foo" in str(bad.exception)

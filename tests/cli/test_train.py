@@ -249,3 +249,32 @@ def test_out_may_be_empty_or_a_run_folder_without_last_pt(monkeypatch, capsys, t
         (out / name).unlink()
     code, _ = _run(monkeypatch, capsys, "train", "--recipe", recipe, "--out", out, "--device", "cpu")
     assert code == 0 and (out / checkpoint.LAST).is_file()
+
+
+def test_resume_on_changed_data_is_one_line_unless_allowed(monkeypatch, capsys, tiny_corpus,
+                                                          tmp_path):
+    import shutil
+
+    from arelu_cli.data.prepared import data_fingerprint, read_meta, write_meta
+
+    data, out = tmp_path / "data", tmp_path / "run"
+    shutil.copytree(tiny_corpus, data)
+    code, _ = _run(monkeypatch, capsys, "train", "--recipe", _recipe(tmp_path, data), "--out",
+                   out, "--device", "cpu")
+    assert code == 0
+    before = json.loads((out / "config.json").read_text())["resolved"]["data_fingerprint"]
+    meta = read_meta(data)  # prepared again with one more test sentence: another version
+    with open(data / f"test.{meta['tgt_lang']}", "a", encoding="utf-8") as handle:
+        handle.write("one more\n")
+    write_meta(data, {k: v for k, v in meta.items() if k != "checksums"})
+    after = data_fingerprint(read_meta(data))
+    code, captured = _run(monkeypatch, capsys, "train", "--resume", out, "--max-steps", "3")
+    _one_line_error(code, captured, f"was trained on another version of {data} (data "
+                                    f"fingerprint {before[:12]}, now {after[:12]})")
+    code, captured = _run(monkeypatch, capsys, "train", "--resume", out, "--max-steps", "3",
+                          "--allow-data-change")
+    assert code == 0 and "on changed data" in captured.err
+    assert checkpoint.load(out)["step"] == 3
+    code, captured = _run(monkeypatch, capsys, "train", "--recipe", _recipe(tmp_path, data),
+                          "--out", tmp_path / "new", "--allow-data-change")
+    _one_line_error(code, captured, "--allow-data-change continues a run (--resume RUN)")

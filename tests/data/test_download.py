@@ -37,13 +37,19 @@ def test_hub_rows_in_both_shapes(online, monkeypatch):
     assert got == {"dev": (["Hello"], ["Hallo"]), "test": (["Yes"], ["Ja"])}
 
 
-def test_archive_is_extracted_once_and_read_like_a_source(online, monkeypatch, tmp_path):
+def _archive(tmp_path):
+    """A .tgz of a corpus folder ``de-en`` (20 training pairs, 3 dev, 3 test)."""
     folder = tmp_path / "pack" / "de-en"
     for split, n in (("train", 20), ("dev", 3), ("test", 3)):
         write_pair(folder, split, ("src", "tgt"), n)
     archive = tmp_path / "corpus.tgz"
     with tarfile.open(archive, "w:gz") as tar:
         tar.add(folder, arcname="de-en")
+    return archive
+
+
+def test_archive_is_extracted_once_and_read_like_a_source(online, monkeypatch, tmp_path):
+    archive = _archive(tmp_path)
     monkeypatch.setenv("ARELU_CACHE", str(tmp_path / "cache"))
     spec = get_spec("custom")
     first = download.fetch_archive(spec, archive.as_uri(), "de-en")
@@ -52,16 +58,6 @@ def test_archive_is_extracted_once_and_read_like_a_source(online, monkeypatch, t
     assert download.fetch_archive(spec, archive.as_uri(), "de-en") == first
     prepare(PrepareRequest("custom", tmp_path / "out", source=first, merges=20))
     assert len(load_prepared(tmp_path / "out").split("train")) == 20
-
-
-def _archive(tmp_path):
-    folder = tmp_path / "pack" / "de-en"
-    for split, n in (("train", 20), ("dev", 3), ("test", 3)):
-        write_pair(folder, split, ("src", "tgt"), n)
-    archive = tmp_path / "corpus.tgz"
-    with tarfile.open(archive, "w:gz") as tar:
-        tar.add(folder, arcname="de-en")
-    return archive
 
 
 KILLED = """

@@ -62,6 +62,20 @@ def _arelu(*args: object) -> list[str]:
     return [sys.executable, "-m", "arelu_cli.cli", *map(str, args)]
 
 
+def _resume_then_compare(broken, whole) -> None:
+    """Resume the stopped run ``broken``; it must end as the uninterrupted run ``whole`` did:
+    the same step, bitwise the same weights, the same log."""
+    subprocess.run(_arelu("train", "--resume", broken), check=True, capture_output=True)
+    a, b = checkpoint.load(whole), checkpoint.load(broken)
+    assert b["step"] == a["step"] == 12
+    for key in a["model"]:
+        assert torch.equal(a["model"][key], b["model"][key]), key
+    log_a, log_b = pd.read_csv(whole / "log.csv"), pd.read_csv(broken / "log.csv")
+    assert log_a["step"].tolist() == log_b["step"].tolist()
+    for column in ("train_loss", "lr", "tau", "tau_z", "logit_norm", "val_loss", "val_bleu"):
+        pd.testing.assert_series_equal(log_a[column], log_b[column], rtol=1e-6)
+
+
 def test_loss_decreases_and_the_log_has_every_column(tiny_corpus, tiny_config, tmp_path):
     config = tiny_config(tiny_corpus, transform="1.5-relu", max_steps=40, warmup=10, lr=0.5,
                          log_every=5, valid_every=20, save_every=20, max_tokens=512)
@@ -124,15 +138,7 @@ def test_sigkill_then_resume_gives_the_uninterrupted_run(tiny_corpus, tmp_path):
     proc.wait()
     killed_at = checkpoint.load(broken)["step"]
     assert killed_at < 12, "the run finished before it could be killed"
-    subprocess.run(_arelu("train", "--resume", broken), check=True, capture_output=True)
-    a, b = checkpoint.load(whole), checkpoint.load(broken)
-    assert b["step"] == a["step"] == 12
-    for key in a["model"]:
-        assert torch.equal(a["model"][key], b["model"][key]), key
-    log_a, log_b = pd.read_csv(whole / "log.csv"), pd.read_csv(broken / "log.csv")
-    assert log_a["step"].tolist() == log_b["step"].tolist()
-    for column in ("train_loss", "lr", "tau", "tau_z", "logit_norm", "val_loss", "val_bleu"):
-        pd.testing.assert_series_equal(log_a[column], log_b[column], rtol=1e-6)
+    _resume_then_compare(broken, whole)
 
 
 @pytest.mark.parametrize("fused", [False, True], ids=["logits", "fused_output"])
@@ -175,9 +181,9 @@ def test_resume_with_another_world_size_is_refused(tiny_corpus, tiny_config, tmp
 def _poison(monkeypatch, at_call: int, how: str) -> None:
     """Make micro-batch ``at_call`` (1-based; the step, with accum 1) give a NaN loss, or
     a finite loss whose gradients are infinite."""
-    from arelu_cli.nmt import train as train_module
+    from arelu_cli.nmt import train_step
 
-    real, calls, hooks = train_module._micro_loss, [0], []
+    real, calls, hooks = train_step.micro_loss, [0], []
 
     def micro_loss(s, batch, with_stats):
         calls[0] += 1
@@ -190,7 +196,7 @@ def _poison(monkeypatch, at_call: int, how: str) -> None:
             hooks.append(s.model.output.weight.register_hook(lambda g: g * float("inf")))
         return loss, stats
 
-    monkeypatch.setattr(train_module, "_micro_loss", micro_loss)
+    monkeypatch.setattr(train_step, "micro_loss", micro_loss)
 
 
 @pytest.mark.parametrize("how", ["loss", "gradient"])
@@ -242,15 +248,7 @@ def test_sigint_saves_last_pt_and_the_resumed_run_is_the_uninterrupted_one(tiny_
         f"stopped by SIGINT after step {stopped_at}: {broken / 'last.pt'} keeps step "
         f"{stopped_at}; resume with: arelu train --resume {broken}")
     assert "Traceback" not in err and not (broken / "summary.json").exists()
-    subprocess.run(_arelu("train", "--resume", broken), check=True, capture_output=True)
-    a, b = checkpoint.load(whole), checkpoint.load(broken)
-    assert b["step"] == a["step"] == 12
-    for key in a["model"]:
-        assert torch.equal(a["model"][key], b["model"][key]), key
-    log_a, log_b = pd.read_csv(whole / "log.csv"), pd.read_csv(broken / "log.csv")
-    assert log_a["step"].tolist() == log_b["step"].tolist()
-    for column in ("train_loss", "lr", "tau_z", "val_loss", "val_bleu"):
-        pd.testing.assert_series_equal(log_a[column], log_b[column], rtol=1e-6)
+    _resume_then_compare(broken, whole)
 
 
 @pytest.mark.parametrize("name, half", [("1.5-relu", True), ("softmax", False)])

@@ -16,8 +16,9 @@ from rich.console import Console
 from arelu_cli.nmt import checkpoint
 from arelu_cli.config import load_config
 from arelu_cli.errors import UserError
-from arelu_cli.pipeline.study import (continue_copy, done, equal_time_steps, record_selection,
-                                      run_folder, study, sweep, train_all, translation_path)
+from arelu_cli.pipeline.study import (bench, continue_copy, done, equal_time_steps,
+                                      record_selection, run_folder, study, sweep, train_all,
+                                      translation_path)
 from arelu_cli.pipeline.sweep import Point
 from arelu_cli.nmt.train import SUMMARY
 
@@ -82,7 +83,7 @@ def test_seeds_borrow_and_convergence_runs(tmp_path):
     config = _config(study={"borrow": ["1.5-entmax-k100=1.5-relu"]})
     ms = {"softmax": 4.0, "1.5-relu": 3.0, "1.5-entmax-k100": 6.0}
     selected, todo = train_all(config, tmp_path, _fake_trainer(lambda t: t.lr, calls), QUIET,
-                               lambda: ms, lambda c, items, con: evaluated.append(items))
+                               lambda selected: ms, lambda c, items, con: evaluated.append(items))
     assert selected == {"softmax": Point(2.0, 4, 0.0), "1.5-relu": Point(2.0, 4, 0.0)}
     seeds = [run for comparison, run, _ in todo if comparison == "equal_steps"]
     assert [(r.transform, r.seed, r.folder.name) for r in seeds] == [
@@ -106,7 +107,7 @@ def test_a_run_with_its_translations_needs_no_checkpoint(tmp_path):
     config = _config(**{"sweep": {"transforms": ["softmax"], "label_smoothing": [0.0]},
                         "study": {"seeds": [1], "convergence_steps": 0}})
     trainer = _fake_trainer(lambda t: t.lr, calls)
-    _, todo = train_all(config, tmp_path, trainer, QUIET, lambda: {"softmax": 1.0},
+    _, todo = train_all(config, tmp_path, trainer, QUIET, lambda selected: {"softmax": 1.0},
                         lambda c, items, con: None)
     (_, run, step), *_ = todo
     for _, _, s in todo:
@@ -116,11 +117,11 @@ def test_a_run_with_its_translations_needs_no_checkpoint(tmp_path):
     for pt in tmp_path.rglob("last.pt"):  # a fresh clone: checkpoints are not committed
         pt.unlink()
     calls.clear()
-    train_all(config, tmp_path, trainer, QUIET, lambda: {"softmax": 1.0},
+    train_all(config, tmp_path, trainer, QUIET, lambda selected: {"softmax": 1.0},
               lambda c, items, con: None)
     assert calls == []
     translation_path(run.folder, step, config.decode.beam).unlink()
-    train_all(config, tmp_path, trainer, QUIET, lambda: {"softmax": 1.0},
+    train_all(config, tmp_path, trainer, QUIET, lambda selected: {"softmax": 1.0},
               lambda c, items, con: None)
     assert [c[0] for c in calls] == [run.folder]  # only the run missing an output retrains
 
@@ -130,7 +131,8 @@ def test_a_changed_selection_is_announced_and_the_old_one_kept(tmp_path):
     config = _config(**{"sweep": {"transforms": ["softmax"], "label_smoothing": [0.0]},
                         "study": {"seeds": [1, 2], "convergence_steps": 9,
                                   "borrow": ["sparsemax=softmax"]}})
-    trainer, ms = _fake_trainer(lambda t: t.lr, []), lambda: {"softmax": 1.0, "sparsemax": 1.0}
+    trainer = _fake_trainer(lambda t: t.lr, [])
+    ms = lambda selected: {"softmax": 1.0, "sparsemax": 1.0}  # noqa: E731
 
     def sitting():
         console = Console(file=io.StringIO(), width=400)
@@ -167,6 +169,34 @@ def test_a_dropped_transform_and_an_unreadable_selection_are_announced(tmp_path)
     assert "could not be read" in console.file.getvalue()
     kept = sorted(p.read_text() for p in tmp_path.glob("selected-*.json"))
     assert kept == ["not json", '{"softmax": {"run": "lr-1"}}']  # two copies, none replaced
+
+
+def test_bench_times_each_transform_at_its_selected_label_smoothing(tmp_path, monkeypatch):
+    """The quiet step times come from each transform's selected configuration (borrowed ones
+    from the configuration they borrow), and a file timed with other label smoothing (the
+    selection has moved since) is refused rather than used."""
+    config = _config(study={"borrow": ["sparsemax=1.5-relu"]})
+    asked = []
+
+    def bench_train(cfg, names, repeats, device_name, console=None, label_smoothing=None):
+        asked.append(dict(label_smoothing))
+        return [{"transform": name, "fused_output": False, "ms_per_step": 2.0 + i,
+                 "label_smoothing": label_smoothing[name]} for i, name in enumerate(names)]
+    monkeypatch.setattr("arelu_cli.analysis.bench_train.bench_train", bench_train)
+    selected = {"softmax": Point(1.0, 4, 0.0), "1.5-relu": Point(2.0, 4, 0.1)}
+    times = bench(config, tmp_path, QUIET, selected)
+    assert asked == [{"softmax": 0.0, "1.5-relu": 0.1, "sparsemax": 0.1}]
+    assert times == {"softmax": 2.0, "1.5-relu": 3.0, "sparsemax": 4.0}
+    assert bench(config, tmp_path, QUIET, selected) == times and len(asked) == 1  # measured once
+    moved = selected | {"1.5-relu": Point(2.0, 4, 0.0)}
+    with pytest.raises(UserError, match=r"timed 1\.5-relu with 0\.1, not 0; sparsemax with 0\.1, "
+                                        r"not 0 \(the label smoothing of the selected"):
+        bench(config, tmp_path, QUIET, moved)
+    frame = pd.read_csv(tmp_path / "bench_train.csv").drop(columns="label_smoothing")
+    frame.to_csv(tmp_path / "bench_train.csv", index=False)  # an earlier version's file
+    console = Console(file=io.StringIO(), width=400)
+    assert bench(config, tmp_path, console, moved) == times
+    assert "does not record the label smoothing" in console.file.getvalue()
 
 
 def test_continue_copy_links_checkpoints_and_leaves_the_source_alone(tmp_path):

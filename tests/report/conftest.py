@@ -75,7 +75,8 @@ def write_all_csvs(folder: Path, seeds: tuple[int, ...] = (1,)) -> Path:
     """Every CSV of the catalog, small, built by the report's own builders: one training
     seed, or several (runs in ``seed-S`` folders, numbers that change a little per seed)."""
     from arelu_cli.report import build, distributions, examples, runs, tables
-    from arelu_cli.report.columns import write_csv
+    from arelu_cli.report.columns import COLUMNS
+    from arelu_cli.results import write_rows
     from arelu_cli.report.curves import alpha_relu_curve_rows
 
     corpus, built = "iwslt14", {name: [] for name in (
@@ -121,8 +122,9 @@ def write_all_csvs(folder: Path, seeds: tuple[int, ...] = (1,)) -> Path:
                                   "n_judgements": 15, "kappa": 0.5, "kappa_linear": 0.6}],
     }
     for name, rows in built.items():
-        write_csv(rows, folder, name)
-    write_csv(build.seed_summary_rows(folder), folder, "seed_summary.csv")
+        write_rows(rows, folder / name, COLUMNS[name])
+    write_rows(build.seed_summary_rows(folder), folder / "seed_summary.csv",
+               COLUMNS["seed_summary.csv"])
     return folder
 
 

@@ -6,7 +6,8 @@ import pytest
 from arelu_cli.analysis import tau_table
 from arelu_cli.errors import UserError
 from arelu_cli.report import columns, report_md
-from arelu_cli.report.columns import CATALOG, COLUMNS, read_csv, write_csv
+from arelu_cli.report.columns import CATALOG, COLUMNS, columns_of, read_csv
+from arelu_cli.results import write_rows
 
 FIXED_NAMES = {"table1_bleu.csv", "table2_empty.csv", "table3_tau.csv", "training_time.csv",
                "fig_alpha_relu_curves.csv", "fig_training_dynamics.csv", "fig_inference_time.csv",
@@ -34,18 +35,20 @@ def test_table3_columns_are_those_of_estimate_tau():
     assert tuple(row) == COLUMNS["table3_tau.csv"]
 
 
-def test_write_csv_orders_columns_and_refuses_strays(tmp_path):
-    row = {c: 1 for c in reversed(COLUMNS["table_human_eval.csv"])}
-    frame = write_csv([row], tmp_path, "table_human_eval.csv")
-    assert tuple(frame.columns) == COLUMNS["table_human_eval.csv"]
+def test_catalog_columns_order_rows_and_refuse_strays(tmp_path):
+    name = "table_human_eval.csv"
+    row = {c: 1 for c in reversed(COLUMNS[name])}
+    frame = write_rows([row], tmp_path / name, columns_of(name))
+    assert tuple(frame.columns) == COLUMNS[name]
+    assert tuple(pd.read_csv(tmp_path / name).columns) == COLUMNS[name]
     with pytest.raises(ValueError, match="differ"):
-        write_csv([row | {"extra": 1}], tmp_path, "table_human_eval.csv")
+        write_rows([row | {"extra": 1}], tmp_path / name, columns_of(name))
     with pytest.raises(UserError, match="unknown results CSV"):
-        write_csv([row], tmp_path, "table9.csv")
+        columns_of("table9.csv")
 
 
 def test_empty_rows_still_write_the_header(tmp_path):
-    write_csv([], tmp_path, "human_eval_kappa.csv")
+    write_rows([], tmp_path / "human_eval_kappa.csv", COLUMNS["human_eval_kappa.csv"])
     assert tuple(read_csv(tmp_path, "human_eval_kappa.csv").columns) == COLUMNS["human_eval_kappa.csv"]
 
 

@@ -11,7 +11,8 @@ from arelu_cli.config import load_config
 from arelu_cli.data.prepared import data_fingerprint, read_meta
 from arelu_cli.report import provenance, runs, tables
 from arelu_cli.report.build import regenerate
-from arelu_cli.report.columns import read_csv, write_csv
+from arelu_cli.report.columns import COLUMNS, read_csv
+from arelu_cli.results import write_rows
 
 
 def _prepared(folder, version: str, corpus: str = "toy"):
@@ -153,9 +154,9 @@ def test_measured_csvs_still_holding_a_left_out_run_are_named(tmp_path, run_fold
     run_folder(results / "runs" / "softmax", "softmax", data=str(data), fingerprint=new)
     run_folder(results / "runs" / "1.5-relu", "1.5-relu", tau=0.3, data=str(data),
                fingerprint="f" * 64)
-    write_csv(tables.table1_rows("toy", {"softmax": tables.BleuScore(30.0),
-                                         "1.5-relu": tables.BleuScore(31.0)}, seed=1),
-              results, "table1_bleu.csv")
+    write_rows(tables.table1_rows("toy", {"softmax": tables.BleuScore(30.0),
+                                          "1.5-relu": tables.BleuScore(31.0)}, seed=1),
+               results / "table1_bleu.csv", COLUMNS["table1_bleu.csv"])
     done = regenerate(results, scope=provenance.Scope(data), log=lambda line: None)
     assert done.notes[-1].startswith(
         "Still measured from runs left out: table1_bleu.csv (1.5-relu) -- `arelu report` does "

@@ -3,13 +3,14 @@
 import pandas as pd
 
 from arelu_cli.report import quality, report_md, tables
-from arelu_cli.report.columns import write_csv
+from arelu_cli.report.columns import COLUMNS
+from arelu_cli.results import write_rows
 from arelu_cli.report.markdown import Section, claim
 
 
 def _table1(folder, scores, corpus="toy"):
-    write_csv(tables.table1_rows(corpus, {t: tables.BleuScore(b) for t, b in scores.items()}),
-              folder, "table1_bleu.csv")
+    write_rows(tables.table1_rows(corpus, {t: tables.BleuScore(b) for t, b in scores.items()}),
+               folder / "table1_bleu.csv", COLUMNS["table1_bleu.csv"])
 
 
 def _frame(rows):

@@ -5,13 +5,14 @@ import pytest
 from arelu_cli.errors import UserError
 from arelu_cli.report import report_md, tables
 from arelu_cli.report.build import regenerate
-from arelu_cli.report.columns import CATALOG, write_csv
+from arelu_cli.report.columns import CATALOG, COLUMNS
+from arelu_cli.results import write_rows
 
 
 def _table1(folder, relu_bleu):
     scores = {"softmax": 35.3, "sparsemax": 30.0, "1.5-entmax": 36.6, "1.5-relu": relu_bleu}
-    write_csv(tables.table1_rows("iwslt14", {t: tables.BleuScore(b) for t, b in scores.items()}),
-              folder, "table1_bleu.csv")
+    write_rows(tables.table1_rows("iwslt14", {t: tables.BleuScore(b) for t, b in scores.items()}),
+               folder / "table1_bleu.csv", COLUMNS["table1_bleu.csv"])
 
 
 def test_empty_folder_lists_every_csv_as_missing(tmp_path):
@@ -35,8 +36,8 @@ def test_table1_verdicts_are_computed_from_the_numbers(tmp_path):
 
 
 def test_corpus_without_paper_numbers_checks_only_claims(tmp_path):
-    write_csv(tables.table1_rows("toy", {"1.5-relu": tables.BleuScore(20.0)}), tmp_path,
-              "table1_bleu.csv")
+    write_rows(tables.table1_rows("toy", {"1.5-relu": tables.BleuScore(20.0)}),
+               tmp_path / "table1_bleu.csv", COLUMNS["table1_bleu.csv"])
     text = report_md.render_report(tmp_path, [])
     assert "No number here has a paper counterpart" in text
     assert "? Paper's claim — 1.5-ReLU performs on par" in text

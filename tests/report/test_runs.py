@@ -4,7 +4,8 @@ import pytest
 
 from arelu_cli.errors import UserError
 from arelu_cli.report import runs
-from arelu_cli.report.columns import COLUMNS, read_csv, write_csv
+from arelu_cli.report.columns import COLUMNS, read_csv
+from arelu_cli.results import write_rows
 
 
 def test_load_run_reads_config_and_log(tmp_path, run_folder):
@@ -34,7 +35,8 @@ def test_training_dynamics_keeps_every_log_row(tmp_path, run_folder):
     assert [r["step"] for r in rows] == [10, 20, 30, 40]
     assert [r["wall_s"] for r in rows] == [2.0, 4.0, 6.0, 8.0]
     assert [r["val_bleu"] for r in rows] == [None, 2.0, None, 4.0]
-    frame = write_csv(rows, tmp_path, "fig_training_dynamics.csv")
+    name = "fig_training_dynamics.csv"
+    frame = write_rows(rows, tmp_path / name, COLUMNS[name])
     assert tuple(frame.columns) == COLUMNS["fig_training_dynamics.csv"]
     assert read_csv(tmp_path, "fig_training_dynamics.csv")["val_bleu"].isna().sum() == 2
 

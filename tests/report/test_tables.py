@@ -4,7 +4,8 @@ import pytest
 
 from arelu_cli.errors import UserError
 from arelu_cli.report import distributions, examples, tables
-from arelu_cli.report.columns import COLUMNS, write_csv
+from arelu_cli.report.columns import COLUMNS
+from arelu_cli.results import write_rows
 
 
 def test_table1_rows_keep_order_and_signatures(tmp_path):
@@ -14,7 +15,8 @@ def test_table1_rows_keep_order_and_signatures(tmp_path):
     assert [(r["transform"], r["bleu"], r["chrf"]) for r in rows] == [
         ("softmax", 35.0, 58.1), ("1.5-relu", 37.0, None)]
     assert rows[0]["signature"] == "sig-a" and "transform:1.5-relu|data:iwslt14" in rows[1]["signature"]
-    assert tuple(write_csv(rows, tmp_path, "table1_bleu.csv").columns) == COLUMNS["table1_bleu.csv"]
+    frame = write_rows(rows, tmp_path / "table1_bleu.csv", COLUMNS["table1_bleu.csv"])
+    assert tuple(frame.columns) == COLUMNS["table1_bleu.csv"]
 
 
 def test_table2_percent_and_impossible_counts():

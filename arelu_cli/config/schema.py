@@ -1,0 +1,240 @@
+"""The configuration's schema: one frozen dataclass per table of a recipe, each field
+documented where it is declared, and :data:`SECTIONS` (table name -> class). Defaults are the
+paper's IWSLT'14 settings. What reads recipes into these is :mod:`arelu_cli.config.load`.
+Standard library only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Literal
+
+Device = Literal["auto", "cpu", "cuda"]
+Precision = Literal["auto", "fp32", "bf16"]
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    path: str = "data/iwslt14"
+    """Prepared corpus folder, written by ``arelu prepare``."""
+    max_tokens: int = 4096
+    """Token budget of one training batch (padded size, per process and micro-batch)."""
+    valid_split: str = "dev"
+    """Split used for validation loss and BLEU."""
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    d_model: int = 512
+    """Hidden size; the embedding size too."""
+    encoder_layers: int = 6
+    decoder_layers: int = 6
+    heads: int = 8
+    """Attention heads; must divide ``d_model``."""
+    d_ff: int = 1024
+    """Inner size of the position-wise feed-forward layers (paper: 1024 IWSLT, 2048 WMT)."""
+    dropout: float = 0.3
+    """Dropout on embeddings, sub-layer outputs and inside the feed-forward layers."""
+    attention_dropout: float = 0.1
+    """Dropout on attention weights."""
+    share_embeddings: bool = False
+    """One embedding matrix for encoder and decoder (needs a joint vocabulary)."""
+    tie_output: bool = False
+    """The decoder's output projection reuses its input embedding matrix."""
+    max_positions: int = 1024
+    """Longest sequence the sinusoidal position table covers."""
+    attention: str = "softmax"
+    """Transform of the attention scores, by registry name (softmax, sparsemax, 1.5-entmax,
+    <a>-relu...), for every kind not set below; see :mod:`arelu_cli.nmt.attention`."""
+    attention_encoder: str = ""
+    """Encoder self-attention's transform; empty: ``attention``."""
+    attention_decoder: str = ""
+    """Decoder self-attention's transform; empty: ``attention``."""
+    attention_cross: str = ""
+    """Cross-attention's transform; empty: ``attention``."""
+    attention_relu: Literal["raw", "estimated", "renormalized"] = "raw"
+    """alpha-ReLU attention variant: ``raw`` (constant ``attention_tau``, unnormalized),
+    ``estimated`` (tau from the analytic estimate per number of keys) or ``renormalized``
+    (divided by its sum plus 1e-6)."""
+    attention_tau: float = 0.0
+    """The constant tau of ``raw`` and ``renormalized`` alpha-ReLU attention."""
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    transform: str = "softmax"
+    """Output transform and loss by registry name: softmax, sparsemax, 1.5-entmax, 1.5-relu..."""
+    tau: str | float = "auto"
+    """alpha-ReLU threshold: a number, ``auto`` (mean 1.5-entmax tau(z) of the first batch
+    through the untrained model, the paper's method) or ``analytic`` (the paper's Lemma)."""
+    seed: int = 1
+    lr: float = 2.0
+    """Noam learning-rate factor: lr * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)."""
+    warmup: int = 4000
+    """Noam warmup steps."""
+    adam_beta1: float = 0.9
+    adam_beta2: float = 0.998
+    adam_eps: float = 1e-9
+    accum: int = 8
+    """Micro-batches per optimizer step and process (gradient accumulation)."""
+    max_steps: int = 100_000
+    """Optimizer steps to train for."""
+    max_minutes: float = 0.0
+    """Wall-clock budget in minutes, validation included; 0 means no limit."""
+    clip_norm: float = 0.0
+    """Clip the gradient's global L2 norm to this; 0 disables clipping."""
+    label_smoothing: float = 0.0
+    """Label smoothing epsilon in [0, 1) of the training loss, for every output transform:
+    the target becomes ``(1 - eps) e_y + eps / V`` (cross-entropy to it for softmax, the
+    Fenchel-Young / alpha-ReLU loss with it in place of the one-hot otherwise; gradient
+    ``p - q``). 0 is the paper's setting. The logged ``train_loss`` is the smoothed loss;
+    ``val_loss`` is always the unsmoothed one, comparable across settings."""
+    average_decay: float = 0.0
+    """Exponential moving average of the weights (OpenNMT's ``average_decay``), used for
+    validation and the saved best model; 0 disables it."""
+    log_every: int = 100
+    """Steps between rows of the training log."""
+    valid_every: int = 1000
+    """Steps between validations (loss and greedy BLEU)."""
+    save_every: int = 1000
+    """Steps between resumable checkpoints (``last.pt``)."""
+    keep_every: int = 0
+    """Steps between kept weight snapshots ``steps/step-N.pt`` (the weights decoding uses),
+    so that a model can be evaluated at any of those steps later, e.g. at equal steps or at
+    the step another transform reaches in equal time; 0 keeps none."""
+    stats_rows: int = 256
+    """Logit rows per logging step on which tau(z), Sum p and non-zeros are measured."""
+    device: Device = "auto"
+    precision: Precision = "auto"
+    """``auto``: bf16 autocast on CUDA, fp32 on CPU; loss math is always fp32."""
+    compile: bool = False
+    """Run the model through ``torch.compile``."""
+    fused_output: bool = False
+    """Fuse the output projection with the loss (alpha-ReLU transforms only):
+    ``linear_alpha_relu_loss`` never holds the N x V logits; same loss and gradients up to
+    rounding. The logged statistics are then computed on logits recomputed from the
+    decoder's output without gradients."""
+    threads: str | int = "auto"
+    """torch intra-op CPU threads of training: ``auto`` starts at torch's count and lets
+    :mod:`arelu_cli.nmt.threads` switch to fewer while another process competes for the cores
+    (and back when it leaves), from measured tokens/s; single-process CPU training only,
+    elsewhere torch's count stays. An integer fixes the count (bitwise-identical reruns:
+    a switch changes the rounding of sums)."""
+
+
+@dataclass(frozen=True)
+class DecodeConfig:
+    max_length_ratio: float = 1.5
+    """Hypotheses stop at ``max_length_ratio * source length + max_length_offset`` tokens."""
+    max_length_offset: int = 10
+    max_tokens: int = 8192
+    """Token budget of one decoding batch."""
+    beam: int = 5
+    """Beam size of ``arelu translate`` and the analyses (1: greedy); validation is greedy."""
+    length_penalty: float = 0.0
+    """GNMT length penalty exponent a: finished hypotheses rank by score / ((5 + len) / 6)^a;
+    0 ranks by the raw score (OpenNMT-py's default, which the paper used)."""
+
+
+@dataclass(frozen=True)
+class ReproduceConfig:
+    """The grid of ``arelu reproduce``: which transforms, the tau sweep, the analyses."""
+
+    corpus: str = "iwslt14"
+    """``arelu prepare`` corpus name that fills ``[data] path``."""
+    transforms: tuple[str, ...] = ("softmax", "sparsemax", "1.5-entmax", "1.5-entmax-k100",
+                                   "1.5-relu")
+    """Output transforms of Table 1, trained one after another with this recipe."""
+    train_minutes: float = 0.0
+    """Wall-clock budget of each of those runs (0: ``[train] max_minutes``)."""
+    train_steps: int = 0
+    """Optimizer steps of each of those runs (0: ``[train] max_steps``): a step budget gives
+    the same models on every machine, however busy."""
+    valid_every: int = 0
+    """Validation interval of those runs (0: ``[train] valid_every``)."""
+    tau_sweep: tuple[float, ...] = (0.0, 0.1, 0.2, 0.3, 5.0, 10.0)
+    """Fixed taus of 1.5-ReLU runs for the tau-sweep figure (the paper's early training)."""
+    sweep_steps: int = 4000
+    """Optimizer steps of each tau-sweep run (the figure shows early training only)."""
+    sweep_minutes: float = 0.0
+    """Wall-clock budget of each tau-sweep run (0: none)."""
+    beams: tuple[int, ...] = (1, 2, 4, 8, 12)
+    """Beam sizes of the inference-time figure."""
+    timing_sentences: int = 0
+    """Test sentences timed per beam size (0: all)."""
+    timing_repeats: int = 3
+    """Timings per transform and beam size, interleaved; the figure keeps the median."""
+    train_sentences: int = 1000
+    """Training sentences sampled for the train-set sparsity figure."""
+    human_eval_items: int = 135
+    """Items of the blind human-evaluation sheets (the paper: 135)."""
+    gpu_watts: float = 0.0
+    """Power of one accelerator for the kWh column of training_time.csv (0: left blank)."""
+    seeds: tuple[int, ...] = ()
+    """Training seeds: every run of the grid (each transform, each tau of the sweep) is
+    trained, translated and analysed once per seed; empty: the ``[train] seed`` only."""
+
+
+@dataclass(frozen=True)
+class SweepConfig:
+    """The tuning sweep of ``arelu study`` (:mod:`arelu_cli.pipeline.sweep`): per transform, the
+    training configurations tried, selected on dev BLEU only. An empty list keeps the
+    ``[train]`` value."""
+
+    transforms: tuple[str, ...] = ("softmax", "1.5-relu")
+    """Transforms tuned, each on its own."""
+    lr: tuple[float, ...] = ()
+    """Noam learning-rate factors tried."""
+    warmup: tuple[int, ...] = ()
+    """Noam warmup steps tried."""
+    label_smoothing: tuple[float, ...] = ()
+    """Label smoothing epsilons tried (the first is the starting point of a sequential sweep)."""
+    order: Literal["sequential", "grid"] = "sequential"
+    """``sequential``: lr first, then warmup, then label smoothing, each at the best so far;
+    ``grid``: every combination."""
+
+
+@dataclass(frozen=True)
+class StudyConfig:
+    """The stages of ``arelu study`` after the sweep: seeds, convergence, equal steps and
+    equal time, significance."""
+
+    seeds: tuple[int, ...] = (1, 2, 3)
+    """Seeds of every compared transform at its selected configuration (the sweep's runs are
+    the ``[train] seed`` ones)."""
+    borrow: tuple[str, ...] = ()
+    """``NAME=TUNED``: also train NAME at every seed with TUNED's selected configuration,
+    e.g. ``1.5-entmax-k100=1.5-relu`` (k100 computes 1.5-entmax exactly while its support
+    stays under 100)."""
+    convergence_steps: int = 3000
+    """The sweep's transforms at seed ``[train] seed`` continue to this many steps (0: no
+    convergence stage)."""
+    equal_time_minutes: float = 0.0
+    """Training minutes of the equal-time comparison, converted to steps with the quiet
+    ``bench train`` step times; 0: the time the fastest transform needs for ``[train]
+    max_steps`` steps."""
+    baseline: str = "softmax"
+    """The transform every other one is tested against (paired bootstrap)."""
+    bootstrap_samples: int = 1000
+    """Resamples of the paired bootstrap test."""
+
+
+@dataclass(frozen=True)
+class Config:
+    data: DataConfig = field(default_factory=DataConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    decode: DecodeConfig = field(default_factory=DecodeConfig)
+    reproduce: ReproduceConfig = field(default_factory=ReproduceConfig)
+    sweep: SweepConfig = field(default_factory=SweepConfig)
+    study: StudyConfig = field(default_factory=StudyConfig)
+
+    def to_dict(self) -> dict:
+        """Plain nested dict (what checkpoints and ``config.json`` store)."""
+        return dataclasses.asdict(self)
+
+
+SECTIONS = {"data": DataConfig, "model": ModelConfig, "train": TrainConfig,
+            "decode": DecodeConfig, "reproduce": ReproduceConfig, "sweep": SweepConfig,
+            "study": StudyConfig}

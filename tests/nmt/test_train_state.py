@@ -1,0 +1,72 @@
+"""Resuming a run (:mod:`arelu_cli.nmt.train_state`): only on the version of the prepared
+folder it was trained on, unless the change is allowed (and then recorded); a run from
+before data fingerprints were recorded resumes with one warning line."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from arelu_cli.data.prepared import data_fingerprint, read_meta, write_meta
+from arelu_cli.errors import UserError
+from arelu_cli.nmt import checkpoint
+from arelu_cli.nmt.train import train
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def change_data(folder) -> str:
+    """Another version of the prepared folder ``folder`` (one dev reference edited, its
+    meta.json rewritten as ``prepare`` writes it); returns its new data fingerprint."""
+    meta = read_meta(folder)
+    reference = folder / f"dev.{meta['tgt_lang']}"
+    lines = reference.read_text(encoding="utf-8").split("\n")
+    lines[0] += " again"
+    reference.write_text("\n".join(lines), encoding="utf-8")
+    write_meta(folder, {k: v for k, v in meta.items() if k != "checksums"})
+    return data_fingerprint(read_meta(folder))
+
+
+def _resolved(run) -> dict:
+    return json.loads((run / "config.json").read_text(encoding="utf-8"))["resolved"]
+
+
+def test_resume_checks_the_data_fingerprint(tiny_corpus, tiny_config, tmp_path, capsys):
+    data, run = tmp_path / "data", tmp_path / "run"
+    shutil.copytree(tiny_corpus, data)
+    config = lambda steps: tiny_config(data, max_steps=steps, save_every=1,  # noqa: E731
+                                       valid_every=100)
+    train(config(2), run)
+    before = _resolved(run)["data_fingerprint"]
+    assert before == data_fingerprint(read_meta(data))
+    train(config(3), run, resume=True)  # the same data: resumed without a word
+    assert checkpoint.load(run)["step"] == 3 and capsys.readouterr().err == ""
+
+    after = change_data(data)
+    with pytest.raises(UserError) as refused:
+        train(config(4), run, resume=True)
+    message = str(refused.value)
+    assert f"data fingerprint {before[:12]}, now {after[:12]}" in message and "\n" not in message
+    assert "train into a new --out" in message and "--allow-data-change" in message
+    assert checkpoint.load(run)["step"] == 3 and _resolved(run)["data_fingerprint"] == before
+
+    train(config(4), run, resume=True, allow_data_change=True)
+    resolved = _resolved(run)
+    assert checkpoint.load(run)["step"] == 4 and resolved["data_fingerprint"] == after
+    assert resolved["data_changes"] == [{"step": 3, "from": before, "to": after}]
+    err = capsys.readouterr().err.strip()
+    assert "goes on from step 3 on changed data" in err and len(err.splitlines()) == 1
+    train(config(5), run, resume=True)  # the recorded version now: resumed without a word
+    assert capsys.readouterr().err == ""
+
+    config_json = json.loads((run / "config.json").read_text(encoding="utf-8"))
+    del config_json["resolved"]["data_fingerprint"]  # a run from before fingerprints
+    (run / "config.json").write_text(json.dumps(config_json), encoding="utf-8")
+    change_data(data)
+    train(config(6), run, resume=True)
+    err = capsys.readouterr().err.strip()
+    assert checkpoint.load(run)["step"] == 6 and len(err.splitlines()) == 1
+    assert err.startswith("warning:") and "records no data fingerprint" in err
+    assert "cannot be verified; resuming anyway" in err
