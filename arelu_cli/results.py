@@ -152,16 +152,15 @@ def csv_header(path: Path) -> list[str] | None:
 
 def check_replaceable(path: Path, columns: Sequence[str]) -> None:
     """Refuse to replace a file this writer did not write: an existing non-empty file must be
-    a CSV whose header is exactly ``columns`` (an earlier run of the same writer), or
-    ``columns`` less its ``seed`` when they end with ``signature`` (the same file as arelu
-    wrote it before its results had a seed column; the signature holds the seed). A header
-    that merely has a ``signature`` column is not enough: every arelu CSV has one, and
-    another command's file (``arelu score``'s scores, say) would be lost."""
+    a CSV whose header is ``columns`` (an earlier run of the same writer) or an earlier
+    version of them: some of ``columns``, in their order, ``signature`` among them (the same
+    writer before it gained a column, e.g. ``seed`` or ``tokens``). A header that merely has a
+    ``signature`` column is not enough: every arelu CSV has one, and another command's file
+    (``arelu score``'s scores, say, with its ``bleu`` column) would be lost."""
     header, columns = csv_header(path), list(columns)
     if header is None or header == columns:
         return
-    if "seed" in columns and columns[-1:] == ["signature"] and \
-            header == [c for c in columns if c != "seed"]:
+    if "signature" in header and header == [c for c in columns if c in set(header)]:
         return
     raise UserError(f"{path} exists and is not a CSV this command writes (header "
                     f"{','.join(header)[:60]!r}); choose another --out or move that file away")

@@ -121,3 +121,20 @@ def test_a_read_only_folder_is_a_one_line_error(tmp_path):
     (tmp_path / "ro").mkdir(mode=0o555)
     with pytest.raises(UserError, match="Permission denied"):
         atomic_write_text(tmp_path / "ro" / "f.txt", "x")
+
+
+def test_a_csv_from_before_a_new_column_is_replaced_by_its_writer(tmp_path):
+    """``arelu bench translate`` gained tokens columns; its committed older CSV (a subsequence
+    of today's columns, signature included) is still its own, a reordered or foreign one not."""
+    path = tmp_path / "bench.csv"
+    columns = ("transform", "beam", "seconds", "tokens", "ratio", "signature")
+    row = {"transform": "softmax", "beam": 1, "seconds": 1.0, "tokens": 9, "ratio": 1.0,
+           "signature": "s"}
+    path.write_text("transform,beam,seconds,ratio,signature\nsoftmax,1,2.0,1.0,s\n")
+    write_rows([row], path, columns)
+    assert path.read_text().startswith("transform,beam,seconds,tokens,ratio,signature\n")
+    for foreign in ("beam,transform,seconds,ratio,signature\n", "transform,bleu,signature\n"):
+        path.write_text(foreign)
+        with pytest.raises(UserError, match="not a CSV this command writes"):
+            write_rows([row], path, columns)
+        assert path.read_text() == foreign

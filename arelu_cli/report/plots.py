@@ -168,7 +168,8 @@ def plot_inference_time(csv: str | Path, png: str | Path, older_ok: bool = True)
     columns = ("transform", "beam", "normalized")
     frame = _read(csv) if csv.name in FIGURES else _read_command_csv(csv, columns)
     model = frame["transform"]
-    if "checkpoint" in frame and model.nunique() < frame["checkpoint"].nunique():
+    if "checkpoint" in frame and model.nunique() < len(
+            frame[["transform", "checkpoint"]].drop_duplicates()):
         model = frame["transform"] + " (" + frame["checkpoint"].astype(str) + ")"
     frame = frame.assign(model=model)
     names = list(dict.fromkeys(frame["model"]))
