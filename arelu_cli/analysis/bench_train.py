@@ -44,7 +44,7 @@ BASELINE = "softmax"
 DEFAULT_TRANSFORMS = PAPER_TRANSFORMS
 
 
-def _step_fn(model: Transformer, transform, batch, autocast, t: TrainConfig, fused: bool):
+def step_fn(model: Transformer, transform, batch, autocast, t: TrainConfig, fused: bool):
     """A closure doing one optimizer step of ``model`` on ``batch`` (Adam at the first
     step's learning rate), as the trainer does it (``fused``: with ``fused_output``)."""
     optimizer = torch.optim.Adam(model.parameters(), lr=noam_lr(1, t.lr, model.cfg.d_model, t.warmup),
@@ -115,7 +115,7 @@ def bench_train(config: Config, transforms: list[str], repeats: int, device_name
         train = dataclasses.replace(config.train, label_smoothing=smoothing[name])
         for with_fused in (False, True) if fused and transform.family == "relu" else (False,):
             steps[name + "+fused" * with_fused] = (transform, with_fused, train.label_smoothing,
-                                                   _step_fn(copy.deepcopy(initial), transform,
+                                                   step_fn(copy.deepcopy(initial), transform,
                                                             batch, autocast, train, with_fused))
     rows = []
     for label, (transform, with_fused, eps, step) in steps.items():

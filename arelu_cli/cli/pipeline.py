@@ -1,4 +1,5 @@
-"""``arelu reproduce``, ``arelu study`` and ``arelu report``: the multi-step commands."""
+"""``arelu reproduce``, ``arelu study``, ``arelu attention-study`` and ``arelu report``: the
+multi-step commands."""
 
 from __future__ import annotations
 
@@ -55,6 +56,21 @@ def reproduce(
     run_grid(request, console)
 
 
+def _study_config(recipe: str, overrides: list[str], source: Optional[Path], corpus: str):
+    """The recipe's path and its config with ``--set`` overrides; with ``source``, its
+    ``[data] path`` prepared from the corpus files first."""
+    from arelu_cli.config import load_config, parse_override, resolve_recipe
+    from arelu_cli.data.prepare import PrepareRequest, prepare as run_prepare
+
+    path = resolve_recipe(recipe)
+    config = load_config(path, {(sec, key): value
+                                for sec, key, value in map(parse_override, overrides)})
+    if source is not None:
+        run_prepare(PrepareRequest(corpus, Path(config.data.path), source=source),
+                    log=console.print)
+    return path, config
+
+
 @app.command()
 def study(
     recipe: str = typer.Argument(..., help="Recipe with \\[sweep] and \\[study] tables, e.g. "
@@ -65,6 +81,9 @@ def study(
     corpus: str = typer.Option("multi30k", help="`arelu prepare` corpus name used with --source."),
     set_: list[str] = typer.Option([], "--set", help="SECTION.KEY=VALUE: override any recipe "
                                    "key, e.g. --set study.seeds=[1,2]. Repeatable."),
+    allow_data_change: bool = typer.Option(
+        False, "--allow-data-change", help="Resume unfinished runs even though the prepared "
+        "data folder changed since they began (recorded in each run's config.json)."),
 ) -> None:
     """A comparison a reviewer accepts: a tuning sweep selected on dev BLEU, every transform
     at several seeds, convergence, test BLEU at equal steps and equal time, paired bootstrap.
@@ -73,18 +92,45 @@ def study(
     one timing stage (bench_train.csv, for equal time) wants an idle machine. Stages whose
     outputs exist are skipped: run the same command again to continue.
     """
-    from arelu_cli.config import load_config, parse_override
-    from arelu_cli.data.prepare import PrepareRequest, prepare as run_prepare
-    from arelu_cli.config import resolve_recipe
     from arelu_cli.pipeline.study import study as run_study
 
-    path = resolve_recipe(recipe)
-    config = load_config(path, {(sec, key): value for sec, key, value in map(parse_override, set_)})
-    if source is not None:
-        run_prepare(PrepareRequest(corpus, Path(config.data.path), source=source),
-                    log=console.print)
-    report = run_study(config, out or Path("results") / path.stem, console, recipe=path.stem)
+    path, config = _study_config(recipe, set_, source, corpus)
+    report = run_study(config, out or Path("results") / path.stem, console, recipe=path.stem,
+                       allow_data_change=allow_data_change)
     console.print(f"study report: {report}")
+
+
+@app.command("attention-study")
+def attention_study(
+    recipe: str = typer.Argument(..., help="Recipe with an \\[attention_study] table, e.g. "
+                                 "multi30k-attention (recipes/NAME.toml) or a TOML file."),
+    out: Optional[Path] = typer.Option(None, help="Results folder (default results/NAME)."),
+    source: Optional[Path] = typer.Option(
+        None, help="Corpus files in the publisher's layout: prepare \\[data] path from them first."),
+    corpus: str = typer.Option("multi30k", help="`arelu prepare` corpus name used with --source."),
+    set_: list[str] = typer.Option([], "--set", help="SECTION.KEY=VALUE: override any recipe "
+                                   "key, e.g. --set attention_study.variants=[\"softmax\","
+                                   "\"1.5-relu-renormalized\"]. Repeatable."),
+    allow_data_change: bool = typer.Option(
+        False, "--allow-data-change", help="Resume unfinished runs even though the prepared "
+        "data folder changed since they began (recorded in each run's config.json)."),
+) -> None:
+    """Beyond the paper: which attention transform the model learns with. One model per
+    \\[attention_study] variant (softmax, sparsemax, 1.5-entmax, 1.5-ReLU raw / estimated tau /
+    renormalized), the output transform fixed, the same step budget: dev BLEU and loss curves
+    (divergence flagged), test BLEU with paired bootstrap, attention sparsity per layer,
+    heatmaps, training and decoding speed, REPORT.md.
+
+    Every run has a step budget, so its BLEU cannot depend on what else the machine runs; the
+    timing stage (bench_train.csv, bench_decode.csv) wants an idle machine. Stages whose
+    outputs exist are skipped: run the same command again to continue.
+    """
+    from arelu_cli.pipeline.attention_study import attention_study as run_study
+
+    path, config = _study_config(recipe, set_, source, corpus)
+    report = run_study(config, out or Path("results") / path.stem, console, recipe=path.stem,
+                       allow_data_change=allow_data_change)
+    console.print(f"attention study report: {report}")
 
 
 @app.command("report")

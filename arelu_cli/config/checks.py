@@ -79,6 +79,7 @@ def check_config(config: Config) -> Config:
         if getattr(r, key) < 0:
             raise UserError(f"[reproduce] {key} must be >= 0, got {getattr(r, key)}")
     _validate_study(config)
+    _validate_attention_study(config)
     _check_seeds(config)
     _check_finite(config)
     return config
@@ -125,3 +126,26 @@ def _validate_study(config: Config) -> None:
     if st.convergence_steps < 0 or st.equal_time_minutes < 0 or st.bootstrap_samples < 1:
         raise UserError("[study] convergence_steps and equal_time_minutes must be >= 0 and "
                         "bootstrap_samples >= 1")
+
+
+def _validate_attention_study(config: Config) -> None:
+    a = config.attention_study
+    if not a.variants or len(set(a.variants)) != len(a.variants):
+        raise UserError(f"[attention_study] variants must list distinct attention "
+                        f"configurations, got {list(a.variants)}")
+    if a.baseline not in a.variants:
+        raise UserError(f"[attention_study] baseline {a.baseline!r} must be one of variants "
+                        f"{list(a.variants)}")
+    if not 0.0 < a.learned_fraction <= 1.0:
+        raise UserError(f"[attention_study] learned_fraction must be in (0, 1], got "
+                        f"{a.learned_fraction}")
+    for key in ("heatmaps", "sparsity_sentences", "timing_sentences"):
+        if getattr(a, key) < 0:
+            raise UserError(f"[attention_study] {key} must be >= 0 (0: see its description), "
+                            f"got {getattr(a, key)}")
+    for key in ("bench_repeats", "timing_repeats", "bootstrap_samples"):
+        if getattr(a, key) < 1:
+            raise UserError(f"[attention_study] {key} must be at least 1, got {getattr(a, key)}")
+    if not a.timing_beams or any(b < 1 for b in a.timing_beams):
+        raise UserError(f"[attention_study] timing_beams must list beam sizes >= 1, got "
+                        f"{list(a.timing_beams)}")

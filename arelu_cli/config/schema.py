@@ -221,6 +221,40 @@ class StudyConfig:
 
 
 @dataclass(frozen=True)
+class AttentionStudyConfig:
+    """The comparison of ``arelu attention-study`` (beyond the paper,
+    :mod:`arelu_cli.pipeline.attention_study`): one model per attention configuration, the
+    output transform ``[train] transform`` and everything else of the recipe fixed."""
+
+    variants: tuple[str, ...] = ("softmax", "1.5-entmax", "sparsemax", "1.5-relu-raw",
+                                 "1.5-relu-estimated", "1.5-relu-renormalized")
+    """Attention configurations compared: a registry name (softmax, sparsemax, 1.5-entmax...)
+    for every kind, an alpha-ReLU one with its ``[model] attention_relu`` variant as a
+    suffix (``1.5-relu-raw``, ``-estimated``, ``-renormalized``)."""
+    baseline: str = "softmax"
+    """The variant every other one is compared with (BLEU difference, paired bootstrap, speed
+    ratios); it must be one of ``variants``."""
+    learned_fraction: float = 0.5
+    """A variant "learns" when its last dev BLEU reaches this fraction of the baseline's."""
+    heatmaps: int = 2
+    """Test sentences whose cross-attention is drawn per variant (0: none)."""
+    sparsity_sentences: int = 0
+    """Test sentences of the attention-sparsity counts (0: all)."""
+    timing: bool = True
+    """Measure training step time and decoding time (they want an otherwise idle machine)."""
+    bench_repeats: int = 10
+    """Timed optimizer steps per variant, each paired with one of the baseline's."""
+    timing_beams: tuple[int, ...] = (1, 5)
+    """Beam sizes of the decoding-time comparison."""
+    timing_sentences: int = 200
+    """Test sentences decoded per timing (0: all)."""
+    timing_repeats: int = 3
+    """Interleaved decoding timings per variant and beam; the median counts."""
+    bootstrap_samples: int = 1000
+    """Resamples of the paired bootstrap test against the baseline."""
+
+
+@dataclass(frozen=True)
 class Config:
     data: DataConfig = field(default_factory=DataConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
@@ -229,6 +263,7 @@ class Config:
     reproduce: ReproduceConfig = field(default_factory=ReproduceConfig)
     sweep: SweepConfig = field(default_factory=SweepConfig)
     study: StudyConfig = field(default_factory=StudyConfig)
+    attention_study: AttentionStudyConfig = field(default_factory=AttentionStudyConfig)
 
     def to_dict(self) -> dict:
         """Plain nested dict (what checkpoints and ``config.json`` store)."""
@@ -237,4 +272,4 @@ class Config:
 
 SECTIONS = {"data": DataConfig, "model": ModelConfig, "train": TrainConfig,
             "decode": DecodeConfig, "reproduce": ReproduceConfig, "sweep": SweepConfig,
-            "study": StudyConfig}
+            "study": StudyConfig, "attention_study": AttentionStudyConfig}

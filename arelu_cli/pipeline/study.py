@@ -81,15 +81,22 @@ def run_config(config: Config, transform: str, point: Point, seed: int,
     return dataclasses.replace(config, train=train_cfg)
 
 
-def check(config: Config) -> None:
-    """Refuse a study that could not give its tables, before any training."""
+def check_budget(config: Config, what: str = "a study") -> None:
+    """``what`` trains for ``[train] max_steps`` and evaluates the weights kept at steps:
+    refuse a clock budget and a ``keep_every`` that misses the last step."""
     t = config.train
     if t.max_minutes:
-        raise UserError("a study trains for [train] max_steps steps, never against the clock: "
+        raise UserError(f"{what} trains for [train] max_steps steps, never against the clock: "
                         "set [train] max_minutes = 0")
     if not t.keep_every or t.max_steps % t.keep_every:
-        raise UserError(f"a study evaluates kept weights: set [train] keep_every to a divisor "
+        raise UserError(f"{what} evaluates kept weights: set [train] keep_every to a divisor "
                         f"of max_steps ({t.max_steps}), e.g. 50")
+
+
+def check(config: Config) -> None:
+    """Refuse a study that could not give its tables, before any training."""
+    check_budget(config)
+    t = config.train
     c = config.study.convergence_steps
     if c and (c <= t.max_steps or c % t.keep_every):
         raise UserError(f"[study] convergence_steps ({c}) must exceed [train] max_steps "
@@ -350,13 +357,17 @@ def evaluate(config: Config, todo: list[tuple[str, Run, int]], console: Console)
 
 
 def study(config: Config, out: Path, console: Console | None = None,
-          trainer: Trainer | None = None, recipe: str | None = None) -> Path:
-    """Run (or continue) every stage into ``out``; returns ``REPORT.md``."""
+          trainer: Trainer | None = None, recipe: str | None = None,
+          allow_data_change: bool = False) -> Path:
+    """Run (or continue) every stage into ``out``; returns ``REPORT.md``. An unfinished run
+    resumes only on the data it was trained on, unless ``allow_data_change`` (``train
+    --resume --allow-data-change``)."""
     console = console or Console()
     check(config)
     out.mkdir(parents=True, exist_ok=True)
-    trainer = trainer or (lambda cfg, folder, resume: train(cfg, folder, resume=resume,
-                                                             recipe=recipe, console=console))
+    trainer = trainer or (lambda cfg, folder, resume: train(
+        cfg, folder, resume=resume, recipe=recipe, console=console,
+        allow_data_change=allow_data_change))
     selected, todo = train_all(config, out, trainer, console,
                                lambda chosen: bench(config, out, console, chosen))
     return write_report(config, out, selected, todo)

@@ -5,7 +5,8 @@ fixed CSVs of :mod:`arelu_cli.report.columns` and :func:`plot_all` draws every f
 CSV a results folder holds; the analysis commands' ``--plot`` figures read the CSV the
 command wrote: :func:`plot_step_sparsity` (``arelu sparsity``), :func:`plot_step_self_norm`
 (``arelu self-norm``), :func:`plot_attention_heatmaps` (``arelu sparsity --attention``, beyond
-the paper), and :func:`plot_inference_time` draws Fig. infTime from either the
+the paper), :func:`plot_attention_curves` and :func:`plot_attention_sparsity` (``arelu
+attention-study``), and :func:`plot_inference_time` draws Fig. infTime from either the
 reproduction's ``fig_inference_time.csv`` or ``arelu bench translate``'s CSV. A run of several
 training seeds is drawn as one thin line per seed under a thick line of their mean (curves),
 a mean bar with a standard-deviation error bar (inference time), or one thin histogram per
@@ -278,6 +279,48 @@ def plot_attention_heatmaps(csv: str | Path, png: str | Path) -> Path:
             ax.set_title(f"{part['attention'].iloc[0]}: sentence {sentence}, layer {layer}",
                          fontsize=7)
         fig.colorbar(image, ax=row[-1], label="weight")  # the same scale in every panel
+    return _save(fig, png, older_ok=False)
+
+
+def plot_attention_curves(csv: str | Path, png: str | Path) -> Path:
+    """``arelu attention-study``: dev BLEU and training loss against steps, one line per
+    attention variant; a cross marks the last logged step of a run that diverged."""
+    frame = _read_command_csv(csv, ("variant", "step", "train_loss", "dev_bleu", "diverged"))
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
+    for variant, part in frame.groupby("variant", sort=False):
+        valid, train = part.dropna(subset=["dev_bleu"]), part.dropna(subset=["train_loss"])
+        line = axes[0].plot(valid["step"], valid["dev_bleu"], "-o", markersize=3, label=variant)
+        color = line[0].get_color()
+        axes[1].plot(train["step"], train["train_loss"], "-", color=color, label=variant)
+        if bool(part["diverged"].iloc[0]) and len(train):
+            axes[1].plot(train["step"].iloc[-1], train["train_loss"].iloc[-1], "x", color=color,
+                         markersize=9, markeredgewidth=2)
+    for ax, label in zip(axes, ("dev BLEU (greedy)", "training loss")):
+        ax.set_xlabel("step")
+        ax.set_ylabel(label)
+    axes[0].legend(fontsize="small")
+    return _save(fig, png, older_ok=False)
+
+
+def plot_attention_sparsity(csv: str | Path, png: str | Path) -> Path:
+    """``arelu attention-study``: the share of exactly-zero attention weights per layer, one
+    panel per kind (encoder self, decoder self, cross), one bar per variant."""
+    frame = _read_command_csv(csv, ("variant", "kind", "layer", "zero_fraction"))
+    kinds = [k for k in ("encoder", "decoder", "cross") if k in set(frame["kind"])]
+    variants = list(dict.fromkeys(frame["variant"]))
+    fig, axes = plt.subplots(1, len(kinds), squeeze=False, figsize=(4.2 * len(kinds), 3.4))
+    width = 0.8 / max(len(variants), 1)
+    for ax, kind in zip(axes[0], kinds):
+        part = frame[frame["kind"] == kind]
+        for i, variant in enumerate(variants):
+            rows = part[part["variant"] == variant].sort_values("layer")
+            ax.bar(rows["layer"] + (i - (len(variants) - 1) / 2) * width,
+                   100 * rows["zero_fraction"], width, label=variant)
+        ax.set_title(f"{kind} attention", fontsize=9)
+        ax.set_xlabel("layer")
+        ax.set_ylabel("exactly-zero weights (%)")
+        ax.set_xticks(sorted(set(part["layer"])))
+    axes[0][0].legend(fontsize="small")
     return _save(fig, png, older_ok=False)
 
 

@@ -267,3 +267,19 @@ def test_a_tiny_study_end_to_end(tiny_corpus, tiny_config, tmp_path, one_thread)
     mtimes = {p: p.stat().st_mtime_ns for p in tmp_path.rglob("*.pt")}
     study(config, tmp_path, QUIET)  # everything is there: nothing is trained again
     assert {p: p.stat().st_mtime_ns for p in tmp_path.rglob("*.pt")} == mtimes
+
+
+@pytest.mark.parametrize("allow", [False, True])
+def test_allow_data_change_reaches_the_trainer(tmp_path, monkeypatch, allow):
+    import arelu_cli.pipeline.study as module
+
+    seen = []
+
+    def fake_train(config, folder, **kwargs):
+        seen.append(kwargs["allow_data_change"])
+        raise KeyboardInterrupt  # the first run is enough
+
+    monkeypatch.setattr(module, "train", fake_train)
+    with pytest.raises(KeyboardInterrupt):
+        study(_config(), tmp_path, QUIET, allow_data_change=allow)
+    assert seen == [allow]

@@ -1,0 +1,276 @@
+"""The tables, figures and ``REPORT.md`` of ``arelu attention-study``
+(:mod:`arelu_cli.pipeline.attention_study`).
+
+CSVs (one row per measurement, each with its signature):
+
+* ``results.csv``: per attention variant, what became of it (``learns``, ``does not learn``,
+  ``diverged``), dev BLEU at the last validation and at its best, test BLEU and chrF at the
+  last step, the paired bootstrap against the baseline, the training loss (first, lowest,
+  last logged value), the share of exactly-zero attention weights and of queries with an
+  empty support per kind, training tokens/s and decoding time with their ratios to the
+  baseline;
+* ``curves.csv``: the training loss and dev BLEU of every logged step of every run (a
+  diverged run up to its last good step);
+* ``sparsity.csv``: the per-layer attention counts of every variant (``arelu sparsity
+  --attention``'s rows) together; ``heatmaps.csv``: the cross-attention of a few sentences.
+
+Figures: ``curves.png`` (dev BLEU and training loss against steps, a cross where a run
+diverged), ``sparsity.png`` (zero weights per layer and kind), ``heatmaps.png``.
+
+A variant **learns** when its last dev BLEU is above 0 and reaches ``[attention_study]
+learned_fraction`` of the baseline's; it **diverged** when its training stopped on a non-finite loss, gradient or
+weights; its loss is flagged **unstable** when the last logged training loss is more than
+:data:`LOSS_RISE` above the lowest.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pandas as pd
+
+from arelu_cli.analysis.significance import paired_bootstrap
+from arelu_cli.config import Config
+from arelu_cli.data.prepared import load_prepared
+from arelu_cli.data.textio import read_text_lines
+from arelu_cli.nmt.bleu import bleu_chrf
+from arelu_cli.nmt.train_guard import DIVERGED
+from arelu_cli.ownership import write_markdown
+from arelu_cli.pipeline.attention_study import (BENCH, DECODE, HEATMAPS, SPARSITY, Variant)
+from arelu_cli.pipeline.study_runs import TEST, summary, trained, translation_path
+from arelu_cli.report.markdown import fmt, md_table
+from arelu_cli.report.plots import plot_attention_curves, plot_attention_heatmaps, \
+    plot_attention_sparsity
+from arelu_cli.results import write_rows
+
+LOSS_RISE = 0.5
+"""Training-loss rise (nats of the output loss) above its lowest value that flags a run as
+unstable."""
+KINDS = ("encoder", "decoder", "cross")
+
+
+def _log(variant: Variant) -> pd.DataFrame:
+    path = variant.folder / "log.csv"
+    return pd.read_csv(path) if path.is_file() else pd.DataFrame(columns=["step"])
+
+
+def curve_rows(runs: list[Variant]) -> list[dict]:
+    rows = []
+    for v in runs:
+        log = _log(v)
+        for record in log.to_dict("records"):
+            rows.append({"variant": v.label, "step": int(record["step"]),
+                         "train_loss": record.get("train_loss"), "dev_bleu": record.get("val_bleu"),
+                         "dev_loss": record.get("val_loss"), "diverged": v.diverged,
+                         "signature": record.get("signature", "")})
+    return rows
+
+
+def _diverged_step(variant: Variant) -> int | None:
+    if not variant.diverged:
+        return None
+    return int(json.loads((variant.folder / DIVERGED).read_text(encoding="utf-8"))["step"])
+
+
+def _sparsity(frame: pd.DataFrame | None, variant: str) -> dict:
+    """Zero weights and empty queries per kind, pooled over the layers."""
+    out = {f"{what}_{k}": None for what in ("zeros", "empty") for k in KINDS}
+    if frame is None or frame.empty:
+        return out
+    for kind, part in frame[frame["variant"] == variant].groupby("kind"):
+        out[f"zeros_{kind}"] = part["zeros"].sum() / max(part["weights"].sum(), 1)
+        out[f"empty_{kind}"] = part["empty_queries"].sum() / max(part["queries"].sum(), 1)
+    return out
+
+
+def _read(path: Path) -> pd.DataFrame | None:
+    return pd.read_csv(path) if path.is_file() else None
+
+
+def _status(dev: float | None, base_dev: float | None, diverged: bool, fraction: float) -> str:
+    if diverged:
+        return "diverged"
+    if dev is None or base_dev is None:
+        return "unfinished"
+    return "learns" if dev > 0 and dev >= fraction * base_dev else "does not learn"
+
+
+def _last(frame: pd.DataFrame, column: str) -> float | None:
+    values = frame[column].dropna() if column in frame else pd.Series(dtype=float)
+    return float(values.iloc[-1]) if len(values) else None
+
+
+def result_rows(config: Config, runs: list[Variant], sparsity: pd.DataFrame | None,
+                bench: pd.DataFrame | None, decode: pd.DataFrame | None) -> list[dict]:
+    a, step, beam = config.attention_study, config.train.max_steps, config.decode.beam
+    refs = load_prepared(config.data.path).references(TEST)
+    hyps = {v.label: read_text_lines(p) for v in runs
+            if (p := translation_path(v.folder, step, beam)).is_file() and not v.diverged}
+    logs = {v.label: _log(v) for v in runs}
+    base_dev = _last(logs[a.baseline], "val_bleu") if trained(runs[0].folder) else None
+    decode_beam = beam if decode is not None and beam in set(decode["beam"]) else (
+        None if decode is None else int(decode["beam"].max()))
+    rows = []
+    for v in runs:
+        log, done = logs[v.label], trained(v.folder)
+        losses = log["train_loss"].dropna() if "train_loss" in log else pd.Series(dtype=float)
+        row = {"variant": v.label, "attention": v.model.attention,
+               "attention_relu": v.model.attention_relu if v.model.attention.endswith("relu")
+               else None,
+               "status": _status(_last(log, "val_bleu") if done else None, base_dev,
+                                 v.diverged, a.learned_fraction),
+               "steps": int(log["step"].max()) if len(log) else 0,
+               "diverged_step": _diverged_step(v),
+               "dev_bleu": _last(log, "val_bleu"),
+               "dev_bleu_best": summary(v.folder)["best_bleu"] if done else None,
+               "test_bleu": None, "test_chrf": None, "delta": None, "delta_low": None,
+               "delta_high": None, "p_value": None,
+               "train_loss_first": float(losses.iloc[0]) if len(losses) else None,
+               "train_loss_min": float(losses.min()) if len(losses) else None,
+               "train_loss_last": float(losses.iloc[-1]) if len(losses) else None,
+               "unstable": bool(len(losses) and losses.iloc[-1] > losses.min() + LOSS_RISE),
+               **_sparsity(sparsity, v.label)}
+        if v.label in hyps:
+            row["test_bleu"], row["test_chrf"], _, _ = bleu_chrf(hyps[v.label], refs)
+            if a.baseline in hyps and v.label != a.baseline:
+                test = paired_bootstrap(hyps[a.baseline], hyps[v.label], refs,
+                                        samples=a.bootstrap_samples)
+                row |= {k: test[k] for k in ("delta", "delta_low", "delta_high", "p_value")}
+        row |= _speed(bench, decode, v.label, decode_beam)
+        row["signature"] = log["signature"].dropna().iloc[-1] if "signature" in log and \
+            log["signature"].notna().any() else ""
+        rows.append(row)
+    return rows
+
+
+def _speed(bench: pd.DataFrame | None, decode: pd.DataFrame | None, label: str,
+           beam: int | None) -> dict:
+    out = {"tokens_per_s": None, "train_speed_ratio": None, "decode_beam": beam,
+           "decode_seconds": None, "decode_ratio": None}
+    if bench is not None and label in set(bench["variant"]):
+        one = bench[bench["variant"] == label].iloc[0]
+        out |= {"tokens_per_s": one["tokens_per_s"], "train_speed_ratio": one["speed_ratio"]}
+    if decode is not None and beam is not None:
+        one = decode[(decode["variant"] == label) & (decode["beam"] == beam)]
+        if len(one):
+            out |= {"decode_seconds": one.iloc[0]["seconds"], "decode_ratio": one.iloc[0]["ratio"]}
+    return out
+
+
+def _pct(value: object) -> str:
+    return "-" if value is None or (isinstance(value, float) and math.isnan(value)) \
+        else f"{100 * float(value):.0f}%"
+
+
+def _table(rows: list[dict]) -> str:
+    def delta(r):
+        return "-" if r["delta"] is None else (
+            f"{r['delta']:+.2f} [{r['delta_low']:+.2f}, {r['delta_high']:+.2f}], "
+            f"p = {r['p_value']:.3f}")
+
+    def status(r):
+        text = r["status"] + (f" at step {r['diverged_step']}" if r["diverged_step"] else "")
+        return text + (" (loss rose)" if r["unstable"] else "")
+
+    def ratio(value, x):
+        return "-" if value is None else f"{fmt(value, 0)} ({x:.2f}×)" if x else fmt(value, 0)
+
+    return md_table(
+        ["attention", "outcome", "dev BLEU (last / best)", "test BLEU", "Δ vs baseline [95% CI], p",
+         "train loss first → min → last", "zero weights enc / dec / cross",
+         "empty queries enc / dec / cross", "train tokens/s (× baseline)",
+         "decoding s (× baseline)"],
+        [[r["variant"], status(r), f"{fmt(r['dev_bleu'])} / {fmt(r['dev_bleu_best'])}",
+          fmt(r["test_bleu"]), delta(r),
+          " → ".join(fmt(r[k]) for k in ("train_loss_first", "train_loss_min", "train_loss_last")),
+          " / ".join(_pct(r[f"zeros_{k}"]) for k in KINDS),
+          " / ".join(_pct(r[f"empty_{k}"]) for k in KINDS),
+          ratio(r["tokens_per_s"], r["train_speed_ratio"]),
+          "-" if r["decode_seconds"] is None else
+          f"{r['decode_seconds']:.2f} ({r['decode_ratio']:.2f}×)"] for r in rows])
+
+
+def answer(config: Config, rows: list[dict]) -> str:
+    """The paragraph that answers the paper's question from the measurements."""
+    a, base = config.attention_study, rows[0]
+    groups: dict[str, list[str]] = {}
+    for r in rows[1:]:
+        if r["status"] == "diverged":
+            text = f"{r['variant']} (non-finite training at step {r['diverged_step']})"
+        elif r["status"] == "learns":
+            text = (f"{r['variant']} (test BLEU {fmt(r['test_bleu'])}"
+                    + ("" if r["delta"] is None else
+                       f", {r['delta']:+.2f} vs {a.baseline}, p = {r['p_value']:.3f}")
+                    + ("" if r["train_speed_ratio"] is None else
+                       f"; trains at {r['train_speed_ratio']:.2f}× its tokens/s")
+                    + ("" if r["decode_ratio"] is None else
+                       f", decodes in {r['decode_ratio']:.2f}× its time") + ")")
+        else:
+            text = f"{r['variant']} (last dev BLEU {fmt(r['dev_bleu'])})"
+        groups.setdefault(r["status"], []).append(text)
+    parts = [f"With the output transform {config.train.transform} and "
+             f"{config.train.max_steps} training steps each, {a.baseline} attention reaches "
+             f"dev BLEU {fmt(base['dev_bleu'])} and test BLEU {fmt(base['test_bleu'])}."]
+    names = {"learns": "Learn (last dev BLEU at least "
+                       f"{a.learned_fraction:.0%} of {a.baseline}'s)",
+             "does not learn": "Do not learn", "diverged": "Diverge",
+             "unfinished": "Not finished"}
+    parts += [f"{names[key]}: {'; '.join(items)}." for key, items in groups.items()]
+    unstable = [r["variant"] for r in rows if r["unstable"] and r["status"] != "diverged"]
+    if unstable:
+        parts.append(f"Training loss rose by more than {LOSS_RISE} from its lowest value in: "
+                     f"{', '.join(unstable)}.")
+    return " ".join(parts)
+
+
+def report_text(config: Config, rows: list[dict], figures: list[str]) -> str:
+    a, t = config.attention_study, config.train
+    return "\n".join([
+        "# Attention study report", "",
+        f"One model per attention transform (every kind: encoder self, decoder self, cross), "
+        f"everything else fixed: output transform {t.transform}, lr {t.lr:g}, warmup "
+        f"{t.warmup}, label smoothing {t.label_smoothing:g}, seed {t.seed}, "
+        f"{t.max_steps} optimizer steps (step-budgeted). Test BLEU with beam "
+        f"{config.decode.beam} at the last step's weights (sacrebleu, detokenized, cased); "
+        f"paired bootstrap ({a.bootstrap_samples} resamples) against {a.baseline} attention; "
+        "sparsity counted along the beam output on test. Speeds are paired quiet "
+        "measurements (bench_train.csv, bench_decode.csv).", "",
+        "## Answer", "", answer(config, rows), "",
+        "## Results", "", _table(rows), "",
+        "## Figures", "", *[f"![{name}]({name})" for name in figures], "",
+        "## Files", "",
+        "results.csv (the table), curves.csv, sparsity.csv, heatmaps.csv, bench_train.csv, "
+        "bench_decode.csv; runs/VARIANT/ (config.json, log.csv, summary.json or "
+        "diverged.json, translations/).", ""])
+
+
+def _joined(runs: list[Variant], name: str) -> list[dict]:
+    rows = []
+    for v in runs:
+        path = v.folder / name
+        if path.is_file() and not v.diverged:
+            rows += [{"variant": v.label, **r} for r in pd.read_csv(path).to_dict("records")]
+    return rows
+
+
+def write_report(config: Config, out: Path, runs: list[Variant]) -> Path:
+    """Every CSV and figure of the study and ``REPORT.md``; returns the report's path."""
+    figures = []
+    curves = curve_rows(runs)
+    write_rows(curves, out / "curves.csv")
+    if curves:
+        figures.append(plot_attention_curves(out / "curves.csv", out / "curves.png").name)
+    sparsity = _joined(runs, SPARSITY)
+    if sparsity:
+        write_rows(sparsity, out / "sparsity.csv")
+        figures.append(plot_attention_sparsity(out / "sparsity.csv", out / "sparsity.png").name)
+    maps = [{k: val for k, val in r.items() if k != "variant"} for r in _joined(runs, HEATMAPS)]
+    if maps:
+        write_rows(maps, out / "heatmaps.csv")
+        figures.append(plot_attention_heatmaps(out / "heatmaps.csv", out / "heatmaps.png").name)
+    rows = result_rows(config, runs, _read(out / "sparsity.csv") if sparsity else None,
+                       _read(out / BENCH), _read(out / DECODE))
+    write_rows(rows, out / "results.csv")
+    return write_markdown(out / "REPORT.md", report_text(config, rows, figures))

@@ -1,0 +1,182 @@
+"""``arelu attention-study``: variant names, a divergence recorded and reported (never
+retrained), and a tiny study end to end that resumes without training or timing again and
+rebuilds its tables from a committed folder (no checkpoints)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from rich.console import Console
+
+from arelu_cli.config import ModelConfig, load_config
+from arelu_cli.errors import UserError
+from arelu_cli.nmt.train import train
+from arelu_cli.nmt.train_guard import DIVERGED, Diverged
+from arelu_cli.pipeline.attention_report import answer
+from arelu_cli.pipeline.attention_study import attention_study, variant_model
+
+QUIET = Console(quiet=True)
+
+
+@pytest.mark.parametrize("label, attention, relu", [
+    ("softmax", "softmax", "raw"), ("1.5-entmax", "1.5-entmax", "raw"),
+    ("sparsemax", "sparsemax", "raw"), ("1.5-relu-raw", "1.5-relu", "raw"),
+    ("1.5-relu-estimated", "1.5-relu", "estimated"),
+    ("1.5-relu-renormalized", "1.5-relu", "renormalized"),
+    ("2-relu-renormalized", "2-relu", "renormalized")])
+def test_a_variant_sets_every_kind(label, attention, relu):
+    model = variant_model(ModelConfig(attention_cross="sparsemax"), label)
+    assert (model.attention, model.attention_relu) == (attention, relu)
+    assert model.attention_encoder == model.attention_decoder == model.attention_cross == ""
+
+
+@pytest.mark.parametrize("label, message", [
+    ("1.5-relu", "must name its alpha-ReLU variant"), ("softmax-raw", "alpha-ReLU attention only"),
+    ("no-such-thing", "variant 'no-such-thing'"), ("1.5-relu-normalized", "variant")])
+def test_a_bad_variant_is_one_line(label, message):
+    with pytest.raises(UserError, match=message):
+        variant_model(ModelConfig(), label)
+
+
+@pytest.mark.parametrize("table, message", [
+    ({"variants": ["softmax", "softmax"]}, "distinct"),
+    ({"variants": ["sparsemax"]}, "baseline 'softmax' must be one of"),
+    ({"learned_fraction": 0.0}, "learned_fraction"),
+    ({"timing_beams": [0]}, "timing_beams")])
+def test_impossible_attention_study_tables_are_refused(table, message):
+    with pytest.raises(UserError, match=message):
+        load_config(None, {("attention_study", k): v for k, v in table.items()})
+
+
+def _diverging(real, diverge: str, calls: list):
+    """The real trainer, except that the ``diverge`` variant's run stops as a run whose loss
+    turned NaN does: log rows up to that step, ``diverged.json``, :class:`Diverged`."""
+    def trainer(config, folder: Path, resume: bool):
+        calls.append(folder.name)
+        if folder.name != diverge:
+            return real(config, folder, resume)
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "log.csv").write_text("step,train_loss,val_bleu,signature\n2,9.5,,sig\n4,7.0,,sig\n")
+        (folder / DIVERGED).write_text(json.dumps({"step": 5, "train_loss": "nan"}))
+        raise Diverged("training diverged at step 5 (train_loss nan)")
+    return trainer
+
+
+def test_a_tiny_attention_study_end_to_end(tiny_corpus, tiny_config, tmp_path, one_thread):
+    base = tiny_config(tiny_corpus, max_steps=6, valid_every=3, save_every=3, keep_every=6,
+                       transform="1.5-relu", tau="auto")
+    config = dataclasses.replace(base, **{
+        "attention_study": dataclasses.replace(
+            base.attention_study, variants=("softmax", "1.5-relu-renormalized", "1.5-relu-raw"),
+            heatmaps=1, bench_repeats=1, timing_beams=(1,), timing_sentences=4,
+            timing_repeats=1, bootstrap_samples=20, learned_fraction=0.01),
+        "decode": dataclasses.replace(base.decode, beam=2, max_tokens=2048)})
+    calls: list[str] = []
+    real = lambda cfg, folder, resume: train(cfg, folder, resume=resume, console=QUIET)  # noqa: E731
+    report = attention_study(config, tmp_path, QUIET, _diverging(real, "1.5-relu-raw", calls))
+    assert calls == ["softmax", "1.5-relu-renormalized", "1.5-relu-raw"]
+
+    renorm = json.loads((tmp_path / "runs/1.5-relu-renormalized/config.json").read_text())
+    assert renorm["model"]["attention"] == "1.5-relu"
+    assert renorm["model"]["attention_relu"] == "renormalized"
+    results = pd.read_csv(tmp_path / "results.csv").set_index("variant")
+    assert list(results.index) == ["softmax", "1.5-relu-renormalized", "1.5-relu-raw"]
+    raw = results.loc["1.5-relu-raw"]
+    assert raw["status"] == "diverged" and raw["diverged_step"] == 5
+    assert pd.isna(raw["test_bleu"]) and raw["train_loss_last"] == 7.0
+    assert results.loc["softmax", "zeros_cross"] == 0.0  # softmax has no exact zeros
+    assert 0.0 <= results.loc["1.5-relu-renormalized", "zeros_cross"] <= 1.0
+    assert results.loc["softmax", "train_speed_ratio"] == 1.0  # the baseline, by definition
+    assert (results["tokens_per_s"] > 0).all() and (results["train_speed_ratio"] > 0).all()
+    assert results.loc["1.5-relu-renormalized", "p_value"] <= 1.0
+    assert results.loc["softmax", "decode_ratio"] == 1.0
+    for name in ("curves.csv", "sparsity.csv", "heatmaps.csv", "bench_train.csv",
+                 "bench_decode.csv", "curves.png", "sparsity.png", "heatmaps.png"):
+        assert (tmp_path / name).is_file(), name
+    sparsity = pd.read_csv(tmp_path / "sparsity.csv")
+    assert set(sparsity["variant"]) == {"softmax", "1.5-relu-renormalized"}
+    assert set(sparsity["kind"]) == {"encoder", "decoder", "cross"}
+    text = report.read_text()
+    assert "## Answer" in text and "Diverge: 1.5-relu-raw (non-finite training at step 5)" in text
+
+    # Again: nothing is trained (the diverged run neither), evaluated or timed again.
+    made = {p: p.stat().st_mtime_ns for p in tmp_path.rglob("*")
+            if p.suffix in (".pt", ".txt") or p.name in ("bench_train.csv", "bench_decode.csv")}
+    calls.clear()
+    attention_study(config, tmp_path, QUIET, _diverging(real, "1.5-relu-raw", calls))
+    assert calls == [] and {p: p.stat().st_mtime_ns for p in made} == made
+
+    # A committed study (run records and outputs, no checkpoints) rebuilds its tables alone.
+    for path in tmp_path.rglob("*.pt"):
+        path.unlink()
+    (tmp_path / "results.csv").unlink()
+    attention_study(config, tmp_path, QUIET, _diverging(real, "1.5-relu-raw", calls))
+    assert calls == []
+    again = pd.read_csv(tmp_path / "results.csv").set_index("variant")
+    assert again["test_bleu"].equals(results["test_bleu"])
+
+
+def test_no_bleu_is_not_learning():
+    from arelu_cli.pipeline.attention_report import _status
+
+    assert _status(0.0, 0.0, False, 0.5) == "does not learn"
+    assert _status(10.0, 20.0, False, 0.5) == "learns"
+    assert _status(9.9, 20.0, False, 0.5) == "does not learn"
+    assert _status(None, 20.0, True, 0.5) == "diverged"
+
+
+def test_the_answer_names_each_outcome():
+    config = load_config(None, {("train", "max_steps"): 1200, ("train", "transform"): "1.5-relu"})
+    blank = {k: None for k in ("delta", "p_value", "train_speed_ratio", "decode_ratio",
+                               "diverged_step")}
+    rows = [{**blank, "variant": "softmax", "status": "learns", "dev_bleu": 30.0,
+             "test_bleu": 31.0, "unstable": False},
+            {**blank, "variant": "1.5-relu-renormalized", "status": "learns", "dev_bleu": 29.0,
+             "test_bleu": 30.5, "delta": -0.5, "p_value": 0.2, "train_speed_ratio": 0.8,
+             "decode_ratio": 1.1, "unstable": False},
+            {**blank, "variant": "1.5-relu-raw", "status": "does not learn", "dev_bleu": 0.4,
+             "test_bleu": 0.3, "unstable": True},
+            {**blank, "variant": "1.5-relu-estimated", "status": "diverged", "diverged_step": 40,
+             "dev_bleu": None, "test_bleu": None, "unstable": False}]
+    text = answer(config, rows)
+    assert "softmax attention reaches dev BLEU 30.00 and test BLEU 31.00" in text
+    assert ("1.5-relu-renormalized (test BLEU 30.50, -0.50 vs softmax, p = 0.200; trains at "
+            "0.80× its tokens/s, decodes in 1.10× its time)") in text
+    assert "Do not learn: 1.5-relu-raw (last dev BLEU 0.40)" in text
+    assert "Diverge: 1.5-relu-estimated (non-finite training at step 40)" in text
+    assert "rose by more than 0.5 from its lowest value in: 1.5-relu-raw" in text
+
+
+@pytest.mark.parametrize("allow", [False, True])
+def test_allow_data_change_reaches_the_trainer(tmp_path, monkeypatch, allow):
+    import arelu_cli.pipeline.attention_study as module
+
+    seen = []
+
+    def fake_train(config, folder, **kwargs):
+        seen.append(kwargs["allow_data_change"])
+        raise KeyboardInterrupt  # the first run is enough
+
+    monkeypatch.setattr(module, "train", fake_train)
+    config = load_config(None, {("train", "keep_every"): 1000, ("train", "max_minutes"): 0.0})
+    with pytest.raises(KeyboardInterrupt):
+        attention_study(config, tmp_path, QUIET, allow_data_change=allow)
+    assert seen == [allow]
+
+
+@pytest.mark.parametrize("name", ["toy-attention", "multi30k-attention"])
+def test_the_shipped_attention_recipes_are_valid(name):
+    from arelu_cli.config import resolve_recipe
+    from arelu_cli.pipeline.attention_study import check, variants
+
+    config = load_config(resolve_recipe(name))
+    check(config)
+    runs = variants(config, Path("out"))
+    assert [v.label for v in runs][0] == "softmax" and len(runs) == 6
+    assert {v.model.attention_relu for v in runs if v.model.attention == "1.5-relu"} == {
+        "raw", "estimated", "renormalized"}
+    assert config.train.transform == "1.5-relu" and config.decode.beam == 5
