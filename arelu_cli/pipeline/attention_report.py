@@ -235,8 +235,10 @@ def report_text(config: Config, rows: list[dict], figures: list[str]) -> str:
         f"{t.max_steps} optimizer steps (step-budgeted). Test BLEU with beam "
         f"{config.decode.beam} at the last step's weights (sacrebleu, detokenized, cased); "
         f"paired bootstrap ({a.bootstrap_samples} resamples) against {a.baseline} attention; "
-        "sparsity counted along the beam output on test. Speeds are paired quiet "
-        "measurements (bench_train.csv, bench_decode.csv).", "",
+        "sparsity counted along the beam output on test. Speeds were measured on a quiet "
+        "machine, each variant alternating with the baseline; a ratio (×) is the median of "
+        "the paired ratios, so it can differ from the ratio of the two medians "
+        "(bench_train.csv, bench_decode.csv).", "",
         "## Answer", "", answer(config, rows), "",
         "## Results", "", _table(rows), "",
         "## Figures", "", *[f"![{name}]({name})" for name in figures], "",

@@ -320,7 +320,7 @@ def plot_attention_sparsity(csv: str | Path, png: str | Path) -> Path:
         ax.set_xlabel("layer")
         ax.set_ylabel("exactly-zero weights (%)")
         ax.set_xticks(sorted(set(part["layer"])))
-    axes[0][0].legend(fontsize="small")
+    axes[0][-1].legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.02, 1.0))
     return _save(fig, png, older_ok=False)
 
 
