@@ -61,7 +61,8 @@ def bench_attention(config: Config, models: Mapping[str, ModelConfig], baseline:
     for label, step in steps.items():
         if console:
             console.log(f"timing attention {label}")
-        pair = timing.time_pair(step, steps[baseline], lambda: None, device, repeats, warmup)
+        with timing.OtherLoad() as load:
+            pair = timing.time_pair(step, steps[baseline], lambda: None, device, repeats, warmup)
         if label == baseline:  # timed against itself: one step time, the ratio 1 by definition
             both = (pair.ms + pair.baseline_ms) / 2
             pair = dataclasses.replace(pair, ms=both, baseline_ms=both, ratio=1.0)
@@ -77,7 +78,7 @@ def bench_attention(config: Config, models: Mapping[str, ModelConfig], baseline:
             "baseline": baseline, "sentences": int(batch.src.shape[0]), "tokens": tokens,
             "device": str(device), "gpu": timing.device_label(device),
             "precision": "bf16" if bf16 else "fp32", "threads": torch.get_num_threads(),
-            "repeats": repeats,
+            "repeats": repeats, "other_cpu": load.cores,
             "signature": signature(transform=config.train.transform, tau=taus[label],
                                    attention=label, data=data.corpus, seed=config.train.seed,
                                    device=device.type,

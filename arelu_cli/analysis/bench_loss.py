@@ -333,7 +333,9 @@ def _case_rows(plan: BenchPlan, method: Method, case: tuple, floors: dict,
             row = dict(transform=method.transform, variant=method.variant, mode=mode, n=n, v=v,
                        dtype=dtype, device=plan.device, gpu=timing.device_label(device),
                        threads=plan.threads, engine=engine, **floors[case])
-            row.update(_measure(plan, method, mode, x, y, clean_ce[case]))
+            with timing.OtherLoad() as load:
+                row.update(_measure(plan, method, mode, x, y, clean_ce[case]))
+            row["other_cpu"] = load.cores
             row["signature"] = signature(
                 transform=method.transform, data=f"randn{n}x{v}", seed=plan.seed,
                 variant=method.variant, mode=mode, dtype=dtype, device=plan.device,

@@ -121,7 +121,9 @@ def bench_train(config: Config, transforms: list[str], repeats: int, device_name
     for label, (transform, with_fused, eps, step) in steps.items():
         if console:
             console.log(f"timing {label}")
-        pair = timing.time_pair(step, steps[BASELINE][3], lambda: None, device, repeats, warmup)
+        with timing.OtherLoad() as load:
+            pair = timing.time_pair(step, steps[BASELINE][3], lambda: None, device, repeats,
+                                    warmup)
         peak = timing.peak_extra_bytes(step, lambda: None, device)
         name = transform.name
         rows.append({
@@ -134,7 +136,7 @@ def bench_train(config: Config, transforms: list[str], repeats: int, device_name
             "d_model": config.model.d_model, "device": str(device),
             "gpu": timing.device_label(device),
             "precision": "bf16" if bf16 else "fp32", "threads": torch.get_num_threads(),
-            "repeats": repeats,
+            "repeats": repeats, "other_cpu": load.cores,
             "signature": signature(transform=name, alpha=transform.alpha, tau=transform.tau,
                                    fused_output=with_fused or None,
                                    label_smoothing=eps or None, data=data.corpus,

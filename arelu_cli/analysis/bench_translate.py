@@ -37,6 +37,7 @@ import torch
 from rich.table import Table
 
 from arelu_cli.analysis.steps import sample_indices
+from arelu_cli.analysis import timing
 from arelu_cli.analysis.timing import synchronize
 from arelu_cli.errors import UserError
 from arelu_cli.options import parse_list
@@ -118,12 +119,14 @@ def bench_translate(checkpoints: Sequence[str | Path], beams: Sequence[int], spl
             sources[decoder.path] = [encoded.src(int(i)) for i in chosen]
         _time(decoder, sources[decoder.path][:8], max(beams), max_tokens)  # warm-up
     times = {(d, beam): [] for d in range(len(decoders)) for beam in beams}
-    for r in range(repeats):
-        for beam in beams:
-            for d, decoder in enumerate(decoders):
-                if log:
-                    log(f"repeat {r + 1}/{repeats}: beam {beam}, {decoder.transform.name}")
-                times[(d, beam)].append(_time(decoder, sources[decoder.path], beam, max_tokens))
+    with timing.OtherLoad() as load:
+        for r in range(repeats):
+            for beam in beams:
+                for d, decoder in enumerate(decoders):
+                    if log:
+                        log(f"repeat {r + 1}/{repeats}: beam {beam}, {decoder.transform.name}")
+                    times[(d, beam)].append(_time(decoder, sources[decoder.path], beam,
+                                                  max_tokens))
     rows = []
     for (d, beam), timed in times.items():
         base = baseline(decoders, d if transforms else None)
@@ -132,6 +135,7 @@ def bench_translate(checkpoints: Sequence[str | Path], beams: Sequence[int], spl
     fastest = min(row["seconds"] for row in rows)
     for row in rows:
         row["normalized"] = row["seconds"] / fastest
+        row["other_cpu"] = load.cores
     return rows
 
 

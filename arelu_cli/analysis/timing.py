@@ -7,16 +7,22 @@ allocated before it: the CUDA allocator's peak on GPU, the process's peak reside
 (reset through ``/proc/self/clear_refs``) on CPU, after ``malloc_trim`` has handed the
 freed heap back: pages freed by an earlier call and kept by glibc would otherwise be
 reused unseen (a training step measured after another read as 0 MiB).
+
+A time is only worth quoting when nothing else ran: :class:`OtherLoad` measures how many
+cores other processes kept busy during a measurement (Linux ``/proc``), which the benchmarks
+record in an ``other_cpu`` column and :func:`busy_warning` turns into a warning, so that a
+timing taken beside a training job is never silently presented as a quiet one.
 """
 
 from __future__ import annotations
 
 import ctypes
 import gc
+import os
 import re
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -148,3 +154,61 @@ def device_path(out: Path, device: torch.device | str) -> Path:
         return out
     slug = re.sub(r"[^a-z0-9]+", "-", device_label(device).lower()).strip("-")
     return out.with_name(f"{out.stem}-{slug}{out.suffix}")
+
+
+BUSY_CORES = 0.25
+"""Other processes' CPU use (cores, averaged over a measurement) above which its times are
+flagged as not quiet: more than what a shell, an editor and the kernel's own work take."""
+
+
+def _cpu_jiffies() -> tuple[int, int] | None:
+    """(busy jiffies of all CPUs, this process's jiffies, all its threads) from /proc."""
+    try:
+        fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
+        user, nice, system, _idle, _iowait, irq, softirq, steal = map(int, fields[:8])
+        own = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()
+        return user + nice + system + irq + softirq + steal, int(own[11]) + int(own[12])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+class OtherLoad:
+    """Within ``with``: the CPU cores other processes kept busy, on average (:attr:`cores`;
+    None where ``/proc`` cannot say, e.g. not Linux). This process's own threads and its
+    children-free work are excluded; a GPU measurement is judged by the CPU too, since a
+    competing process slows the launches."""
+
+    def __enter__(self) -> OtherLoad:
+        self._start, self._began, self.cores = _cpu_jiffies(), time.monotonic(), None
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        end, seconds = _cpu_jiffies(), time.monotonic() - self._began
+        if self._start is None or end is None or seconds <= 0:
+            return
+        busy, own = (e - s for e, s in zip(end, self._start))
+        self.cores = max(0.0, (busy - own) / os.sysconf("SC_CLK_TCK") / seconds)
+
+
+def busy_warning(rows: Sequence[Mapping[str, object]], what: str = "these times") -> str | None:
+    """A one-line warning when, for any of the benchmark ``rows``, other processes used more
+    than :data:`BUSY_CORES` cores (column ``other_cpu``) while ``what`` were measured; None
+    when the machine was quiet (or cannot tell)."""
+    loads = [float(r["other_cpu"]) for r in rows if r.get("other_cpu") is not None]
+    cores = max(loads, default=None)
+    if cores is None or cores != cores or cores <= BUSY_CORES:
+        return None
+    return (f"other processes kept up to {cores:.2f} CPU cores busy while {what} were measured, so "
+            "they are not quiet measurements (column other_cpu); measure again on an idle "
+            "machine before quoting them")
+
+
+def warn_if_busy(rows: Sequence[Mapping[str, object]], console, what: str = "these times",
+                 advice: str = "") -> None:
+    """Print :func:`busy_warning` (and ``advice``) on the rich ``console`` when it applies."""
+    from rich.markup import escape
+
+    text = busy_warning(rows, what)
+    if text:
+        console.print(f"[bold yellow]warning:[/] {escape(text + advice)}", highlight=False,
+                      soft_wrap=True)

@@ -12,6 +12,12 @@ from arelu_cli.cli.app import (DECODE_HELP, batch_tokens_alias, bench_app, check
 from arelu_cli.errors import UserError
 
 
+def _warn_if_busy(rows: list[dict]) -> None:
+    from arelu_cli.analysis.timing import warn_if_busy
+
+    warn_if_busy(rows, console)
+
+
 @bench_app.command("loss")
 def bench_loss(
     out: Path = typer.Option(Path("results/bench/loss.csv"), help="CSV file to write."),
@@ -38,6 +44,7 @@ def bench_loss(
     out = device_path(out, plan.device)
     frame = bench.run(plan, out, console=console)
     bench.print_table(frame, console)
+    _warn_if_busy(frame.to_dict("records"))
     console.print(f"wrote {out}")
 
 
@@ -117,6 +124,7 @@ def bench_train(
         from arelu_cli.analysis.timing import device_path
         out = device_path(out, rows[0]["device"])  # the GPU's name in it on CUDA
         bench.print_table(write_rows(rows, out), console)
+        _warn_if_busy(rows)
     console.print(f"wrote {out}")
 
 
@@ -154,4 +162,5 @@ def bench_translate(
                                  max_tokens=max_tokens,
                                  transforms=bench.parse_transforms(transforms), log=console.log)
     bench.print_table(write_rows(rows, out), console)
+    _warn_if_busy(rows)
     console.print(f"wrote {out} and {plots.plot_inference_time(out, out.with_suffix('.png'), older_ok=False)}")

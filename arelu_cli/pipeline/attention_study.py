@@ -49,7 +49,7 @@ from arelu_cli.nmt import checkpoint
 from arelu_cli.nmt.attention import VARIANTS
 from arelu_cli.nmt.train import snapshot_path, train
 from arelu_cli.nmt.train_guard import DIVERGED, Diverged
-from arelu_cli.pipeline.study import check_budget
+from arelu_cli.pipeline.study import check_budget, warn_if_busy_file
 from arelu_cli.pipeline.study_runs import TEST, trained, translation_path
 from arelu_cli.registry import get_transform
 from arelu_cli.results import write_rows
@@ -192,9 +192,10 @@ def timing(config: Config, out: Path, runs: list[Variant], console: Console) -> 
         return
     if not (out / BENCH).is_file():
         console.rule("bench: training step time per attention (wants an idle machine)")
-        write_rows(bench_attention(config, {v.label: v.model for v in runs}, a.baseline,
-                                   a.bench_repeats, config.train.device, console=console),
-                   out / BENCH)
+        rows = bench_attention(config, {v.label: v.model for v in runs}, a.baseline,
+                               a.bench_repeats, config.train.device, console=console)
+        write_rows(rows, out / BENCH)
+        warn_if_busy_file(rows, out / BENCH, console)
     decoded = [v for v in runs if not v.diverged]
     if (out / DECODE).is_file() or not decoded or decoded[0].label != a.baseline:
         return
@@ -208,6 +209,7 @@ def timing(config: Config, out: Path, runs: list[Variant], console: Console) -> 
                            max_sentences=a.timing_sentences or None, repeats=a.timing_repeats,
                            log=console.log)
     write_rows([{"variant": paths[r["checkpoint"]], **r} for r in rows], out / DECODE)
+    warn_if_busy_file(rows, out / DECODE, console)
 
 
 def attention_study(config: Config, out: Path, console: Console | None = None,

@@ -311,8 +311,10 @@ def bench(config: Config, out: Path, console: Console,
     smoothing = {name: p.label_smoothing for name, p in configurations(config, selected).items()}
     if not path.is_file():
         console.rule("bench train (quiet step times for equal time)")
-        write_rows(bench_train(config, names, repeats=10, device_name=config.train.device,
-                               console=console, label_smoothing=smoothing), path)
+        rows = bench_train(config, names, repeats=10, device_name=config.train.device,
+                           console=console, label_smoothing=smoothing)
+        write_rows(rows, path)
+        warn_if_busy_file(rows, path, console)
     frame = pd.read_csv(path)
     frame = frame[~frame["fused_output"].astype(bool)]
     times = dict(zip(frame["transform"], frame["ms_per_step"]))
@@ -322,6 +324,14 @@ def bench(config: Config, out: Path, console: Console,
                         "the study again on an idle machine")
     _check_smoothing(path, frame, smoothing, console)
     return {name: float(times[name]) for name in names}
+
+
+def warn_if_busy_file(rows: list[dict], path: Path, console: Console) -> None:
+    """Say so when other processes competed for the CPU while ``path`` was measured."""
+    from arelu_cli.analysis.timing import warn_if_busy as warn
+
+    warn(rows, console, f"the times of {path}", "; delete the file and run the study again "
+         "to measure it again")
 
 
 def _check_smoothing(path: Path, frame, smoothing: dict[str, float], console: Console) -> None:

@@ -94,6 +94,8 @@ def test_a_tiny_attention_study_end_to_end(tiny_corpus, tiny_config, tmp_path, o
     assert (results["tokens_per_s"] > 0).all() and (results["train_speed_ratio"] > 0).all()
     assert results.loc["1.5-relu-renormalized", "p_value"] <= 1.0
     assert results.loc["softmax", "decode_ratio"] == 1.0
+    for name in ("bench_train.csv", "bench_decode.csv"):  # how quiet each timing was
+        assert (pd.read_csv(tmp_path / name)["other_cpu"] >= 0).all()
     for name in ("curves.csv", "sparsity.csv", "heatmaps.csv", "bench_train.csv",
                  "bench_decode.csv", "curves.png", "sparsity.png", "heatmaps.png"):
         assert (tmp_path / name).is_file(), name
