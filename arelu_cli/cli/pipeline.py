@@ -61,6 +61,7 @@ def _study_config(recipe: str, overrides: list[str], source: Optional[Path], cor
     ``[data] path`` prepared from the corpus files first."""
     from arelu_cli.config import load_config, parse_override, resolve_recipe
     from arelu_cli.data.prepare import PrepareRequest, prepare as run_prepare
+    from arelu_cli.data.prepared import load_prepared
 
     path = resolve_recipe(recipe)
     config = load_config(path, {(sec, key): value
@@ -68,6 +69,7 @@ def _study_config(recipe: str, overrides: list[str], source: Optional[Path], cor
     if source is not None:
         run_prepare(PrepareRequest(corpus, Path(config.data.path), source=source),
                     log=console.print)
+    load_prepared(config.data.path)  # a missing corpus is one line before any folder is made
     return path, config
 
 

@@ -49,6 +49,7 @@ from arelu_cli.nmt import checkpoint
 from arelu_cli.nmt.attention import VARIANTS
 from arelu_cli.nmt.train import snapshot_path, train
 from arelu_cli.nmt.train_guard import DIVERGED, Diverged
+from arelu_cli.pipeline.grid import results_folder
 from arelu_cli.pipeline.study import check_budget, warn_if_busy_file
 from arelu_cli.pipeline.study_runs import TEST, trained, translation_path
 from arelu_cli.registry import get_transform
@@ -221,7 +222,7 @@ def attention_study(config: Config, out: Path, console: Console | None = None,
 
     console = console or Console()
     check(config)
-    out.mkdir(parents=True, exist_ok=True)
+    results_folder(out)
     trainer = trainer or (lambda cfg, folder, resume: train(
         cfg, folder, resume=resume, recipe=recipe, console=console,
         allow_data_change=allow_data_change))

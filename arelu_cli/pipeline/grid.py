@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from arelu_cli.config import Config
+from arelu_cli.errors import UserError
 from arelu_cli.report import layout
 
 TEST, DEV = "test", "dev"
@@ -58,6 +59,20 @@ class Grid:
     def label(self, name: str, seed: int) -> str:
         """A step's subject: ``softmax``, or ``softmax seed 2`` in a grid of several seeds."""
         return name if len(self.seeds) <= 1 else f"{name} seed {seed}"
+
+
+def results_folder(out: Path) -> Path:
+    """Make the results folder ``out`` of a pipeline, or refuse in one line what cannot be
+    one (a file, a place that cannot be written)."""
+    if out.exists() and not out.is_dir():
+        raise UserError(f"{out} is a file, not a results folder; give --out a folder (new, or "
+                        "the one an earlier run of this command wrote, to continue it)")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise UserError(f"cannot make the results folder {out} ({err.strerror or err}); give "
+                        "--out a folder you can write") from None
+    return out
 
 
 def up_to_date(output: Path, inputs: Iterable[Path] = ()) -> bool:

@@ -55,7 +55,7 @@ from arelu_cli.results import atomic_write_text
 from arelu_cli.nmt.train import SUMMARY, train
 from arelu_cli.nmt.train_guard import recorded_fingerprint
 from arelu_cli.pipeline import reproduce_steps as rs
-from arelu_cli.pipeline.grid import TEST, Grid, Step
+from arelu_cli.pipeline.grid import TEST, Grid, Step, results_folder
 
 @dataclass(frozen=True)
 class Request:
@@ -257,8 +257,7 @@ def reproduce(req: Request, console: Console | None = None) -> Path:
     """Run (or continue) the grid of ``req.recipe`` into ``req.out``; returns REPORT.md."""
     console = console or Console()
     config = load_request_config(req)
-    out = Path(req.out)
-    out.mkdir(parents=True, exist_ok=True)
+    out = results_folder(Path(req.out))
     grid = Grid(config, out, req.device, Path(req.recipe).stem)
     check_ours(out / "reproduce.json", json_with_keys("recipe", "config"))  # before any work
     write_commands(grid, req)

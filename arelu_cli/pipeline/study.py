@@ -48,7 +48,7 @@ from arelu_cli.config import Config
 from arelu_cli.errors import UserError
 from arelu_cli.registry import get_transform
 from arelu_cli.results import atomic_write_text
-from arelu_cli.pipeline.grid import up_to_date
+from arelu_cli.pipeline.grid import results_folder, up_to_date
 from arelu_cli.pipeline.study_report import write_report
 from arelu_cli.pipeline.study_runs import (TEST, Run, axes, run_folder, scores, trained,
                                            translation_path)
@@ -374,7 +374,7 @@ def study(config: Config, out: Path, console: Console | None = None,
     --resume --allow-data-change``)."""
     console = console or Console()
     check(config)
-    out.mkdir(parents=True, exist_ok=True)
+    results_folder(out)
     trainer = trainer or (lambda cfg, folder, resume: train(
         cfg, folder, resume=resume, recipe=recipe, console=console,
         allow_data_change=allow_data_change))

@@ -182,3 +182,30 @@ def test_the_shipped_attention_recipes_are_valid(name):
     assert {v.model.attention_relu for v in runs if v.model.attention == "1.5-relu"} == {
         "raw", "estimated", "renormalized"}
     assert config.train.transform == "1.5-relu" and config.decode.beam == 5
+
+
+@pytest.mark.parametrize("run", ["attention_study", "study"])
+def test_a_file_as_results_folder_is_one_line(tmp_path, run):
+    import arelu_cli.pipeline.study as study_module
+
+    out = tmp_path / "results.csv"
+    out.write_text("mine\n")
+    config = load_config(None, {("train", "keep_every"): 1000, ("train", "max_minutes"): 0.0,
+                                ("study", "convergence_steps"): 0})
+    pipeline = attention_study if run == "attention_study" else study_module.study
+    with pytest.raises(UserError, match="is a file, not a results folder"):
+        pipeline(config, out, QUIET)
+    assert out.read_text() == "mine\n"
+
+
+def test_the_cli_refuses_a_missing_corpus_before_making_anything(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from arelu_cli.cli import app
+
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(app, ["attention-study", "toy-attention", "--set",
+                                      f"data.path={tmp_path / 'nothing'}"])
+    assert isinstance(result.exception, UserError)  # main() prints it as one line, exit 2
+    assert "not a prepared corpus folder" in str(result.exception)
+    assert list(tmp_path.iterdir()) == []
