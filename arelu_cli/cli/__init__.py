@@ -7,6 +7,7 @@ lives in a library module (:mod:`arelu_cli.nmt`, :mod:`arelu_cli.analysis`,
 
 from __future__ import annotations
 
+import shlex
 import sys
 
 from rich.console import Console
@@ -21,10 +22,19 @@ __all__ = ["app", "main"]
 
 
 def main() -> None:
-    """Console entry point: user errors become one line on stderr and exit status 2."""
+    """Console entry point: user errors become one line on stderr and exit status 2; a stop
+    signal in a multi-step command (``arelu train`` says its own) one line with the command
+    that continues, and 128 + the signal's number."""
+    from arelu_cli.nmt.train_guard import Interrupted
+
+    err = Console(stderr=True)
     try:
         app()
-    except UserError as err:
-        Console(stderr=True).print(f"[bold red]error:[/] {escape(str(err))}", highlight=False,
-                                   soft_wrap=True)
+    except UserError as error:
+        err.print(f"[bold red]error:[/] {escape(str(error))}", highlight=False, soft_wrap=True)
         sys.exit(2)
+    except Interrupted as stopped:  # inside a training run of reproduce, study...
+        if stopped.rank == 0:
+            command = shlex.join(["arelu", *sys.argv[1:]])
+            err.print(escape(stopped.rerun(command)), highlight=False, soft_wrap=True)
+        sys.exit(stopped.code)

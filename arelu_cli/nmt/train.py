@@ -51,7 +51,7 @@ from arelu_cli.tau import check_relu_tau
 from arelu_cli.nmt.train_guard import (DIVERGED, DataChange, Diverged, Interrupted, StopSignals,
                                        check_new_run_folder, check_run_folder, clean_temporaries,
                                        diverged, is_finite, record_data_change, recorded_recipe,
-                                       resume_hint)
+                                       interrupted)
 from arelu_cli.nmt.train_state import (Session, State, clock, load_for_resume, payload,
                                        restore, save_last)
 from arelu_cli.nmt.train_step import (autocast, check_weights, micro_batches, optimizer_step,
@@ -97,9 +97,8 @@ def train(config: Config, out: str | Path, *, resume: bool = False, recipe: str 
         except (Diverged, Interrupted) as stopped:  # raised by every process alike
             outcome = stopped.with_traceback(None)  # its frames would keep DDP alive
         except KeyboardInterrupt:  # a second Ctrl-C: abort at once
-            raise Interrupted(f"aborted by a second Ctrl-C after step {state.step}; "
-                              f"{resume_hint(session.out, session.saved_step)}", 130,
-                              ctx.rank) from None
+            raise interrupted(f"aborted by a second Ctrl-C after step {state.step}", 130,
+                              session.out, session.saved_step, ctx.rank) from None
         # DDP's reducer holds the process group: free it while every process is still here
         # (a gloo group destroyed after its peer left can hang in its destructor).
         del session, state

@@ -49,11 +49,22 @@ class Diverged(UserError):
 
 
 class Interrupted(Exception):
-    """Training stopped on a signal; ``code`` is the exit status (128 + the signal number)."""
+    """Training stopped on a signal; ``code`` is the exit status (128 + the signal number).
+    The message ends with the ``arelu train --resume`` command; ``stopped`` and ``kept`` are
+    its parts without it, for a multi-step command that continues otherwise (:meth:`rerun`)."""
 
-    def __init__(self, message: str, code: int, rank: int = 0):
+    def __init__(self, message: str, code: int, rank: int = 0, stopped: str = "",
+                 kept: str = ""):
         super().__init__(message)
         self.code, self.rank = code, rank
+        self.stopped, self.kept = stopped or message, kept
+
+    def rerun(self, command: str) -> str:
+        """The line of a multi-step command (``arelu reproduce``, ``study``...) stopped in one
+        of its training runs: running ``command`` again continues everything, that run too."""
+        kept = f"; {self.kept}" if self.kept else ""
+        return (f"{self.stopped}{kept}. What is finished is kept: run `{command}` again to "
+                "continue")
 
 
 def check_run_folder(out: Path, create: bool) -> None:
@@ -212,12 +223,26 @@ def recorded_recipe(folder: Path, ckpt: dict) -> str | None:
     return ckpt.get("recipe") or train_log.signature_value(folder / "log.csv", "recipe")
 
 
+def kept_hint(out: Path, saved_step: int | None) -> str:
+    """What the stopped run ``out`` keeps."""
+    if saved_step is None:
+        return f"no {checkpoint.LAST} was saved yet in {out}"
+    return f"{out / checkpoint.LAST} keeps step {saved_step}"
+
+
 def resume_hint(out: Path, saved_step: int | None) -> str:
     """Where the run's work is kept and the command that continues it."""
     if saved_step is None:
         return f"no {checkpoint.LAST} was saved yet; start again with --out {shlex.quote(str(out))}"
-    return (f"{out / checkpoint.LAST} keeps step {saved_step}; resume with: arelu train "
+    return (f"{kept_hint(out, saved_step)}; resume with: arelu train "
             f"--resume {shlex.quote(str(out))}")
+
+
+def interrupted(stopped: str, code: int, out: Path, saved_step: int | None,
+                rank: int) -> Interrupted:
+    """The :class:`Interrupted` of a run ``out`` that ``stopped`` (what happened, when)."""
+    return Interrupted(f"{stopped}: {resume_hint(out, saved_step)}", code, rank, stopped,
+                       kept_hint(out, saved_step))
 
 
 def is_finite(value: torch.Tensor | float) -> bool:
@@ -294,5 +319,5 @@ class StopSignals:
                     rank: int) -> Interrupted:
         """What a run stopped by a signal after ``step`` raises."""
         name = signal.Signals(self.code - 128).name
-        return Interrupted(f"stopped by {name} after step {step}: "
-                           f"{resume_hint(out, saved_step)}", self.code, rank)
+        return interrupted(f"stopped by {name} after step {step}", self.code, out, saved_step,
+                           rank)

@@ -1,4 +1,5 @@
-"""What the commands share: --max-tokens and its hidden old name --batch-tokens."""
+"""What the commands share: --max-tokens and its hidden old name --batch-tokens; the entry
+point's one-line stops."""
 
 import pytest
 from typer.testing import CliRunner
@@ -23,3 +24,48 @@ def test_decoding_commands_show_max_tokens_and_accept_batch_tokens(command):
     assert "--max-tokens" in shown.output and "--batch-tokens" not in shown.output
     bad = runner.invoke(app, [*command, "--batch-tokens", "many"])
     assert bad.exit_code == 2 and "No such option" not in bad.output
+
+
+def _main_raising(monkeypatch, error, argv):
+    """Run the console entry point with the app replaced by one that raises ``error``."""
+    import sys
+
+    import arelu_cli.cli as cli
+
+    def stopped():
+        raise error
+
+    monkeypatch.setattr(cli, "app", stopped)
+    monkeypatch.setattr(sys, "argv", argv)
+    with pytest.raises(SystemExit) as exited:
+        cli.main()
+    return exited.value.code
+
+
+def test_a_study_stopped_in_a_training_run_says_to_run_the_study_again(monkeypatch, capsys,
+                                                                        tmp_path):
+    from arelu_cli.nmt.train_guard import interrupted
+
+    run = tmp_path / "runs" / "1.5-relu" / "lr-0.3"
+    error = interrupted("stopped by SIGINT after step 638", 130, run, 638, 0)
+    # arelu train keeps saying how to resume the run itself
+    assert str(error) == (f"stopped by SIGINT after step 638: {run / 'last.pt'} keeps step 638; "
+                          f"resume with: arelu train --resume {run}")
+    code = _main_raising(monkeypatch, error, ["arelu", "study", "multi30k-study", "--set",
+                                              "study.seeds=[1, 2]"])
+    err = capsys.readouterr().err
+    assert code == 130 and "Traceback" not in err and "arelu train" not in err
+    assert " ".join(err.split()) == (
+        f"stopped by SIGINT after step 638; {run / 'last.pt'} keeps step 638. What is finished "
+        "is kept: run `arelu study multi30k-study --set 'study.seeds=[1, 2]'` again to continue")
+
+
+def test_a_run_stopped_before_its_first_save_and_other_ranks(monkeypatch, capsys, tmp_path):
+    from arelu_cli.nmt.train_guard import interrupted
+
+    first = interrupted("stopped by SIGTERM after step 3", 143, tmp_path, None, 0)
+    assert _main_raising(monkeypatch, first, ["arelu", "reproduce", "toy"]) == 143
+    assert f"no last.pt was saved yet in {tmp_path}" in " ".join(capsys.readouterr().err.split())
+    other = interrupted("stopped by SIGTERM after step 3", 143, tmp_path, 2, 1)
+    assert _main_raising(monkeypatch, other, ["arelu", "reproduce", "toy"]) == 143
+    assert capsys.readouterr().err == ""  # rank 0 alone speaks under torchrun
