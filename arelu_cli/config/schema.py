@@ -218,6 +218,11 @@ class StudyConfig:
     """The transform every other one is tested against (paired bootstrap)."""
     bootstrap_samples: int = 1000
     """Resamples of the paired bootstrap test."""
+    earlier: str = ""
+    """An ``arelu reproduce`` results folder (e.g. ``results/multi30k``) whose claims the
+    report checks against this study: its test BLEU differences from the baseline
+    (``table1_bleu.csv``) against the equal-time ones here, and its training tokens/s ratios
+    (``training_time.csv``) against the quiet step times here ("" : none)."""
 
 
 @dataclass(frozen=True)

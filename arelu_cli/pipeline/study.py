@@ -50,12 +50,12 @@ from arelu_cli.registry import get_transform
 from arelu_cli.results import atomic_write_text
 from arelu_cli.pipeline.grid import results_folder, up_to_date
 from arelu_cli.pipeline.study_report import write_report
-from arelu_cli.pipeline.study_runs import (TEST, Run, axes, run_folder, scores, trained,
+from arelu_cli.pipeline.study_runs import (BENCH, TEST, Run, axes, borrowed, compared,
+                                           equal_time_budget_ms, run_folder, scores, trained,
                                            translation_path)
 from arelu_cli.pipeline.sweep import Point, plan
 from arelu_cli.nmt.train import SUMMARY, snapshot_path, train
 
-BENCH = "bench_train.csv"
 SELECTED = "selected.json"
 
 Trainer = Callable[[Config, Path, bool], object]
@@ -103,15 +103,6 @@ def check(config: Config) -> None:
                         f"({t.max_steps}) and be a multiple of keep_every ({t.keep_every}), or 0")
     for name in compared(config):
         get_transform(name)
-
-
-def borrowed(config: Config) -> dict[str, str]:
-    """``{NAME: TUNED}`` from ``[study] borrow``."""
-    return dict(tuple(s.strip() for s in item.split("=", 1)) for item in config.study.borrow)
-
-
-def compared(config: Config) -> list[str]:
-    return list(dict.fromkeys([*config.sweep.transforms, *borrowed(config)]))
 
 
 def _train(trainer: Trainer, config: Config, folder: Path, console: Console,
@@ -270,9 +261,7 @@ def equal_time_steps(config: Config, ms_per_step: dict[str, float]) -> dict[str,
     """The step each transform reaches in the equal-time budget, rounded down to a kept
     snapshot: ``[study] equal_time_minutes`` of quiet training, or (0) the time the fastest
     transform needs for ``[train] max_steps`` steps."""
-    t = config.train
-    budget_ms = (config.study.equal_time_minutes * 60e3 if config.study.equal_time_minutes
-                 else t.max_steps * min(ms_per_step.values()))
+    t, budget_ms = config.train, equal_time_budget_ms(config, ms_per_step)
     return {name: min(t.max_steps, max(t.keep_every,
                                        int(budget_ms / ms // t.keep_every) * t.keep_every))
             for name, ms in ms_per_step.items()}
@@ -378,6 +367,11 @@ def study(config: Config, out: Path, console: Console | None = None,
     trainer = trainer or (lambda cfg, folder, resume: train(
         cfg, folder, resume=resume, recipe=recipe, console=console,
         allow_data_change=allow_data_change))
-    selected, todo = train_all(config, out, trainer, console,
-                               lambda chosen: bench(config, out, console, chosen))
-    return write_report(config, out, selected, todo)
+    times: dict[str, float] = {}
+
+    def step_times(chosen: dict[str, Point]) -> dict[str, float]:
+        times.update(bench(config, out, console, chosen))
+        return times
+
+    selected, todo = train_all(config, out, trainer, console, step_times)
+    return write_report(config, out, selected, todo, times)

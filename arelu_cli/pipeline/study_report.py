@@ -9,8 +9,14 @@ CSVs (one row per measurement, each with its signature):
   time), ``convergence``;
 * ``test_bleu_summary.csv``: mean, standard deviation (n - 1) and the per-seed values;
 * ``significance.csv``: paired bootstrap resampling (:mod:`arelu_cli.analysis.significance`)
-  of each transform against the baseline, seed by seed and on the seeds' outputs joined;
-* ``dev_curves.csv``: dev BLEU at every validation of every seed and convergence run.
+  of each transform against the baseline, and of each ``[study] borrow`` transform against
+  the one it borrows from, seed by seed and on the seeds' outputs joined;
+* ``dev_curves.csv`` (and ``.png``): dev BLEU at every validation of every seed and
+  convergence run; ``sweep.png``: the sweep's dev BLEU against the learning rate.
+
+``REPORT.md`` opens with the verdicts computed from these tables
+(:mod:`arelu_cli.pipeline.study_claims`): the answer per pair, and which claims of
+``[study] earlier`` stand, shrink, grow or fall; then equal time, the sweep, the test BLEU.
 """
 
 from __future__ import annotations
@@ -27,9 +33,11 @@ from arelu_cli.data.textio import read_text_lines
 from arelu_cli.nmt.bleu import bleu_chrf
 from arelu_cli.report.markdown import fmt, md_table
 from arelu_cli.ownership import write_markdown
+from arelu_cli.report.plots import plot_study_curves, plot_study_sweep
 from arelu_cli.results import write_rows
-from arelu_cli.pipeline.study_runs import (TEST, Run, axes, run_folder, scores, summary,
-                                           translation_path)
+from arelu_cli.pipeline.study_claims import SPEED_TOLERANCE, answer, earlier_rows, pairs
+from arelu_cli.pipeline.study_runs import (BENCH, TEST, Run, axes, equal_time_budget_ms,
+                                           run_folder, scores, summary, translation_path)
 from arelu_cli.pipeline.sweep import Point, visited
 
 COMPARISONS = {"equal_steps": "equal steps", "equal_time": "equal time",
@@ -102,26 +110,26 @@ def _hypotheses(config: Config, todo: list[tuple[str, Run, int]]) -> dict:
 
 
 def significance_rows(config: Config, todo: list[tuple[str, Run, int]]) -> list[dict]:
-    """Each transform against the baseline by paired bootstrap: per seed (same seed on both
-    sides), and on the seeds' translations joined into one test set of n x 1,000 sentences."""
+    """Each pair of :func:`~arelu_cli.pipeline.study_claims.pairs` (each transform against the
+    baseline, each borrower against its lender) by paired bootstrap: per seed (same seed on
+    both sides), and on the seeds' translations joined into one test set of n x 1,000
+    sentences."""
     from arelu_cli.analysis.significance import SEED, paired_bootstrap
 
     refs = load_prepared(config.data.path).references(TEST)
-    hyps, base = _hypotheses(config, todo), config.study.baseline
+    hyps = _hypotheses(config, todo)
     rows = []
     for comparison in dict.fromkeys(c for c, _, _ in todo):
         seeds = sorted({s for c, _, s in hyps if c == comparison})
-        names = [n for n in dict.fromkeys(t for c, t, _ in hyps if c == comparison) if n != base]
-        if (comparison, base, seeds[0]) not in hyps:
-            continue
-        for name in names:
-            pairs = [(s, hyps[(comparison, base, s)], hyps[(comparison, name, s)])
-                     for s in seeds if (comparison, name, s) in hyps
-                     and (comparison, base, s) in hyps]
-            tests = [(str(s), b, h, refs) for s, b, h in pairs]
-            if len(pairs) > 1:
-                tests.append(("joined", [x for _, b, _ in pairs for x in b],
-                              [x for _, _, h in pairs for x in h], refs * len(pairs)))
+        names = list(dict.fromkeys(t for c, t, _ in hyps if c == comparison))
+        for name, base in pairs(config, names):
+            both = [(s, hyps[(comparison, base, s)], hyps[(comparison, name, s)])
+                    for s in seeds if (comparison, name, s) in hyps
+                    and (comparison, base, s) in hyps]
+            tests = [(str(s), b, h, refs) for s, b, h in both]
+            if len(both) > 1:
+                tests.append(("joined", [x for _, b, _ in both for x in b],
+                              [x for _, _, h in both for x in h], refs * len(both)))
             for label, b, h, r in tests:
                 result = paired_bootstrap(b, h, r, samples=config.study.bootstrap_samples)
                 rows.append({"comparison": comparison, "transform": name, "baseline": base,
@@ -139,9 +147,10 @@ def _sweep_table(rows: list[dict]) -> str:
                      for r in rows])
 
 
-def _bleu_table(summary: list[dict], sig: list[dict]) -> str:
-    joined = {(r["comparison"], r["transform"]): r for r in sig if r["seeds"] == "joined"}
-    single = {(r["comparison"], r["transform"]): r for r in sig}
+def _bleu_table(summary: list[dict], sig: list[dict], base: str) -> str:
+    against = [r for r in sig if r["baseline"] == base]
+    joined = {(r["comparison"], r["transform"]): r for r in against if r["seeds"] == "joined"}
+    single = {(r["comparison"], r["transform"]): r for r in against}
     lines = []
     for r in summary:
         test = joined.get((r["comparison"], r["transform"])) or single.get(
@@ -156,15 +165,72 @@ def _bleu_table(summary: list[dict], sig: list[dict]) -> str:
                      "per seed", "Δ vs baseline [95% CI], p"], lines)
 
 
-def report_text(config: Config, sweep: list[dict], summary: list[dict], sig: list[dict]) -> str:
+def _equal_time(config: Config, out: Path, ms_per_step: dict[str, float],
+                todo: list[tuple[str, Run, int]]) -> list[str]:
+    """The quiet step times, the budget and the step each transform reaches in it."""
+    if not ms_per_step:
+        return ["No step times (the bench stage has not run)."]
+    base, budget = config.study.baseline, equal_time_budget_ms(config, ms_per_step) / 60e3
+    steps = {run.transform: step for c, run, step in todo if c == "equal_time"}
+    frame = pd.read_csv(out / BENCH) if (out / BENCH).is_file() else pd.DataFrame()
+    busy = (f" Other processes kept up to {frame['other_cpu'].max():.2f} CPU cores busy "
+            "while they were measured." if "other_cpu" in frame else
+            " The file does not record how busy the machine was (an older version's).")
+    rows = [[name, f"{ms:,.0f}", f"{ms / ms_per_step[base]:.3f}×" if base in ms_per_step
+             else "", f"{steps[name]:,}" if name in steps else ""]
+            for name, ms in ms_per_step.items()]
+    return [f"Quiet training step times ({BENCH}, `arelu bench train`, each transform timed "
+            f"alternately with {base}, at its selected label smoothing).{busy} Equal time is "
+            f"{budget:.1f} minutes of quiet training"
+            + ("" if config.study.equal_time_minutes else
+               f" (the time the fastest transform needs for {config.train.max_steps:,} steps)")
+            + f"; each transform is evaluated at the last kept snapshot (every "
+            f"{config.train.keep_every} steps) it reaches in it.", "",
+            md_table(["transform", "ms per step", f"× {base}", "step at equal time"], rows)]
+
+
+def _earlier(config: Config, sig: list[dict], ms_per_step: dict[str, float]) -> list[str]:
+    if not config.study.earlier:
+        return []
+    rows, note = earlier_rows(config, sig, ms_per_step)
+    where = config.study.earlier
+    text = [f"## Claims of `{where}`", "",
+            f"Each claim of `{where}` (one run per transform) beside this study's equal-time "
+            "result. A BLEU difference **stands** when it lies in this study's 95% interval, "
+            "**shrinks** or **grows** when the interval lies nearer 0 or farther, and "
+            "**falls** when this study finds no significant difference (p ≥ 0.05) or the "
+            f"opposite sign. A speed ratio stands within {SPEED_TOLERANCE:.0%} of this "
+            "study's quiet one and falls when it crosses 1.", ""]
+    if rows:
+        text.append(md_table(["claim", "earlier", "this study", "verdict"],
+                             [[r["claim"], r["earlier"], r["study"], f"**{r['verdict']}**"]
+                              for r in rows]))
+    else:
+        text.append("No claim of that folder matches a transform of this study.")
+    return text + ([f"\nNote: {note}."] if note else []) + [""]
+
+
+def report_text(config: Config, out: Path, sweep: list[dict], summary: list[dict],
+                sig: list[dict], ms_per_step: dict[str, float],
+                todo: list[tuple[str, Run, int]], figures: list[str]) -> str:
     seeds = ", ".join(map(str, config.study.seeds))
+    paragraphs = answer(config, summary, sig)
     return "\n".join([
         "# Study report",
         "",
         f"Step-budgeted runs ({config.train.max_steps} optimizer steps, convergence "
         f"{config.study.convergence_steps}), test BLEU with beam {config.decode.beam} "
         f"(sacrebleu, detokenized, cased), seeds {seeds}; significance by paired bootstrap "
-        f"({config.study.bootstrap_samples} resamples) against {config.study.baseline}.",
+        f"({config.study.bootstrap_samples} resamples) against {config.study.baseline}. "
+        "Δ is the test BLEU difference with its 95% interval; better / worse means p < 0.05.",
+        "",
+        "## Answer",
+        "",
+        *(f"{p}\n" for p in paragraphs or ["No test translations yet."]),
+        *_earlier(config, sig, ms_per_step),
+        "## Equal time",
+        "",
+        *_equal_time(config, out, ms_per_step, todo),
         "",
         "## Sweep (dev BLEU only)",
         "",
@@ -172,14 +238,27 @@ def report_text(config: Config, sweep: list[dict], summary: list[dict], sig: lis
         "",
         "## Test BLEU",
         "",
-        _bleu_table(summary, sig),
+        _bleu_table(summary, sig, config.study.baseline),
+        "",
+        "## Figures",
+        "",
+        *[f"![{name}]({name})" for name in figures],
+        "",
+        "## Files",
+        "",
+        "sweep.csv, test_bleu.csv, test_bleu_summary.csv, significance.csv (every pair, seed "
+        "by seed and joined), dev_curves.csv, bench_train.csv, selected.json; runs/TRANSFORM/"
+        "CONFIG[_seed-S]/ and convergence/TRANSFORM/CONFIG/ (config.json, log.csv, "
+        "summary.json, translations/).",
         "",
     ])
 
 
 def write_report(config: Config, out: Path, selected: dict[str, Point],
-                 todo: list[tuple[str, Run, int]]) -> Path:
-    """Every CSV of the study and ``REPORT.md``; returns the report's path."""
+                 todo: list[tuple[str, Run, int]],
+                 ms_per_step: dict[str, float] | None = None) -> Path:
+    """Every CSV and figure of the study and ``REPORT.md``; returns the report's path."""
+    ms_per_step = ms_per_step or {}
     sweep = sweep_rows(config, out, selected)
     write_rows(sweep, out / "sweep.csv")
     bleu = bleu_rows(config, todo)
@@ -189,6 +268,12 @@ def write_report(config: Config, out: Path, selected: dict[str, Point],
     sig = significance_rows(config, todo)
     write_rows(sig, out / "significance.csv")
     runs = list(dict.fromkeys(run for _, run, _ in todo))
-    write_rows(curve_rows(runs), out / "dev_curves.csv")
-    return write_markdown(out / "REPORT.md", report_text(config, sweep, summary, sig),
-                          "# Study report\n")
+    curves = curve_rows(runs)
+    write_rows(curves, out / "dev_curves.csv")
+    figures = []
+    if sweep:
+        figures.append(plot_study_sweep(out / "sweep.csv", out / "sweep.png").name)
+    if curves:
+        figures.append(plot_study_curves(out / "dev_curves.csv", out / "dev_curves.png").name)
+    text = report_text(config, out, sweep, summary, sig, ms_per_step, todo, figures)
+    return write_markdown(out / "REPORT.md", text, "# Study report\n")

@@ -15,6 +15,8 @@ from arelu_cli.nmt.train import SUMMARY
 from arelu_cli.pipeline.sweep import Point, visited
 
 TEST = "test"
+BENCH = "bench_train.csv"
+"""The quiet step times of the compared transforms (the study's bench stage)."""
 
 
 @dataclass(frozen=True)
@@ -64,3 +66,20 @@ def scores(config: Config, out: Path, name: str) -> dict[Point, float]:
         if not new:
             return found
         found |= new
+
+
+def borrowed(config: Config) -> dict[str, str]:
+    """``{NAME: TUNED}`` from ``[study] borrow``."""
+    return dict(tuple(s.strip() for s in item.split("=", 1)) for item in config.study.borrow)
+
+
+def compared(config: Config) -> list[str]:
+    """Every transform the study trains at every seed: the tuned ones, then the borrowers."""
+    return list(dict.fromkeys([*config.sweep.transforms, *borrowed(config)]))
+
+
+def equal_time_budget_ms(config: Config, ms_per_step: dict[str, float]) -> float:
+    """The equal-time budget: ``[study] equal_time_minutes`` of quiet training, or (0) the
+    time the fastest transform needs for ``[train] max_steps`` steps."""
+    minutes = config.study.equal_time_minutes
+    return minutes * 60e3 if minutes else config.train.max_steps * min(ms_per_step.values())

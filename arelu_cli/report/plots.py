@@ -6,7 +6,7 @@ CSV a results folder holds; the analysis commands' ``--plot`` figures read the C
 command wrote: :func:`plot_step_sparsity` (``arelu sparsity``), :func:`plot_step_self_norm`
 (``arelu self-norm``), :func:`plot_attention_heatmaps` (``arelu sparsity --attention``, beyond
 the paper), :func:`plot_attention_curves` and :func:`plot_attention_sparsity` (``arelu
-attention-study``), and :func:`plot_inference_time` draws Fig. infTime from either the
+attention-study``), :func:`plot_study_curves` and :func:`plot_study_sweep` (``arelu study``), and :func:`plot_inference_time` draws Fig. infTime from either the
 reproduction's ``fig_inference_time.csv`` or ``arelu bench translate``'s CSV. A run of several
 training seeds is drawn as one thin line per seed under a thick line of their mean (curves),
 a mean bar with a standard-deviation error bar (inference time), or one thin histogram per
@@ -321,6 +321,49 @@ def plot_attention_sparsity(csv: str | Path, png: str | Path) -> Path:
         ax.set_ylabel("exactly-zero weights (%)")
         ax.set_xticks(sorted(set(part["layer"])))
     axes[0][-1].legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.02, 1.0))
+    return _save(fig, png, older_ok=False)
+
+
+def plot_study_curves(csv: str | Path, png: str | Path) -> Path:
+    """``arelu study``: dev BLEU against steps per transform, its seeds' runs as a mean over
+    thin per-seed lines, its convergence run (longer than the seed runs) dashed."""
+    frame = _read_command_csv(csv, ("transform", "seed", "step", "dev_bleu", "train_steps"))
+    shortest = frame["train_steps"].min()
+    fig, ax = plt.subplots(figsize=(6.5, 4))
+    for name, part in frame.groupby("transform", sort=False):
+        seeds, longer = part[part["train_steps"] == shortest], part[part["train_steps"] > shortest]
+        color = _lines(ax, seeds, lambda f: f["step"], "dev_bleu", name) if len(seeds) else None
+        if len(longer):
+            ax.plot(longer["step"], longer["dev_bleu"], "--", color=color,
+                    label=f"{name}, seed {int(longer['seed'].iloc[0])} continued")
+    ax.set_xlabel("step")
+    ax.set_ylabel("dev BLEU (greedy)")
+    ax.legend(fontsize="small")
+    return _save(fig, png, older_ok=False)
+
+
+def plot_study_sweep(csv: str | Path, png: str | Path) -> Path:
+    """``arelu study``: the sweep's dev BLEU against the learning rate (log scale), one line
+    per transform, warmup and label smoothing; a ring marks each transform's selection."""
+    frame = _read_command_csv(csv, ("transform", "lr", "warmup", "label_smoothing",
+                                     "dev_bleu", "selected"))
+    fig, ax = plt.subplots(figsize=(6.5, 4))
+    colors: dict[str, str] = {}
+    for (name, warmup, eps), part in frame.groupby(["transform", "warmup", "label_smoothing"],
+                                                   sort=False):
+        part = part.sort_values("lr")
+        style = "-o" if part["lr"].nunique() > 1 else "s"
+        line = ax.plot(part["lr"], part["dev_bleu"], style, markersize=4, color=colors.get(name),
+                       label=f"{name}, warmup {warmup}, label smoothing {eps:g}")
+        colors.setdefault(name, line[0].get_color())
+    chosen = frame[frame["selected"].astype(bool)]
+    ax.plot(chosen["lr"], chosen["dev_bleu"], "o", markersize=12, markerfacecolor="none",
+            markeredgecolor="black", label="selected")
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(sorted(frame["lr"].unique()), [f"{v:g}" for v in sorted(frame["lr"].unique())])
+    ax.set_xlabel("learning rate (Noam factor)")
+    ax.set_ylabel("dev BLEU (greedy)")
+    ax.legend(fontsize="small")
     return _save(fig, png, older_ok=False)
 
 

@@ -243,30 +243,41 @@ def test_bad_borrow_is_a_recipe_error():
 def test_a_tiny_study_end_to_end(tiny_corpus, tiny_config, tmp_path, one_thread):
     base = tiny_config(tiny_corpus, max_steps=6, valid_every=3, save_every=3, keep_every=3,
                        tau="auto")
+    earlier = tmp_path / "earlier"  # what `arelu reproduce` left: one run per transform
+    earlier.mkdir()
+    pd.DataFrame({"transform": ["softmax", "1.5-relu"], "split": ["test", "test"],
+                  "bleu": [1.0, 9.0]}).to_csv(earlier / "table1_bleu.csv", index=False)
+    out = tmp_path / "study"
     config = dataclasses.replace(base, **{
         "sweep": dataclasses.replace(base.sweep, transforms=("softmax", "1.5-relu"),
                                      lr=(1.0, 2.0), warmup=(4,), label_smoothing=(0.0,)),
         "study": dataclasses.replace(base.study, seeds=(1, 2), convergence_steps=9,
-                                     borrow=(), bootstrap_samples=50),
+                                     borrow=(), bootstrap_samples=50, earlier=str(earlier)),
         "decode": dataclasses.replace(base.decode, beam=2, max_tokens=2048)})
-    report = study(config, tmp_path, QUIET)
-    sweep_csv = pd.read_csv(tmp_path / "sweep.csv")
+    report = study(config, out, QUIET)
+    sweep_csv = pd.read_csv(out / "sweep.csv")
     assert len(sweep_csv) == 4 and sweep_csv.groupby("transform")["selected"].sum().eq(1).all()
-    bleu = pd.read_csv(tmp_path / "test_bleu.csv")
+    bleu = pd.read_csv(out / "test_bleu.csv")
     assert set(bleu["comparison"]) == {"equal_steps", "equal_time", "convergence"}
     assert len(bleu.query("comparison == 'equal_steps'")) == 4
     assert bleu.query("comparison == 'convergence'")["step"].eq(9).all()
-    summary = pd.read_csv(tmp_path / "test_bleu_summary.csv")
+    summary = pd.read_csv(out / "test_bleu_summary.csv")
     assert summary.query("comparison == 'equal_steps'")["n"].eq(2).all()
-    sig = pd.read_csv(tmp_path / "significance.csv")
+    sig = pd.read_csv(out / "significance.csv")
     assert set(sig["seeds"].astype(str)) == {"1", "2", "joined"}
     assert sig["p_value"].between(0, 1).all()
-    assert (tmp_path / "bench_train.csv").is_file()
+    assert (out / "bench_train.csv").is_file()
     text = report.read_text()
-    assert "## Sweep" in text and "## Test BLEU" in text
-    mtimes = {p: p.stat().st_mtime_ns for p in tmp_path.rglob("*.pt")}
-    study(config, tmp_path, QUIET)  # everything is there: nothing is trained again
-    assert {p: p.stat().st_mtime_ns for p in tmp_path.rglob("*.pt")} == mtimes
+    for section in ("## Answer", "## Claims of", "## Equal time", "## Sweep", "## Test BLEU"):
+        assert section in text
+    assert "**1.5-relu against softmax.** Equal steps (1.5-relu step 6, softmax step 6)" in text
+    assert "| test BLEU 1.5-relu − softmax | +8.00 |" in text
+    assert "training_time.csv not found" in text
+    assert (out / "sweep.png").is_file() and (out / "dev_curves.png").is_file()
+    assert "![dev_curves.png](dev_curves.png)" in text
+    mtimes = {p: p.stat().st_mtime_ns for p in out.rglob("*.pt")}
+    study(config, out, QUIET)  # everything is there: nothing is trained again
+    assert {p: p.stat().st_mtime_ns for p in out.rglob("*.pt")} == mtimes
 
 
 @pytest.mark.parametrize("allow", [False, True])
