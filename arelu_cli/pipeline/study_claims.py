@@ -159,27 +159,34 @@ def speed_verdict(earlier: float, now: float) -> str:
     return "shrinks" if abs(math.log(now)) < abs(math.log(earlier)) else "grows"
 
 
-def _by_transform(path: Path, column: str) -> dict[str, float] | None:
-    """Mean of ``column`` per transform (over seeds), None when the file is not there."""
+def _by_transform(path: Path, column: str) -> tuple[dict[str, float] | None, str | None]:
+    """Mean of ``column`` per transform (over seeds; test rows where a split is named), or
+    None and why not: a report written after hours of training never fails on this file."""
     if not path.is_file():
-        return None
-    frame = pd.read_csv(path)
+        return None, f"{path} not found"
+    try:
+        frame = pd.read_csv(path)
+    except (OSError, UnicodeDecodeError, ValueError) as err:
+        return None, f"{path} could not be read ({err})"
+    missing = [c for c in ("transform", column) if c not in frame]
+    if missing:
+        return None, f"{path} has no {' or '.join(missing)} column"
     if "split" in frame:
         frame = frame[frame["split"] == "test"]
-    return frame.groupby("transform")[column].mean().to_dict()
+    values = pd.to_numeric(frame[column], errors="coerce")
+    return values.groupby(frame["transform"]).mean().dropna().to_dict(), None
 
 
 def earlier_rows(config: Config, sig: list[dict], ms_per_step: dict[str, float]
                  ) -> tuple[list[dict], str | None]:
     """The claims of ``[study] earlier`` beside this study's numbers, with verdicts; and a
-    note when the folder or one of its tables is missing (None when all is there)."""
+    note when the folder or one of its tables is missing or unreadable (None when all is
+    there)."""
     folder = Path(config.study.earlier)
-    bleu = _by_transform(folder / "table1_bleu.csv", "bleu")
-    speed = _by_transform(folder / "training_time.csv", "tokens_per_s")
-    missing = [name for name, got in (("table1_bleu.csv", bleu),
-                                      ("training_time.csv", speed)) if got is None]
-    note = (f"{folder}/{' and '.join(missing)} not found: those claims are not checked"
-            if missing else None)
+    bleu, no_bleu = _by_transform(folder / "table1_bleu.csv", "bleu")
+    speed, no_speed = _by_transform(folder / "training_time.csv", "tokens_per_s")
+    problems = [text for text in (no_bleu, no_speed) if text]
+    note = f"{'; '.join(problems)}: those claims are not checked" if problems else None
     base, rows = config.study.baseline, []
     for name in ms_per_step:
         if name == base:
@@ -190,7 +197,8 @@ def earlier_rows(config: Config, sig: list[dict], ms_per_step: dict[str, float]
             was = bleu[name] - bleu[base]
             rows.append({"claim": f"test BLEU {name} − {base}", "earlier": f"{was:+.2f}",
                          "study": _delta(main), "verdict": bleu_verdict(was, main)})
-        if speed and name in speed and base in speed and base in ms_per_step:
+        if (speed and speed.get(name, 0) > 0 and speed.get(base, 0) > 0
+                and base in ms_per_step):
             was, now = speed[name] / speed[base], ms_per_step[base] / ms_per_step[name]
             rows.append({"claim": f"training tokens/s {name} / {base}", "earlier": f"{was:.2f}×",
                          "study": f"{now:.2f}× (quiet step times)",

@@ -109,3 +109,14 @@ def test_earlier_claims_are_read_from_a_reproduce_folder(tmp_path):
     rows, note = earlier_rows(config, sig, {"softmax": 2483.0, "1.5-relu": 2200.0})
     assert len(rows) == 1 and note == (f"{earlier}/training_time.csv not found: those claims "
                                        "are not checked")
+
+
+def test_an_unreadable_earlier_table_is_a_note_not_a_failure(tmp_path):
+    (tmp_path / "table1_bleu.csv").write_text("transform,score\nsoftmax,34\n", encoding="utf-8")
+    (tmp_path / "training_time.csv").write_bytes(b"\xff\xfe\x00bad")
+    rows, note = earlier_rows(_config(borrow=[], earlier=str(tmp_path)),
+                              [_row(2.1, 1.2, 3.0, 0.001)], {"softmax": 2.0, "1.5-relu": 1.0})
+    assert rows == []
+    assert note.startswith(f"{tmp_path / 'table1_bleu.csv'} has no bleu column; "
+                           f"{tmp_path / 'training_time.csv'} could not be read (")
+    assert note.endswith("): those claims are not checked")
