@@ -20,6 +20,16 @@ which replicates Moses' ``bootstrap-hypothesis-difference-significance.pl``; Koe
    centred ``d_i - mean(d)`` as the null distribution,
    ``p = (#{d_i - mean(d) >= |BLEU_sys - BLEU_base|} + 1) / (samples + 1)``.
 
+Several runs of each system (training seeds) are tested together with ``runs``: the
+hypotheses of the runs are concatenated in the same order on both sides, each run
+line-aligned with its copy of the references, and every sentence's statistics are summed
+over the runs before step 2, so that a resample draws *test sentences*, each with all its
+runs' translations (a cluster bootstrap). Resampling the ``runs x N`` lines independently
+would treat one sentence's translations by different seeds as independent draws; they are
+not (a hard sentence is hard for every seed), and the interval would come out too narrow
+and the p-value too small. The observed BLEU is the same either way (the corpus BLEU of all
+the lines).
+
 One deliberate difference from sacrebleu in step 5: it counts ``>`` where this module
 counts ``>=`` (the textbook "at least as extreme"). The two agree whenever no resample ties
 the observed difference exactly; they differ in degenerate cases, most visibly two identical
@@ -150,25 +160,38 @@ def bootstrap_stats(baseline: np.ndarray, system: np.ndarray, metric: BLEU,
                            samples=samples, bootstrap_seed=seed, sentences=len(system))
 
 
+def run_stats(hypotheses: Sequence[str], references: Sequence[str], metric: BLEU,
+              runs: int = 1) -> np.ndarray:
+    """(N, k) statistics of N test sentences: of ``runs`` runs' hypotheses concatenated
+    (``references`` repeated alike, ``runs x N`` lines each), summed over the runs per
+    sentence (see the module docstring)."""
+    if runs < 1 or len(references) % runs:
+        raise UserError(f"{len(references)} reference lines do not split into {runs} runs "
+                        "of the same test set")
+    stats = sentence_stats(hypotheses, references, metric)
+    return stats.reshape(runs, len(references) // runs, -1).sum(axis=0)
+
+
 def compare_to_baseline(baseline: Sequence[str], systems: Mapping[str, Sequence[str]],
                         references: Sequence[str], samples: int = RESAMPLES,
-                        seed: int = SEED, metric: BLEU | None = None
+                        seed: int = SEED, metric: BLEU | None = None, runs: int = 1
                         ) -> dict[str, PairedBootstrap]:
     """Every system's hypotheses against the baseline's (all line-aligned with
     ``references``), each with the same resamples; the baseline against itself gives its
-    own BLEU interval (and p = 1)."""
+    own BLEU interval (and p = 1). ``runs``: each side is that many runs concatenated, and
+    a resample draws test sentences with all their runs (module docstring)."""
     metric = metric or paper_bleu()
-    base = sentence_stats(baseline, references, metric)
-    return {name: bootstrap_stats(base, sentence_stats(hyps, references, metric), metric,
+    base = run_stats(baseline, references, metric, runs)
+    return {name: bootstrap_stats(base, run_stats(hyps, references, metric, runs), metric,
                                   samples, seed)
             for name, hyps in systems.items()}
 
 
 def paired_bootstrap(baseline: Sequence[str], system: Sequence[str], references: Sequence[str],
-                     samples: int = RESAMPLES, seed: int = SEED) -> dict:
+                     samples: int = RESAMPLES, seed: int = SEED, runs: int = 1) -> dict:
     """One system against the baseline, as a row: the fields of :class:`PairedBootstrap`."""
     (result,) = compare_to_baseline(baseline, {"system": system}, references, samples,
-                                    seed).values()
+                                    seed, runs=runs).values()
     return dataclasses.asdict(result)
 
 

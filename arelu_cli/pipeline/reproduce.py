@@ -20,7 +20,7 @@ Seeds (``--seeds 1,2,3`` or ``[reproduce] seeds``; default the ``[train] seed`` 
 every run -- each transform and each tau of the sweep -- is trained once per seed, and
 translated, scored and analysed per (transform, seed); the tables and figures report the
 mean, standard deviation and per-seed values, and Table 1 tests each transform against
-softmax per seed and on the seeds' outputs concatenated
+softmax per seed and on the seeds' outputs concatenated, resampled by test sentence
 (:mod:`arelu_cli.analysis.significance`). The translation examples and the human-evaluation
 sheets use the first seed's translations.
 

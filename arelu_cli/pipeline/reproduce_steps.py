@@ -103,12 +103,13 @@ def _hypotheses(grid: Grid, name: str, seed: int) -> list[str]:
 
 
 def _tests(grid: Grid, hyps: Mapping[str, Sequence[str]], refs: Sequence[str], seeds: str,
-           signatures: Mapping[str, str]) -> list[dict]:
-    """Table 1's paired bootstrap tests of every transform against the baseline."""
+           signatures: Mapping[str, str], runs: int = 1) -> list[dict]:
+    """Table 1's paired bootstrap tests of every transform against the baseline (``runs``
+    seeds' translations concatenated: resampled by test sentence)."""
     names = list(grid.config.reproduce.transforms)
     base = BASELINE if BASELINE in names else names[0]
     metric = paper_bleu()
-    results = compare_to_baseline(hyps[base], hyps, refs, metric=metric)
+    results = compare_to_baseline(hyps[base], hyps, refs, metric=metric, runs=runs)
     return tables.significance_rows(grid.config.reproduce.corpus, base, seeds, results,
                                     bootstrap_signature(metric), signatures)
 
@@ -116,14 +117,15 @@ def _tests(grid: Grid, hyps: Mapping[str, Sequence[str]], refs: Sequence[str], s
 def _joined_tests(grid: Grid, hyps: Mapping[tuple[str, int], list[str]],
                   refs: Sequence[str]) -> list[dict]:
     """The tests on the seeds' outputs concatenated: each seed's test set once, in seed
-    order, for both sides (so sentence i of seed s is still paired with itself)."""
+    order, for both sides (so sentence i of seed s is still paired with itself); a resample
+    draws test sentences, each with all the seeds' translations of it."""
     label = "+".join(map(str, grid.seeds))
     names = grid.config.reproduce.transforms
     joined = {name: [line for seed in grid.seeds for line in hyps[name, seed]] for name in names}
     sigs = {name: signature(transform=name, data=grid.config.reproduce.corpus,
                             recipe=grid.recipe or None, seed=label, beam=grid.config.decode.beam)
             for name in names}
-    return _tests(grid, joined, list(refs) * len(grid.seeds), label, sigs)
+    return _tests(grid, joined, list(refs) * len(grid.seeds), label, sigs, len(grid.seeds))
 
 
 def score(grid: Grid) -> None:

@@ -112,8 +112,8 @@ def _hypotheses(config: Config, todo: list[tuple[str, Run, int]]) -> dict:
 def significance_rows(config: Config, todo: list[tuple[str, Run, int]]) -> list[dict]:
     """Each pair of :func:`~arelu_cli.pipeline.study_claims.pairs` (each transform against the
     baseline, each borrower against its lender) by paired bootstrap: per seed (same seed on
-    both sides), and on the seeds' translations joined into one test set of n x 1,000
-    sentences."""
+    both sides), and on the seeds' translations joined (a resample draws test sentences,
+    each with every seed's translation of it)."""
     from arelu_cli.analysis.significance import SEED, paired_bootstrap
 
     refs = load_prepared(config.data.path).references(TEST)
@@ -131,7 +131,8 @@ def significance_rows(config: Config, todo: list[tuple[str, Run, int]]) -> list[
                 tests.append(("joined", [x for _, b, _ in both for x in b],
                               [x for _, _, h in both for x in h], refs * len(both)))
             for label, b, h, r in tests:
-                result = paired_bootstrap(b, h, r, samples=config.study.bootstrap_samples)
+                result = paired_bootstrap(b, h, r, samples=config.study.bootstrap_samples,
+                                          runs=len(r) // len(refs))
                 rows.append({"comparison": comparison, "transform": name, "baseline": base,
                              "seeds": label, **result,
                              "signature": f"paired-bs|bs:{config.study.bootstrap_samples}|"

@@ -52,8 +52,9 @@ CATALOG: dict[str, CsvSpec] = {
             "corpus": "prepared corpus name", "transform": "output transform",
             "baseline": "the transform tested against (softmax when in the grid)",
             "seeds": "the training seed of both sides (same seed), or S1+S2+... for the test "
-            "on the seeds' outputs concatenated (each seed's test set once)",
-            "split": "test", "sentences": "test sentences resampled (x seeds when concatenated)",
+            "on the seeds' outputs concatenated (each seed's test set once; a resample draws test "
+            "sentences, each with all the seeds' translations of it)",
+            "split": "test", "sentences": "test sentences resampled",
             "bleu": "the transform's BLEU on them", "bleu_mean": "mean of its resampled BLEU",
             "bleu_low": "95% interval of its BLEU: 2.5% point of the resamples",
             "bleu_high": "97.5% point", "baseline_bleu": "the baseline's BLEU on them",

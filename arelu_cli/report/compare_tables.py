@@ -83,7 +83,8 @@ def _method_line(tests: pd.DataFrame) -> str:
             "'no difference'. "
             + ("With several seeds each test pairs the two transforms' runs of the same seed "
                "(p per seed in parentheses); the interval, Δ and first p are those of the test "
-               "on the seeds' outputs concatenated." if several else ""))
+               "on the seeds' outputs concatenated, resampled by test sentence (each with all "
+               "the seeds' translations of it)." if several else ""))
 
 
 def table1_section(frame: pd.DataFrame, tests: pd.DataFrame | None = None) -> Section:

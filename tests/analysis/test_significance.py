@@ -103,3 +103,32 @@ def test_bad_inputs_are_user_errors():
         sig.compare_to_baseline([], {"s": []}, [])
     with pytest.raises(UserError, match="at least 1 resample"):
         sig.compare_to_baseline(BASE, {"s": SYSTEM}, REFS, samples=0)
+
+
+def test_seeds_joined_are_resampled_by_test_sentence():
+    """Three runs that translate alike are one run's evidence, not three times more: the
+    joined test gives exactly the one-run interval and p, where resampling the 3 x N lines
+    independently (the naive join) would narrow the interval."""
+    one = sig.paired_bootstrap(BASE, SYSTEM, REFS, samples=300)
+    joined = sig.paired_bootstrap(BASE * 3, SYSTEM * 3, REFS * 3, samples=300, runs=3)
+    # the same draws give the same interval and p; only the resamples' mean BLEU may move
+    # a little ("exp" smoothing of an n-gram order with no match divides by its total count)
+    assert joined.pop("bleu_mean") == pytest.approx(one.pop("bleu_mean"), abs=0.05)
+    assert joined == one
+    naive = sig.paired_bootstrap(BASE * 3, SYSTEM * 3, REFS * 3, samples=300)
+    assert naive["bleu"] == pytest.approx(joined["bleu"]) and naive["sentences"] == 3 * 8
+    assert naive["delta_high"] - naive["delta_low"] < 0.8 * (joined["delta_high"]
+                                                             - joined["delta_low"])
+
+
+def test_joined_runs_sum_each_sentence_over_the_runs():
+    metric = paper_bleu()
+    other = [s.replace("the", "a") for s in SYSTEM]
+    stats = sig.run_stats(SYSTEM + other, REFS * 2, metric, runs=2)
+    assert (stats == sig.sentence_stats(SYSTEM, REFS, metric)
+            + sig.sentence_stats(other, REFS, metric)).all()
+    # the corpus BLEU is that of every line, as when the runs are simply concatenated
+    row = sig.paired_bootstrap(BASE * 2, SYSTEM + other, REFS * 2, samples=50, runs=2)
+    assert row["bleu"] == pytest.approx(bleu_chrf(SYSTEM + other, REFS * 2)[0])
+    with pytest.raises(UserError, match="do not split into 3 runs"):
+        sig.paired_bootstrap(BASE * 2, SYSTEM * 2, REFS * 2, runs=3)

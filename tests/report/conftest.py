@@ -62,7 +62,7 @@ def significance_csv_rows(corpus: str, seeds: tuple[int, ...]) -> list[dict]:
     for label in labels:
         k = label.count("+") + 1
         hyps = {n: lines * k for n, lines in HYPS.items()}
-        results = compare_to_baseline(hyps["softmax"], hyps, REFS * k, samples=200)
+        results = compare_to_baseline(hyps["softmax"], hyps, REFS * k, samples=200, runs=k)
         rows += tables.significance_rows(corpus, "softmax", label, results, "bs:200", {})
     return rows
 
