@@ -51,8 +51,8 @@ from arelu_cli.results import atomic_write_text
 from arelu_cli.pipeline.grid import results_folder, up_to_date
 from arelu_cli.pipeline.study_report import write_report
 from arelu_cli.pipeline.study_runs import (BENCH, TEST, Run, axes, borrowed, compared,
-                                           equal_time_budget_ms, run_folder, scores, trained,
-                                           translation_path)
+                                           equal_time_budget_ms, keep_first, run_folder, scores,
+                                           trained, translation_path)
 from arelu_cli.pipeline.sweep import Point, plan
 from arelu_cli.nmt.train import SUMMARY, snapshot_path, train
 
@@ -110,6 +110,8 @@ def _train(trainer: Trainer, config: Config, folder: Path, console: Console,
     if done(folder, needs):
         return
     resume = (folder / checkpoint.LAST).is_file()
+    if trained(folder) and not resume:
+        keep_first(folder)
     console.rule(f"{'resume' if resume else 'train'} {folder}")
     trainer(config, folder, resume)
 

@@ -3,7 +3,9 @@
 CSVs (one row per measurement, each with its signature):
 
 * ``sweep.csv``: every configuration tried, its dev BLEU (best greedy validation BLEU) and
-  whether it was selected;
+  whether it was selected; a run that trained again (its checkpoints lost before its test
+  translations were made) is selected on its first training and also shows the second's
+  dev BLEU (``dev_bleu_again``), which is the one whose weights its test BLEU comes from;
 * ``test_bleu.csv``: test BLEU and chrF (``[decode]`` beam) of every run at each
   comparison: ``equal_steps``, ``equal_time`` (the step it reaches in the same training
   time), ``convergence``;
@@ -37,7 +39,8 @@ from arelu_cli.report.plots import plot_study_curves, plot_study_sweep
 from arelu_cli.results import write_rows
 from arelu_cli.pipeline.study_claims import SPEED_TOLERANCE, answer, earlier_rows, pairs
 from arelu_cli.pipeline.study_runs import (BENCH, TEST, Run, axes, equal_time_budget_ms,
-                                           run_folder, scores, summary, translation_path)
+                                           first_summary, run_folder, scores, summary,
+                                           sweep_summary, trained, translation_path)
 from arelu_cli.pipeline.sweep import Point, visited
 
 COMPARISONS = {"equal_steps": "equal steps", "equal_time": "equal time",
@@ -49,13 +52,21 @@ def sweep_rows(config: Config, out: Path, selected: dict[str, Point]) -> list[di
     for name in config.sweep.transforms:
         found = scores(config, out, name)
         for point in visited(axes(config), config.sweep.order, found):
-            info = summary(run_folder(out, name, point, base, base))
+            folder = run_folder(out, name, point, base, base)
+            info, again = sweep_summary(folder), first_summary(folder) and _current(folder)
             rows.append({"transform": name, "lr": point.lr, "warmup": point.warmup,
                          "label_smoothing": point.label_smoothing, "steps": info["steps"],
                          "dev_bleu": info["best_bleu"], "best_step": info["best_step"],
                          "selected": point == selected[name], "run": point.name,
+                         # a second training of the run (its checkpoints were lost): its dev
+                         # BLEU, which the selection does not use
+                         "dev_bleu_again": again["best_bleu"] if again else "",
                          "signature": info.get("signature", "")})
     return rows
+
+
+def _current(folder: Path) -> dict | None:
+    return summary(folder) if trained(folder) else None
 
 
 def bleu_rows(config: Config, todo: list[tuple[str, Run, int]]) -> list[dict]:
@@ -141,10 +152,13 @@ def significance_rows(config: Config, todo: list[tuple[str, Run, int]]) -> list[
 
 
 def _sweep_table(rows: list[dict]) -> str:
+    again = any(r.get("dev_bleu_again") != "" for r in rows)
     return md_table(["transform", "lr", "warmup", "label smoothing", "dev BLEU", "best step",
-                     "selected"],
+                     "selected"] + (["dev BLEU, trained again"] if again else []),
                     [[r["transform"], f"{r['lr']:g}", r["warmup"], f"{r['label_smoothing']:g}",
                       fmt(r["dev_bleu"]), r["best_step"], "**yes**" if r["selected"] else ""]
+                     + ([fmt(r["dev_bleu_again"]) if r["dev_bleu_again"] != "" else ""]
+                        if again else [])
                      for r in rows])
 
 

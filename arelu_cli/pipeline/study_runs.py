@@ -7,6 +7,8 @@ by its tables (:mod:`arelu_cli.pipeline.study_report`).
 from __future__ import annotations
 
 import json
+import os
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,6 +19,12 @@ from arelu_cli.pipeline.sweep import Point, visited
 TEST = "test"
 BENCH = "bench_train.csv"
 """The quiet step times of the compared transforms (the study's bench stage)."""
+FIRST = "first"
+"""Where a finished run that trains again (its checkpoints gone before its test translations
+were made, e.g. on a new machine) keeps its first training's ``config.json``, ``log.csv`` and
+``summary.json``: the dev BLEU its sweep selected on, which a second training of the same
+configuration (not bit-identical under the thread governor) must not change."""
+RECORD = ("config.json", "log.csv", SUMMARY)
 
 
 @dataclass(frozen=True)
@@ -39,6 +47,39 @@ def summary(folder: Path) -> dict:
     return json.loads((folder / SUMMARY).read_text(encoding="utf-8"))
 
 
+def first_summary(folder: Path) -> dict | None:
+    """The summary of the run's first training, kept in ``FIRST/`` when it trained again;
+    None when it trained once."""
+    path = folder / FIRST / SUMMARY
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+
+
+def sweep_summary(folder: Path) -> dict:
+    """The summary the sweep selects on: the first training's."""
+    return first_summary(folder) or summary(folder)
+
+
+def scored(folder: Path) -> bool:
+    """The sweep knows the run's dev BLEU: it finished once (possibly training again now)."""
+    return trained(folder) or (folder / FIRST / SUMMARY).is_file()
+
+
+def keep_first(folder: Path) -> Path:
+    """Before the finished run in ``folder`` trains again, copy its record (``RECORD``) to
+    ``FIRST/`` (all files or none; kept once: a later training never replaces it)."""
+    target = folder / FIRST
+    if target.is_dir():
+        return target
+    tmp = folder / f".{FIRST}.copying"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    for name in RECORD:
+        if (folder / name).is_file():
+            shutil.copy2(folder / name, tmp / name)
+    os.replace(tmp, target)
+    return target
+
+
 def axes(config: Config) -> dict[str, tuple]:
     """The sweep's axes, an empty one standing for the ``[train]`` value."""
     s, t = config.sweep, config.train
@@ -57,12 +98,13 @@ def translation_path(run: Path, step: int, beam: int) -> Path:
 
 def scores(config: Config, out: Path, name: str) -> dict[Point, float]:
     """Dev BLEU (best validation) of every finished sweep run of ``name`` that the sweep's
-    order asks for, given the scores before it."""
+    order asks for, given the scores before it; a run's first training's (``FIRST``), so
+    that training a selected run again can never change the selection."""
     grid, base, found = axes(config), config.train.seed, {}
     while True:
-        new = {p: summary(folder)["best_bleu"]
+        new = {p: sweep_summary(folder)["best_bleu"]
                for p in visited(grid, config.sweep.order, found)
-               if p not in found and trained(folder := run_folder(out, name, p, base, base))}
+               if p not in found and scored(folder := run_folder(out, name, p, base, base))}
         if not new:
             return found
         found |= new

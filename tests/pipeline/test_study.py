@@ -19,6 +19,7 @@ from arelu_cli.errors import UserError
 from arelu_cli.pipeline.study import (bench, continue_copy, done, equal_time_steps,
                                       record_selection, run_folder, study, sweep, train_all,
                                       translation_path)
+from arelu_cli.pipeline.study_report import _sweep_table, sweep_rows
 from arelu_cli.pipeline.sweep import Point
 from arelu_cli.nmt.train import SUMMARY
 
@@ -124,6 +125,41 @@ def test_a_run_with_its_translations_needs_no_checkpoint(tmp_path):
     train_all(config, tmp_path, trainer, QUIET, lambda selected: {"softmax": 1.0},
               lambda c, items, con: None)
     assert [c[0] for c in calls] == [run.folder]  # only the run missing an output retrains
+
+
+def test_a_selected_run_trained_again_keeps_its_first_record_and_the_selection(tmp_path):
+    """Checkpoints lost (a new machine): the selected seed-1 run trains again from step 0,
+    and its second dev BLEU, here below the runner-up's, must not move the selection (which
+    would train the runner-up again, and so on)."""
+    calls, trainings = [], {}
+    config = _config(**{"sweep": {"transforms": ["softmax"], "label_smoothing": [0.0]},
+                        "study": {"seeds": [1], "convergence_steps": 0}})
+
+    def bleu(t):  # lr 2 wins by 1 point the first time, loses by 1 after
+        trainings[t.lr] = trainings.get(t.lr, 0) + 1
+        return 20.0 if t.lr == 1.0 else 21.0 if trainings[t.lr] == 1 else 19.0
+
+    trainer = _fake_trainer(bleu, calls)
+    step_times, evaluator = (lambda selected: {"softmax": 1.0}), (lambda c, items, con: None)
+    selected, todo = train_all(config, tmp_path, trainer, QUIET, step_times, evaluator)
+    folder = todo[0][1].folder
+    first = json.loads((folder / SUMMARY).read_text())
+    for pt in tmp_path.rglob("last.pt"):
+        pt.unlink()
+    calls.clear()
+    again, _ = train_all(config, tmp_path, trainer, QUIET, step_times, evaluator)
+    assert again == selected == {"softmax": Point(2.0, 4, 0.0)}
+    assert [(c[0], c[1]) for c in calls] == [(folder, False)]  # trained again, nothing else
+    assert json.loads((folder / "first" / SUMMARY).read_text()) == first
+    assert json.loads((folder / SUMMARY).read_text())["best_bleu"] == 19.0
+    assert (folder / "first" / "log.csv").is_file() and not list(tmp_path.rglob("*.copying"))
+    rows = {r["lr"]: r for r in sweep_rows(config, tmp_path, again)}
+    assert (rows[2.0]["dev_bleu"], rows[2.0]["dev_bleu_again"], rows[1.0]["dev_bleu_again"]) \
+        == (21.0, 19.0, "")
+    assert "| dev BLEU, trained again |" in _sweep_table(list(rows.values()))
+    calls.clear()
+    train_all(config, tmp_path, trainer, QUIET, step_times, evaluator)
+    assert calls == []
 
 
 
