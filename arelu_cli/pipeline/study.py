@@ -200,7 +200,7 @@ def train_all(config: Config, out: Path, trainer: Trainer, console: Console,
         first = run_folder(out, run.transform, run.point, run.seed, run.seed)
         if (run in longer and not done(run.folder, needs)
                 and (first / checkpoint.LAST).is_file()):
-            continue_copy(first, run.folder)  # else it trains from step 0, to the same weights
+            continue_copy(first, run.folder)  # else from step 0: the same recipe and seed
         _train(trainer, run_config(config, run.transform, run.point, run.seed, run.steps),
                run.folder, console, needs)
         evaluator(config, mine, console)
