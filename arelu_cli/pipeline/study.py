@@ -344,12 +344,17 @@ def _check_smoothing(path: Path, frame, smoothing: dict[str, float], console: Co
 
 def evaluate(config: Config, todo: list[tuple[str, Run, int]], console: Console) -> None:
     """Stage 5: the test translation of every (run, step) the tables need, each skipped
-    when it is there and newer than its snapshot."""
+    when it is there and newer than its snapshot, or there without its snapshot (a fresh
+    clone or a new machine: translations are committed, the snapshots they came from are
+    git-ignored)."""
     from arelu_cli.nmt.inference import open_checkpoint, translate, write_translation
 
     beam = config.decode.beam
     for run, step in dict.fromkeys((r, s) for _, r, s in todo):
-        weights, path = snapshot(run, step), translation_path(run.folder, step, beam)
+        path = translation_path(run.folder, step, beam)
+        if path.is_file() and not snapshot_path(run.folder, step).is_file():
+            continue
+        weights = snapshot(run, step)
         if up_to_date(path, [weights]):
             continue
         console.print(f"translate {run.folder.name} ({run.transform}) at step {step}, beam {beam}")

@@ -16,9 +16,10 @@ from rich.console import Console
 from arelu_cli.nmt import checkpoint
 from arelu_cli.config import load_config
 from arelu_cli.errors import UserError
-from arelu_cli.pipeline.study import (bench, continue_copy, done, equal_time_steps,
+from arelu_cli.pipeline.study import (bench, continue_copy, done, equal_time_steps, evaluate,
                                       record_selection, run_folder, study, sweep, train_all,
                                       translation_path)
+from arelu_cli.pipeline.study_runs import Run
 from arelu_cli.pipeline.study_report import _sweep_table, sweep_rows
 from arelu_cli.pipeline.sweep import Point
 from arelu_cli.nmt.train import SUMMARY
@@ -125,6 +126,21 @@ def test_a_run_with_its_translations_needs_no_checkpoint(tmp_path):
     train_all(config, tmp_path, trainer, QUIET, lambda selected: {"softmax": 1.0},
               lambda c, items, con: None)
     assert [c[0] for c in calls] == [run.folder]  # only the run missing an output retrains
+
+
+def test_a_committed_translation_needs_no_snapshot_but_a_missing_one_does(tmp_path):
+    """A new machine keeps the committed translations, not the git-ignored snapshots they
+    came from: the real evaluator keeps the translation instead of refusing the study."""
+    config = _config()
+    folder = run_folder(tmp_path, "softmax", Point(1.0, 4, 0.0), 1, 1)
+    run = Run("softmax", Point(1.0, 4, 0.0), 1, folder, 6)
+    kept = translation_path(folder, 6, config.decode.beam)
+    kept.parent.mkdir(parents=True)
+    kept.write_text("committed\n", encoding="utf-8")
+    evaluate(config, [("equal_steps", run, 6)], QUIET)
+    assert kept.read_text(encoding="utf-8") == "committed\n"
+    with pytest.raises(UserError, match="step-3.pt is missing"):
+        evaluate(config, [("equal_time", run, 3)], QUIET)
 
 
 def test_a_selected_run_trained_again_keeps_its_first_record_and_the_selection(tmp_path):
