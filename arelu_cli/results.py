@@ -44,6 +44,33 @@ def versions() -> dict[str, str]:
     return found
 
 
+def machine(device: object = "cpu") -> str:
+    """What ran a timing or a training, for a results column: the GPU's name on CUDA
+    (``NVIDIA H100 80GB HBM3``), else the CPU's model and how many logical CPUs the process
+    may use (``Intel(R) Xeon(R) Processor, 2 CPUs``). Tokens/s and step times of different
+    machines are not comparable; this says which machine a number belongs to."""
+    import torch
+
+    device = torch.device(device)
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    usable = (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+              else os.cpu_count())
+    return f"{_cpu_model()}, {usable} CPUs"
+
+
+@lru_cache(maxsize=1)
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8",
+                                                    errors="replace").splitlines():
+            if line.startswith("model name"):
+                return " ".join(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown CPU"
+
+
 def _fmt(value: object) -> str:
     if isinstance(value, float):
         return f"{value:.6g}"

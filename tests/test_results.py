@@ -7,7 +7,8 @@ import pytest
 
 from arelu_cli.analysis.score import COLUMNS as SCORE_COLUMNS, append_row
 from arelu_cli.errors import UserError
-from arelu_cli.results import atomic_write_text, signature, write_rows
+from arelu_cli import results
+from arelu_cli.results import atomic_write_text, machine, signature, write_rows
 
 
 def test_signature_orders_known_fields_and_appends_versions():
@@ -138,3 +139,28 @@ def test_a_csv_from_before_a_new_column_is_replaced_by_its_writer(tmp_path):
         with pytest.raises(UserError, match="not a CSV this command writes"):
             write_rows([row], path, columns)
         assert path.read_text() == foreign
+
+
+def test_machine_names_the_cpu_model_and_the_usable_cpus(monkeypatch):
+    results._cpu_model.cache_clear()
+    monkeypatch.setattr(results.Path, "read_text", lambda self, **kw: (
+        "processor\t: 0\nmodel name\t: Some  CPU @ 2.0GHz\nflags\t: avx2\n"))
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 3, 5}, raising=False)
+    try:
+        assert machine("cpu") == "Some CPU @ 2.0GHz, 3 CPUs"
+    finally:
+        results._cpu_model.cache_clear()
+
+
+def test_machine_without_proc_cpuinfo_falls_back_to_platform(monkeypatch):
+    results._cpu_model.cache_clear()
+
+    def missing(self, **kw):
+        raise FileNotFoundError(self)
+    monkeypatch.setattr(results.Path, "read_text", missing)
+    monkeypatch.setattr(results.platform, "processor", lambda: "")
+    monkeypatch.setattr(results.platform, "machine", lambda: "x86_64")
+    try:
+        assert machine().startswith("x86_64, ")
+    finally:
+        results._cpu_model.cache_clear()

@@ -28,7 +28,7 @@ from arelu_cli.nmt.distributed import pick_device
 from arelu_cli.nmt.model import Transformer
 from arelu_cli.nmt.output_stats import first_batch, resolve_tau
 from arelu_cli.registry import get_transform
-from arelu_cli.results import signature
+from arelu_cli.results import machine, signature
 
 
 def bench_attention(config: Config, models: Mapping[str, ModelConfig], baseline: str,
@@ -76,7 +76,7 @@ def bench_attention(config: Config, models: Mapping[str, ModelConfig], baseline:
             "speed_ratio": 1.0 / pair.ratio,
             "peak_extra_mib": None if peak is None else peak / 2**20,
             "baseline": baseline, "sentences": int(batch.src.shape[0]), "tokens": tokens,
-            "device": str(device), "gpu": timing.device_label(device),
+            "device": str(device), "gpu": timing.device_label(device), "machine": machine(device),
             "precision": "bf16" if bf16 else "fp32", "threads": torch.get_num_threads(),
             "repeats": repeats, "other_cpu": load.cores,
             "signature": signature(transform=config.train.transform, tau=taus[label],

@@ -41,7 +41,7 @@ from rich.table import Table
 from arelu_cli.analysis import timing
 from arelu_cli.analysis.bench_loss import DTYPES, parse_sizes
 from arelu_cli.errors import UserError
-from arelu_cli.results import signature, write_rows
+from arelu_cli.results import machine, signature, write_rows
 from arelu_cli.tau import analytic_tau
 from arelu_cli.transforms import _alpha_relu_kernels, alpha_relu_loss, linear_alpha_relu_loss
 from arelu_cli.transforms._checks import check_alpha
@@ -198,7 +198,8 @@ def _case_rows(plan: FusedPlan, n: int, v: int, d: int) -> list[dict]:
     peaks = {name: _peak(name, steps[name], setup, device)
              for name in (*plan.methods, "unfused") if name in steps}
     base = dict(n=n, v=v, d=d, dtype=plan.dtype, device=plan.device,
-                gpu=timing.device_label(device), threads=torch.get_num_threads(),
+                gpu=timing.device_label(device), machine=machine(device),
+                threads=torch.get_num_threads(),
                 alpha=plan.alpha, tau=round(tau, 5),
                 engine=_alpha_relu_kernels.engine_for(hidden), matmul_ms=round(matmul_ms, 2))
     rows = []

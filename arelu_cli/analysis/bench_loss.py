@@ -44,7 +44,7 @@ from arelu_cli.analysis import timing
 from arelu_cli.errors import UserError
 from arelu_cli.options import parse_list
 from arelu_cli.registry import OutputTransform, get_transform
-from arelu_cli.results import signature, write_rows
+from arelu_cli.results import machine, signature, write_rows
 from arelu_cli.transforms import _alpha_relu_kernels
 
 DEFAULT_TRANSFORMS = ("softmax", "sparsemax", "1.5-entmax", "1.5-entmax-k100",
@@ -303,8 +303,9 @@ def _inputs(plan: BenchPlan, n: int, v: int, dtype: str):
 def _unavailable_rows(plan: BenchPlan, method: Method, status: str) -> list[dict]:
     """One ``fwd+bwd`` row per case saying why ``method`` did not run."""
     gpu = timing.device_label(torch.device(plan.device))
+    where = machine(plan.device)
     return [dict(transform=method.transform, variant=method.variant, mode="fwd+bwd", n=n, v=v,
-                 dtype=dtype, device=plan.device, gpu=gpu, threads=plan.threads,
+                 dtype=dtype, device=plan.device, gpu=gpu, machine=where, threads=plan.threads,
                  engine=method.variant, status=status)
             for n, v in plan.sizes for dtype in plan.dtypes]
 
@@ -332,7 +333,7 @@ def _case_rows(plan: BenchPlan, method: Method, case: tuple, floors: dict,
         for mode in _modes(plan, method, transform):
             row = dict(transform=method.transform, variant=method.variant, mode=mode, n=n, v=v,
                        dtype=dtype, device=plan.device, gpu=timing.device_label(device),
-                       threads=plan.threads, engine=engine, **floors[case])
+                       machine=machine(device), threads=plan.threads, engine=engine, **floors[case])
             with timing.OtherLoad() as load:
                 row.update(_measure(plan, method, mode, x, y, clean_ce[case]))
             row["other_cpu"] = load.cores

@@ -37,7 +37,7 @@ from arelu_cli.nmt.fused_output import FusedOutputLoss
 from arelu_cli.nmt.model import Transformer
 from arelu_cli.nmt.output_stats import first_batch, resolve_tau
 from arelu_cli.registry import PAPER_TRANSFORMS, get_transform
-from arelu_cli.results import signature
+from arelu_cli.results import machine, signature
 from arelu_cli.nmt.schedule import noam_lr
 
 BASELINE = "softmax"
@@ -134,7 +134,7 @@ def bench_train(config: Config, transforms: list[str], repeats: int, device_name
             "speed_ratio": 1.0 / pair.ratio, "peak_extra_mib": None if peak is None else peak / 2**20,
             "sentences": int(batch.src.shape[0]), "tokens": tokens, "vocab": data.vocab_size,
             "d_model": config.model.d_model, "device": str(device),
-            "gpu": timing.device_label(device),
+            "gpu": timing.device_label(device), "machine": machine(device),
             "precision": "bf16" if bf16 else "fp32", "threads": torch.get_num_threads(),
             "repeats": repeats, "other_cpu": load.cores,
             "signature": signature(transform=name, alpha=transform.alpha, tau=transform.tau,

@@ -46,7 +46,7 @@ from arelu_cli.nmt.fused_output import FusedOutputLoss
 from arelu_cli.nmt.model import Transformer
 from arelu_cli.nmt.output_stats import resolve_tau
 from arelu_cli.registry import OutputTransform, get_transform
-from arelu_cli.results import atomic_write_text, signature
+from arelu_cli.results import atomic_write_text, machine, signature
 from arelu_cli.tau import check_relu_tau
 from arelu_cli.nmt.train_guard import (DIVERGED, DataChange, Diverged, Interrupted, StopSignals,
                                        check_new_run_folder, check_run_folder, clean_temporaries,
@@ -304,6 +304,7 @@ def _loop(s: Session, state: State, console: Console | None, signals: StopSignal
                       state.best_bleu, state.best_step, last_bleu, s.transform.tau, s.ctx.rank)
     if s.ctx.is_main:
         atomic_write_text(s.out / SUMMARY, json.dumps(
-            {**dataclasses.asdict(summary), "out": str(s.out), "signature": s.signature},
+            {**dataclasses.asdict(summary), "out": str(s.out), "signature": s.signature,
+             "machine": machine(s.ctx.device)},
             indent=2) + "\n")
     return summary
