@@ -191,17 +191,26 @@ def _equal_time(config: Config, out: Path, ms_per_step: dict[str, float],
     busy = (f" Other processes kept up to {frame['other_cpu'].max():.2f} CPU cores busy "
             "while they were measured." if "other_cpu" in frame else
             " The file does not record how busy the machine was (an older version's).")
+    where = (" on " + " and ".join(dict.fromkeys(frame["machine"].dropna().astype(str)))
+             if "machine" in frame and frame["machine"].notna().any() else "")
+    paired = (dict(zip(frame["transform"], frame["time_ratio"]))
+              if {"transform", "time_ratio"} <= set(frame.columns) else {})
     rows = [[name, f"{ms:,.0f}", f"{ms / ms_per_step[base]:.3f}×" if base in ms_per_step
-             else "", f"{steps[name]:,}" if name in steps else ""]
+             else "", f"{paired[name]:.3f}×" if name in paired else "",
+             f"{steps[name]:,}" if name in steps else ""]
             for name, ms in ms_per_step.items()]
-    return [f"Quiet training step times ({BENCH}, `arelu bench train`, each transform timed "
-            f"alternately with {base}, at its selected label smoothing).{busy} Equal time is "
+    return [f"Quiet training step times ({BENCH}, `arelu bench train`{where}, each transform "
+            f"timed alternately with {base}, at its selected label smoothing).{busy} Equal time "
+            f"uses the median step times (× {base}); the paired column is the median ratio to "
+            f"the {base} step timed beside each one ({base} itself against itself), which the "
+            "machine's noise hits alike. Equal time is "
             f"{budget:.1f} minutes of quiet training"
             + ("" if config.study.equal_time_minutes else
                f" (the time the fastest transform needs for {config.train.max_steps:,} steps)")
             + f"; each transform is evaluated at the last kept snapshot (every "
             f"{config.train.keep_every} steps) it reaches in it.", "",
-            md_table(["transform", "ms per step", f"× {base}", "step at equal time"], rows)]
+            md_table(["transform", "ms per step", f"× {base}", f"paired × {base}",
+                      "step at equal time"], rows)]
 
 
 def _earlier(config: Config, sig: list[dict], ms_per_step: dict[str, float]) -> list[str]:

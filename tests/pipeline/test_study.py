@@ -23,6 +23,7 @@ from arelu_cli.pipeline.study_runs import Run
 from arelu_cli.pipeline.study_report import _sweep_table, sweep_rows
 from arelu_cli.pipeline.sweep import Point
 from arelu_cli.nmt.train import SUMMARY
+from arelu_cli.results import machine
 
 QUIET = Console(quiet=True)
 
@@ -325,6 +326,9 @@ def test_a_tiny_study_end_to_end(tiny_corpus, tiny_config, tmp_path, one_thread)
     assert "**1.5-relu against softmax.** Equal steps (1.5-relu step 6, softmax step 6)" in text
     assert "| test BLEU 1.5-relu − softmax | +8.00 |" in text
     assert "training_time.csv not found" in text
+    assert f"`arelu bench train` on {machine()}," in text  # which machine the times are of
+    assert "| transform | ms per step | × softmax | paired × softmax | step at equal time |" \
+        in text
     assert (out / "sweep.png").is_file() and (out / "dev_curves.png").is_file()
     assert "![dev_curves.png](dev_curves.png)" in text
     mtimes = {p: p.stat().st_mtime_ns for p in out.rglob("*.pt")}
