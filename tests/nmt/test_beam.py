@@ -87,7 +87,9 @@ def test_beam_one_is_greedy(name, tau):
     for g, [b] in zip(found, beamed):
         if math.isfinite(g.score):
             assert (b.tokens, b.ended) == (g.tokens, g.ended)
-            assert b.score == pytest.approx(g.score, rel=1e-9, abs=1e-9)
+            # float32 logits: a batch's shape changes how the CPU's matmul blocks its sums
+            # (AVX512 machines: one sentence alone vs in a batch of 5 differ by ~1e-7)
+            assert b.score == pytest.approx(g.score, rel=1e-6, abs=1e-6)
         else:  # greedy walks on through zeros, beam search stops where all scores are -inf
             assert b.score == -math.inf and g.tokens[:len(b.tokens)] == b.tokens
 
