@@ -84,6 +84,10 @@ def bench_train(
     max_tokens: Optional[int] = typer.Option(None, help="Batch token budget (default: the recipe's)."),
     fused: bool = typer.Option(False, "--fused", help="Add a row <a>-relu+fused per alpha-ReLU "
                                "transform: the step with the fused output layer (--fused-output)."),
+    label_smoothing: Optional[str] = typer.Option(
+        None, help="Label smoothing of the timed steps: one number for every transform, or "
+        "NAME=EPS pairs, e.g. softmax=0.1,1.5-relu=0 (`arelu study`'s bench stage times each "
+        "transform at its selected one); default: the recipe's."),
     out: Optional[Path] = typer.Option(
         None, help="CSV file to write (default results/bench/train.csv, with --under-load "
         "results/bench/train_under_load.csv)."),
@@ -99,7 +103,7 @@ def bench_train(
     """Time whole training steps (tokens/s, peak memory) of each transform on one model and batch;
     with --under-load, training speed quiet and beside a competing process instead."""
     from arelu_cli.analysis import bench_train as bench
-    from arelu_cli.options import parse_list
+    from arelu_cli.options import parse_list, parse_per_name
     from arelu_cli.config import load_config
     from arelu_cli.config import resolve_recipe
     from arelu_cli.results import write_rows
@@ -110,17 +114,24 @@ def bench_train(
     if under_load:
         from arelu_cli.analysis import bench_load
 
-        if fused:
-            raise UserError("--fused does not apply to --under-load, which trains each transform "
-                            "as the recipe does; drop --fused")
+        if fused or label_smoothing is not None:
+            raise UserError(f"{'--fused' if fused else '--label-smoothing'} does not apply to "
+                            "--under-load, which trains each transform as the recipe does; "
+                            "drop it")
         out = out or Path("results/bench/train_under_load.csv")
         rows = bench_load.bench_under_load(config, names, load_steps, load_warmup, load_threads,
                                            load_size, device, console=console)
         bench_load.print_table(write_rows(rows, out), console)
     else:
         out = out or Path("results/bench/train.csv")
+        smoothing = (None if label_smoothing is None else
+                     parse_per_name(label_smoothing, [bench.BASELINE] + names,
+                                    "--label-smoothing"))
+        bad = {n: e for n, e in (smoothing or {}).items() if not 0.0 <= e < 1.0}
+        if bad:
+            raise UserError(f"--label-smoothing must be in [0, 1); got {bad}")
         rows = bench.bench_train(config, names, repeats, device, warmup=warmup, console=console,
-                                 fused=fused)
+                                 fused=fused, label_smoothing=smoothing)
         from arelu_cli.analysis.timing import device_path
         out = device_path(out, rows[0]["device"])  # the GPU's name in it on CUDA
         bench.print_table(write_rows(rows, out), console)

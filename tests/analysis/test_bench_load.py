@@ -88,6 +88,7 @@ def test_competitor_is_killed_when_the_benchmark_fails(tiny_corpus, tiny_config,
 
 @pytest.mark.parametrize("args, message", [
     (["--fused"], "--fused does not apply to --under-load"),
+    (["--label-smoothing", "0.1"], "--label-smoothing does not apply to --under-load"),
     (["--device", "cuda"], "--under-load measures CPU training"),
     (["--load-steps", "0"], "must be >= 1"),
 ])

@@ -124,3 +124,21 @@ def test_fused_rows_are_refused_with_label_smoothing(tiny_corpus, tiny_config):
     with pytest.raises(UserError, match="drop --fused"):
         bench_train(tiny_config(tiny_corpus, label_smoothing=0.1), ["1.5-relu"], repeats=1,
                     device_name="cpu", fused=True)
+
+
+def test_cli_times_each_transform_at_its_label_smoothing(tiny_corpus, tmp_path):
+    """What `arelu study`'s bench stage does, from the command line (another machine's
+    step times for the same configurations)."""
+    recipe = tmp_path / "r.toml"
+    recipe.write_text(f'[data]\npath = "{tiny_corpus}"\nmax_tokens = 256\n[model]\nd_model = 16\n'
+                      "encoder_layers = 1\ndecoder_layers = 1\nheads = 2\nd_ff = 32\n")
+    out, runner = tmp_path / "b.csv", CliRunner()
+    args = ["bench", "train", "--recipe", str(recipe), "--transforms", "1.5-relu", "--repeats",
+            "1", "--warmup", "0", "--device", "cpu", "--out", str(out), "--label-smoothing"]
+    result = runner.invoke(app, args + ["softmax=0.1"])
+    assert result.exit_code == 0, result.output
+    assert pd.read_csv(out)["label_smoothing"].tolist() == [0.1, 0.0]
+    for bad, message in [("1.5", "must be in [0, 1)"), ("sparsemax=0.1", "NAME=NUMBER pairs")]:
+        result = runner.invoke(app, args + [bad])
+        assert result.exit_code != 0
+        assert message in result.output + str(result.exception), result.output
