@@ -38,6 +38,7 @@ from arelu_cli.nmt.model import Transformer
 from arelu_cli.nmt.output_stats import first_batch, resolve_tau
 from arelu_cli.registry import PAPER_TRANSFORMS, get_transform
 from arelu_cli.results import machine, signature
+from arelu_cli.transforms._checks import check_label_smoothing
 from arelu_cli.nmt.schedule import noam_lr
 
 BASELINE = "softmax"
@@ -76,7 +77,14 @@ def _smoothing(config: Config, names: list[str], given: Mapping[str, float] | No
                fused: bool) -> dict[str, float]:
     """The label smoothing of each transform's step: ``given``, else the recipe's."""
     smoothing = {name: config.train.label_smoothing for name in names}
-    smoothing |= {name: float(eps) for name, eps in (given or {}).items() if name in smoothing}
+    for name, eps in (given or {}).items():
+        try:
+            check_label_smoothing(eps)
+        except ValueError:
+            raise UserError(f"--label-smoothing must be in [0, 1) (0 is no smoothing); got "
+                            f"{eps!r} for {name}") from None
+        if name in smoothing:
+            smoothing[name] = float(eps)
     if fused and any(smoothing.values()):
         raise UserError(f"--fused times the fused output layer, which has no label "
                         f"smoothing yet, but the recipe trains with [train] label_smoothing = "
