@@ -16,8 +16,9 @@ Stages, each skipped where its outputs are already there (run it again to contin
    first seed's. Each run is translated (test, ``[decode]`` beam) at equal steps and at
    equal time as soon as it is trained, so that its checkpoints are no longer needed.
 4. **convergence** (``[study] convergence_steps``): the tuned transforms' first-seed runs
-   continued to that many steps in a copy of the run (the sweep's own run stays as it was),
-   then translated.
+   continued to that many steps in a copy of the run (the sweep's own run stays as it was;
+   from step 0 with the same recipe and seed when its last checkpoint is gone), then
+   translated at that step and at ``[train] max_steps``.
 5. **report**: the CSVs and ``REPORT.md`` (:mod:`arelu_cli.pipeline.study_report`), with paired
    bootstrap tests against ``[study] baseline``.
 
@@ -271,9 +272,13 @@ def equal_time_steps(config: Config, ms_per_step: dict[str, float]) -> dict[str,
 
 def evaluations(config: Config, seeds: list[Run], longer: list[Run],
                 at_equal_time: dict[str, int]) -> list[tuple[str, Run, int]]:
-    """``(comparison, run, step)`` for every test translation the tables need."""
+    """``(comparison, run, step)`` for every test translation the tables need; a
+    convergence run is translated at its last step and at ``[train] max_steps``
+    (``convergence_start``), so that whether its gap closes is read off one training (a run
+    that trained from step 0 again is not bitwise its seed's first run)."""
     todo = [("equal_steps", run, run.steps) for run in seeds]
     todo += [("equal_time", run, at_equal_time[run.transform]) for run in seeds]
+    todo += [("convergence_start", run, config.train.max_steps) for run in longer]
     todo += [("convergence", run, run.steps) for run in longer]
     return todo
 

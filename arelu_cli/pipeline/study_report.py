@@ -8,7 +8,8 @@ CSVs (one row per measurement, each with its signature):
   dev BLEU (``dev_bleu_again``), which is the one whose weights its test BLEU comes from;
 * ``test_bleu.csv``: test BLEU and chrF (``[decode]`` beam) of every run at each
   comparison: ``equal_steps``, ``equal_time`` (the step it reaches in the same training
-  time), ``convergence``;
+  time), ``convergence`` (a convergence run's last step) and ``convergence_start`` (the same
+  run at ``[train] max_steps``);
 * ``test_bleu_summary.csv``: mean, standard deviation (n - 1) and the per-seed values;
 * ``significance.csv``: paired bootstrap resampling (:mod:`arelu_cli.analysis.significance`)
   of each transform against the baseline, and of each ``[study] borrow`` transform against
@@ -44,7 +45,7 @@ from arelu_cli.pipeline.study_runs import (BENCH, TEST, Run, axes, equal_time_bu
 from arelu_cli.pipeline.sweep import Point, visited
 
 COMPARISONS = {"equal_steps": "equal steps", "equal_time": "equal time",
-               "convergence": "convergence"}
+               "convergence_start": "convergence run, start", "convergence": "convergence"}
 
 
 def sweep_rows(config: Config, out: Path, selected: dict[str, Point]) -> list[dict]:

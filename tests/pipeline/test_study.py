@@ -99,6 +99,9 @@ def test_seeds_borrow_and_convergence_runs(tmp_path):
     assert steps[("equal_time", "1.5-relu", 1)] == 6  # the fastest: the whole budget
     assert steps[("equal_time", "softmax", 2)] == 3  # 6 * 3 / 4 = 4.5 -> snapshot 3
     assert steps[("convergence", "softmax", 1)] == 9
+    assert steps[("convergence_start", "softmax", 1)] == 6  # the same run at max_steps
+    assert [r.folder for c, r, _ in todo if c == "convergence_start"] == [
+        r.folder for c, r, _ in todo if c == "convergence"]
     resumed = [c for c in calls if "convergence" in c[0].parts]
     assert all(c[1] and c[2].max_steps == 9 for c in resumed)  # continued, not retrained
     assert len(evaluated) == 8  # each run translated right after its training
@@ -311,9 +314,12 @@ def test_a_tiny_study_end_to_end(tiny_corpus, tiny_config, tmp_path, one_thread)
     sweep_csv = pd.read_csv(out / "sweep.csv")
     assert len(sweep_csv) == 4 and sweep_csv.groupby("transform")["selected"].sum().eq(1).all()
     bleu = pd.read_csv(out / "test_bleu.csv")
-    assert set(bleu["comparison"]) == {"equal_steps", "equal_time", "convergence"}
+    assert set(bleu["comparison"]) == {"equal_steps", "equal_time", "convergence_start",
+                                       "convergence"}
     assert len(bleu.query("comparison == 'equal_steps'")) == 4
     assert bleu.query("comparison == 'convergence'")["step"].eq(9).all()
+    start = bleu.query("comparison == 'convergence_start'")
+    assert start["step"].eq(6).all() and start["translation"].str.contains("convergence").all()
     summary = pd.read_csv(out / "test_bleu_summary.csv")
     assert summary.query("comparison == 'equal_steps'")["n"].eq(2).all()
     sig = pd.read_csv(out / "significance.csv")
@@ -325,6 +331,8 @@ def test_a_tiny_study_end_to_end(tiny_corpus, tiny_config, tmp_path, one_thread)
         assert section in text
     assert "**1.5-relu against softmax.** Equal steps (1.5-relu step 6, softmax step 6)" in text
     assert "| test BLEU 1.5-relu − softmax | +8.00 |" in text
+    assert "At seed 1 (in the convergence runs), Δ" in text
+    assert "| convergence run, start | softmax | 6 |" in text
     assert "training_time.csv not found" in text
     assert f"`arelu bench train` on {machine()}," in text  # which machine the times are of
     assert "| transform | ms per step | × softmax | paired × softmax | step at equal time |" \

@@ -84,9 +84,26 @@ def test_the_answer_names_the_outcome_the_seeds_and_whether_convergence_closes_t
     assert "Convergence (1.5-relu step 3,000, softmax step 3,000): test BLEU 40.30 against " \
            "40.00; Δ +0.30 [-0.80, +1.40], p = 0.300 (seed 1 only): **no significant " \
            "difference**" in text
-    assert text.endswith("At seed 1, Δ +2.30 (p = 0.001) after 1,200 steps and +0.30 "
-                         "(p = 0.300) after 3,000: **the gap closes**.")
+    assert text.endswith("At seed 1 (in the seed runs, then the convergence runs), Δ +2.30 "
+                         "(p = 0.001) after 1,200 steps and +0.30 (p = 0.300) after 3,000: "
+                         "**the gap closes**.")
     assert answer(config, summary, []) == []
+
+
+def test_the_convergence_trend_is_read_off_the_convergence_runs_themselves():
+    # the seed-1 runs had a gap at 1,200; the convergence runs (trained again from step 0)
+    # had none there: their own start decides, so the gap opens, not holds
+    config = _config(borrow=[], convergence_steps=3000)
+    summary = [_summary(c, n, 38.0, None, s) for c, s in
+               (("equal_steps", "1200"), ("convergence_start", "1200"),
+                ("convergence", "3000")) for n in ("softmax", "1.5-relu")]
+    sig = [_row(2.3, 1.0, 3.5, 0.001, "equal_steps", seeds="1"),
+           _row(0.4, -0.6, 1.4, 0.4, "convergence_start", seeds="1"),
+           _row(1.9, 0.9, 2.9, 0.001, "convergence", seeds="1")]
+    (text,) = answer(config, summary, sig)
+    assert text.endswith("At seed 1 (in the convergence runs), Δ +0.40 (p = 0.400) after "
+                         "1,200 steps and +1.90 (p = 0.001) after 3,000: **a gap opens**.")
+    assert "Convergence run" not in text  # the start is the trend's, not a comparison of its own
 
 
 def test_earlier_claims_are_read_from_a_reproduce_folder(tmp_path):
