@@ -235,6 +235,22 @@ def _earlier(config: Config, sig: list[dict], ms_per_step: dict[str, float]) -> 
     return text + ([f"\nNote: {note}."] if note else []) + [""]
 
 
+def machines_sentence(runs: list[Run]) -> str:
+    """Which machines trained the runs (``summary.json``'s ``machine``), and how many runs
+    each; a study resumed over several sittings may span machines, whose wall times differ
+    while the step-budgeted results do not."""
+    counts: dict[str, int] = {}
+    for run in runs:
+        name = summary(run.folder).get("machine") if trained(run.folder) else None
+        key = name or "a machine the summary does not name (an earlier version's)"
+        counts[key] = counts.get(key, 0) + 1
+    if not counts:
+        return ""
+    parts = [f"{name} ({n} run{'s' if n > 1 else ''})" for name, n in counts.items()]
+    return (" The seed and convergence runs trained on " + "; ".join(parts) + " (wall times "
+            "differ between machines, step-budgeted results do not, up to float rounding).")
+
+
 def report_text(config: Config, out: Path, sweep: list[dict], summary: list[dict],
                 sig: list[dict], ms_per_step: dict[str, float],
                 todo: list[tuple[str, Run, int]], figures: list[str]) -> str:
@@ -247,7 +263,8 @@ def report_text(config: Config, out: Path, sweep: list[dict], summary: list[dict
         f"{config.study.convergence_steps}), test BLEU with beam {config.decode.beam} "
         f"(sacrebleu, detokenized, cased), seeds {seeds}; significance by paired bootstrap "
         f"({config.study.bootstrap_samples} resamples) against {config.study.baseline}. "
-        "Δ is the test BLEU difference with its 95% interval; better / worse means p < 0.05.",
+        "Δ is the test BLEU difference with its 95% interval; better / worse means p < 0.05."
+        + machines_sentence(list(dict.fromkeys(run for _, run, _ in todo))),
         "",
         "## Answer",
         "",

@@ -20,7 +20,7 @@ from arelu_cli.pipeline.study import (bench, continue_copy, done, equal_time_ste
                                       record_selection, run_folder, study, sweep, train_all,
                                       translation_path)
 from arelu_cli.pipeline.study_runs import Run
-from arelu_cli.pipeline.study_report import _sweep_table, sweep_rows
+from arelu_cli.pipeline.study_report import _sweep_table, machines_sentence, sweep_rows
 from arelu_cli.pipeline.sweep import Point
 from arelu_cli.nmt.train import SUMMARY
 from arelu_cli.results import machine
@@ -335,6 +335,7 @@ def test_a_tiny_study_end_to_end(tiny_corpus, tiny_config, tmp_path, one_thread)
     assert "| convergence run, start | softmax | 6 |" in text
     assert "training_time.csv not found" in text
     assert f"`arelu bench train` on {machine()}," in text  # which machine the times are of
+    assert f"The seed and convergence runs trained on {machine()} (6 runs)" in text
     assert "| transform | ms per step | × softmax | paired × softmax | step at equal time |" \
         in text
     assert (out / "sweep.png").is_file() and (out / "dev_curves.png").is_file()
@@ -358,3 +359,18 @@ def test_allow_data_change_reaches_the_trainer(tmp_path, monkeypatch, allow):
     with pytest.raises(KeyboardInterrupt):
         study(_config(), tmp_path, QUIET, allow_data_change=allow)
     assert seen == [allow]
+
+
+def test_the_report_names_the_machines_the_runs_trained_on(tmp_path):
+    runs = []
+    for i, found in enumerate(["AMD EPYC, 2 CPUs", None, "Intel Xeon, 2 CPUs", None]):
+        folder = tmp_path / f"run{i}"
+        folder.mkdir()
+        (folder / SUMMARY).write_text(json.dumps({"steps": 6} | ({"machine": found} if found
+                                                                 else {})))
+        runs.append(Run("softmax", Point(1.0, 4, 0.0), 1, folder, 6))
+    text = machines_sentence(runs)
+    assert text.startswith(" The seed and convergence runs trained on AMD EPYC, 2 CPUs (1 run); "
+                           "a machine the summary does not name (an earlier version's) (2 runs); "
+                           "Intel Xeon, 2 CPUs (1 run)")
+    assert machines_sentence([]) == ""
