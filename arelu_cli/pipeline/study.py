@@ -51,7 +51,7 @@ from arelu_cli.registry import get_transform
 from arelu_cli.results import atomic_write_text
 from arelu_cli.pipeline.grid import results_folder, up_to_date
 from arelu_cli.pipeline.study_report import write_report
-from arelu_cli.pipeline.study_runs import (BENCH, TEST, Run, axes, borrowed, compared,
+from arelu_cli.pipeline.study_runs import (BENCH, FIRST, TEST, Run, axes, borrowed, compared,
                                            equal_time_budget_ms, keep_first, run_folder, scores,
                                            trained, translation_path)
 from arelu_cli.pipeline.sweep import Point, plan
@@ -158,14 +158,16 @@ def convergence_runs(config: Config, out: Path, selected: dict[str, Point]) -> l
 
 def continue_copy(source: Path, target: Path) -> None:
     """Start ``target`` as a copy of the finished run ``source`` (checkpoints hard-linked:
-    they are only ever replaced, never written in place), without its summary, so that
-    training resumes there."""
+    they are only ever replaced, never written in place), without its summary, its test
+    translations or the record of its first training (``FIRST``: the sweep's, not the
+    copy's), so that training resumes there."""
     if (target / checkpoint.LAST).is_file():
         return
     tmp = target.with_name(f".{target.name}.copying")
     shutil.rmtree(tmp, ignore_errors=True)
     for path in sorted(source.rglob("*")):
-        if path.is_dir() or path.name == SUMMARY or "translations" in path.parts:
+        if (path.is_dir() or path.name == SUMMARY
+                or {"translations", FIRST} & set(path.relative_to(source).parts)):
             continue
         dest = tmp / path.relative_to(source)
         dest.parent.mkdir(parents=True, exist_ok=True)

@@ -262,7 +262,10 @@ def test_continue_copy_links_checkpoints_and_leaves_the_source_alone(tmp_path):
         (source / name).write_bytes(b"weights")
     (source / "log.csv").write_text("step\n3\n")
     (source / SUMMARY).write_text("{}")
+    (source / "first").mkdir()  # the sweep run trained twice: its first record stays there
+    (source / "first" / SUMMARY).write_text("{}")
     continue_copy(source, target)
+    assert not (target / "first").exists()
     assert (target / "steps" / "step-3.pt").stat().st_ino == (source / "steps/step-3.pt").stat().st_ino
     assert not (target / SUMMARY).exists() and (source / SUMMARY).exists()
     (target / "log.csv").write_text("changed")  # a copy, not a link
