@@ -20,7 +20,7 @@ import torch
 from arelu_cli import transforms as T
 from arelu_cli.errors import UserError
 from arelu_cli.transforms._checks import check_alpha
-from arelu_cli.transforms.top_scores import alpha_relu_top_log_scores
+from arelu_cli.transforms.top_scores import alpha_relu_top_log_scores, softmax_top_log_scores
 
 PAPER_TRANSFORMS = ("softmax", "sparsemax", "1.5-entmax", "1.5-entmax-k100", "1.5-relu")
 NAME_FORMS = ("softmax", "sparsemax", "<a>-relu", "<a>-entmax", "<a>-entmax-k<k>",
@@ -80,14 +80,15 @@ class OutputTransform:
 
     @property
     def fused_top_k(self) -> bool:
-        """Whether :meth:`top_log_scores` skips the full log-score matrix (alpha-ReLU)."""
+        """Whether :meth:`top_log_scores` skips the full log-score matrix (alpha-ReLU and
+        softmax, whose scores rank tokens by logit; entmax's need the threshold of the row)."""
         return self._top_log_scores is not None
 
     def top_log_scores(self, logits: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
         """The ``k`` best ``log_scores`` of each row of ``logits (..., V)`` and their
-        indices, best first; alpha-ReLU's come from one pass over the logits (equal logits
-        lower index first, NaN rows NaN: ``transforms.top_scores``), the others' from
-        ``log_scores(logits).topk(k)``."""
+        indices, best first; alpha-ReLU's and softmax's come from the ``k`` largest logits,
+        without the full score matrix (equal logits lower index first, NaN rows NaN:
+        ``transforms.top_scores``), entmax's from ``log_scores(logits).topk(k)``."""
         if self._top_log_scores is None:
             return self.log_scores(logits).topk(k, dim=-1)
         return self._top_log_scores(logits, k)
@@ -119,7 +120,8 @@ def _bad_name(name: str, why: str) -> UserError:
 
 def _softmax(name: str) -> OutputTransform:
     return OutputTransform(name, "softmax", 1.0, _probs=T.softmax, _loss=T.cross_entropy_loss,
-                           _log_scores=partial(torch.log_softmax, dim=-1))
+                           _log_scores=partial(torch.log_softmax, dim=-1),
+                           _top_log_scores=softmax_top_log_scores)
 
 
 def _entmax(name: str, alpha: float, k: int | None, bisect: bool, n_iter: int) -> OutputTransform:

@@ -4,9 +4,10 @@ Every hypothesis is scored with the transform's own ``log_scores``: log softmax,
 sparsemax, and for alpha-ReLU the log of its unnormalized output (``renormalize=True``
 divides alpha-ReLU's output by its sum at each step instead, to compare). A token outside
 the support scores ``-inf``. Search needs only the best few scores of each row
-(:func:`step_top_scores`): for alpha-ReLU, whose scores grow with the logits one by one,
-those come from one pass over the logits and ``k`` logs per row, never the whole ``(R, V)``
-score matrix (:meth:`arelu_cli.registry.OutputTransform.top_log_scores`). Logits holding
+(:func:`step_top_scores`): for alpha-ReLU and softmax, whose scores rank tokens by logit,
+those come from the ``k`` largest logits (alpha-ReLU: one pass over the logits and ``k``
+logs per row; softmax: one more exp-sum pass), never the whole ``(R, V)`` score matrix
+(:meth:`arelu_cli.registry.OutputTransform.top_log_scores`). Logits holding
 NaN (a checkpoint whose weights are not finite) stop decoding, and teacher-forced scoring,
 with a :class:`UserError` (:func:`refuse_nan`).
 
@@ -99,8 +100,8 @@ def step_top_scores(transform: OutputTransform, logits: torch.Tensor, k: int,
                     renormalize: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     """The ``k`` best decoding scores of each row of ``logits`` (R, V) and their tokens, (R, k)
     each, best first: :func:`step_log_scores` then ``topk``, but for alpha-ReLU (without
-    ``renormalize``) from one pass over the logits, equal logits lower index first. NaN logits
-    raise a :class:`UserError`."""
+    ``renormalize``) and softmax from the ``k`` largest logits, equal logits lower index
+    first. NaN logits raise a :class:`UserError`."""
     logits = logits.float()
     with nan_logits_refused(logits):
         if renormalize and not transform.normalized:

@@ -1,4 +1,4 @@
-"""alpha-ReLU's k best decoding scores per row, without its full log-score matrix.
+"""The k best decoding scores per row without the full log-score matrix: alpha-ReLU, softmax.
 
 Beam search keeps, for each live hypothesis, the ``k`` tokens of highest step score. With
 alpha-ReLU (the paper's Section 2: no normalizing reduction) a token's log-score
@@ -6,8 +6,15 @@ alpha-ReLU (the paper's Section 2: no normalizing reduction) a token's log-score
 own logit only and never decreases with it, so the ``k`` best scores are those of the ``k``
 largest logits. :func:`alpha_relu_top_log_scores` finds those in one read pass over the
 ``(N, V)`` logits and takes the log of ``k`` per row, with :func:`alpha_relu_log_scores`
-itself, so every score is bit for bit the one the full matrix holds; log-softmax needs a
-max/logsumexp pass and a write pass before the same top-k pass.
+itself, so every score is bit for bit the one the full matrix holds.
+
+Softmax's log-score ``(z_j - m) - log sum_i exp(z_i - m)`` (``m`` the row's largest logit)
+also ranks tokens by logit, so :func:`softmax_top_log_scores` takes the same ``k`` largest
+logits (whose first is ``m``) and one exp-sum pass, instead of ``log_softmax(z).topk(k)``,
+which finds ``m``, sums, writes the ``(N, V)`` log-probabilities and reads them again for
+``topk``. Decoding uses it, so that a speed comparison of the two transforms gives softmax
+a fast path too. Its scores agree with ``log_softmax`` to float32 rounding (the sum may be
+taken in another order).
 
 Ties: tokens rank by logit, larger first, equal logits lower index first (the rule of
 ``argmax``). ``torch.topk`` on the scores leaves the order of equal scores open, so the two
@@ -59,19 +66,36 @@ def engine(device: torch.device | str) -> str:
     return "cpp" if _uses_cpp(torch.empty(0, 1, device=device)) else "eager"
 
 
+def _top_k(logits: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``logits (..., V)`` as float32 ``(N, V)`` and the ``k`` largest entries of each row
+    with their indices, ``(N, k)`` each, by the engine for them (ties and NaN as above)."""
+    vocab = logits.shape[-1]
+    if not 1 <= k <= vocab:
+        raise ValueError(f"k must lie in [1, {vocab}] (the vocabulary size), got {k}")
+    z = logits.float().reshape(-1, vocab).contiguous()                 # (N, V)
+    values, indices = _cpp_kernels.top_k_logits(z, k) if _uses_cpp(z) else top_k_logits(z, k)
+    return z, values, indices
+
+
 def alpha_relu_top_log_scores(logits: torch.Tensor, k: int, alpha: float = 1.5,
                               tau: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
     """The ``k`` best alpha-ReLU log-scores of each row of ``logits (..., V)`` and their
     indices, ``(..., k)`` each, best first: the top ``k`` of :func:`alpha_relu_log_scores`
     (float32) without building it; see the module docstring for ties and NaN."""
     alpha = check_alpha(alpha)
-    vocab = logits.shape[-1]
-    if not 1 <= k <= vocab:
-        raise ValueError(f"k must lie in [1, {vocab}] (the vocabulary size), got {k}")
-    z = logits.float().reshape(-1, vocab).contiguous()                 # (N, V)
-    if _uses_cpp(z):
-        values, indices = _cpp_kernels.top_k_logits(z, k)
-    else:
-        values, indices = top_k_logits(z, k)
+    _, values, indices = _top_k(logits, k)
     shape = (*logits.shape[:-1], k)
     return alpha_relu_log_scores(values, alpha, tau).view(shape), indices.view(shape)
+
+
+def softmax_top_log_scores(logits: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The ``k`` best log-softmax scores of each row of ``logits (..., V)`` and their
+    indices, ``(..., k)`` each, best first, in float32: the ``k`` largest logits minus the
+    row's logsumexp, without the ``(N, V)`` log-probabilities; see the module docstring."""
+    z, values, indices = _top_k(logits, k)
+    top = values[:, :1]                                                 # (N, 1) row maxima
+    # log_softmax's own grouping, (z - max) - log sum exp(z - max): exact for the best token
+    # even where z - logsumexp(z) would round (|z| large against the log of the sum).
+    log_sum = (z - top).exp_().sum(1, keepdim=True).log_()              # (N, 1)
+    shape = (*logits.shape[:-1], k)
+    return ((values - top) - log_sum).view(shape), indices.view(shape)

@@ -39,7 +39,7 @@ def test_ratios_divide_by_softmax_at_the_same_beam(toy_runs):
         assert relu["ratio"] == pytest.approx(relu["seconds"] / soft["seconds"])
         assert relu["ratio_paired"] == pytest.approx(
             statistics.median(r / s for r, s in zip(relu_all, soft_all)), rel=1e-4)
-        assert relu["scoring"].startswith("top-k ") and soft["scoring"] == "log-scores + topk"
+        assert relu["scoring"].startswith("top-k ") and soft["scoring"] == relu["scoring"]
         assert "repeats:3" in relu["signature"] and f"beam:{beam}" in relu["signature"]
 
 
@@ -71,6 +71,8 @@ def test_cli_writes_csv_and_png(toy_runs, tmp_path):
     assert len(frame) == 4 and (tmp_path / "translate.png").stat().st_size > 1000
     assert {"ratio", "ratio_paired", "baseline", "seconds_all", "signature"} <= set(frame.columns)
     assert set(frame["baseline"]) == {"softmax"}
+    scoring = dict(zip(frame["transform"], frame["scoring"]))
+    assert scoring["softmax"].startswith("top-k ") and scoring["1.5-entmax"] == "log-scores + topk"
 
 
 def test_tokens_and_ratio_per_token(toy_runs):
@@ -97,7 +99,7 @@ def test_same_weights_decode_as_each_transform(toy_runs):
     assert by[("softmax", 1)]["tokens"] == by[("1.5-relu", 1)]["tokens"]
     assert by[("softmax", 1)]["ratio"] == 1.0 and by[("softmax", 2)]["ratio"] == 1.0
     assert by[("1.5-relu", 1)]["scoring"].startswith("top-k ")
-    assert by[("softmax", 1)]["scoring"] == "log-scores + topk"
+    assert by[("softmax", 1)]["scoring"] == by[("1.5-relu", 1)]["scoring"]
     assert by[("1.5-relu", 1)]["tau"] is not None
 
 

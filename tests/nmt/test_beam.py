@@ -1,7 +1,7 @@
 """Beam search: beam 1 is greedy, n-best lists are sorted, pruning -inf candidates matches a
 brute-force beam search that keeps them, teacher-forced scores equal decoding scores;
-alpha-ReLU's one-pass top-k scores decode exactly as the full score matrix does, and NaN
-logits stop decoding with a UserError."""
+alpha-ReLU's one-pass top-k scores decode exactly as the full score matrix does (softmax's
+to float32 rounding), and NaN logits stop decoding with a UserError."""
 
 import dataclasses
 import math
@@ -192,6 +192,25 @@ def test_fused_alpha_relu_decodes_as_the_full_score_matrix(engine, tau, beam, n_
 
 
 @pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("beam, n_best, lp", [(1, 1, 0.0), (4, 3, 0.6), (8, 2, 0.0)])
+def test_fused_softmax_decodes_as_log_softmax_then_topk(engine, beam, n_best, lp, monkeypatch):
+    """Same hypotheses; scores to float32 rounding (the fused path sums exp in its own order)."""
+    monkeypatch.setenv("ARELU_ENGINE", engine)
+    model, src = _model(seed=5), _sources(seed=5)
+    fused = get_transform("softmax")
+    kwargs = dict(bos_id=BOS, eos_id=EOS, limits=torch.tensor([9, 7, 12, 4, 10]))
+    found = beam_search(model, src, fused, beam=beam, n_best=n_best, length_penalty=lp, **kwargs)
+    expected = beam_search(model, src, _full_matrix(fused), beam=beam, n_best=n_best,
+                           length_penalty=lp, **kwargs)
+    found_greedy = greedy(model, src, fused, **kwargs)
+    expected_greedy = greedy(model, src, _full_matrix(fused), **kwargs)
+    for got, want in zip([h for hs in found for h in hs] + found_greedy,
+                         [h for hs in expected for h in hs] + expected_greedy, strict=True):
+        assert (got.tokens, got.ended) == (want.tokens, want.ended)
+        assert got.score == pytest.approx(want.score, rel=1e-5, abs=1e-5)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
 def test_an_empty_support_ends_beams_and_greedy_walks_on_as_before(engine, monkeypatch):
     """tau so high that no token is ever in the support: beam search returns each sentence's
     empty prefix with -inf, greedy follows the arg-max logit with score -inf, fused or not."""
@@ -218,6 +237,10 @@ def test_step_top_scores_are_the_top_k_of_the_step_scores(name, tau):
         full = step_log_scores(transform, logits, renormalize)
         for k in (1, 4):
             scores, tokens = step_top_scores(transform, logits, k, renormalize)
+            if name == "softmax":  # the fused sum's own order: float32 rounding, same tokens
+                assert torch.equal(tokens, full.topk(k, dim=1).indices)
+                torch.testing.assert_close(scores, full.gather(1, tokens), rtol=0, atol=1e-6)
+                continue
             assert torch.equal(scores, full.topk(k, dim=1).values)
             assert torch.equal(scores, full.gather(1, tokens))
 

@@ -1,6 +1,7 @@
-"""alpha-ReLU's k best decoding scores per row (``top_scores``): both engines pick the k
-largest logits, larger first and equal logits lower index first, and score them bit for bit
-as ``alpha_relu_log_scores`` does; empty supports, NaN rows, the fallback without C++."""
+"""The k best decoding scores per row (``top_scores``): both engines pick the k largest
+logits, larger first and equal logits lower index first, and score them bit for bit as
+``alpha_relu_log_scores`` does, and as ``log_softmax`` does to float32 rounding; empty
+supports, NaN rows, the fallback without C++."""
 
 import math
 import warnings
@@ -11,7 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from arelu_cli.transforms import _cpp_kernels, alpha_relu_log_scores
-from arelu_cli.transforms.top_scores import alpha_relu_top_log_scores, engine, top_k_logits
+from arelu_cli.transforms.top_scores import (alpha_relu_top_log_scores, engine,
+                                             softmax_top_log_scores, top_k_logits)
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -165,3 +167,46 @@ def test_the_cpp_engine_is_used_where_it_builds(monkeypatch):
     assert engine("cpu") == "cpp"
     monkeypatch.setenv("ARELU_ENGINE", "eager")
     assert engine("cpu") == "eager"
+
+
+@settings(max_examples=100, deadline=None)
+@given(matrices())
+def test_softmax_scores_are_the_top_k_of_log_softmax(case):
+    """The k largest logits (the same ranking as alpha-ReLU's) minus the row's logsumexp:
+    log_softmax's values to float32 rounding (-inf at -inf logits); a row holding +inf, which
+    log_softmax makes all NaN, scores NaN at its best token, so decoding refuses it (an
+    all -inf row is NaN in both)."""
+    z, k = case
+    full = torch.log_softmax(z.double(), dim=1).float()                 # (N, V), a reference
+    ranked = torch.tensor([_ranked(row, k) for row in z.tolist()])
+    plain = ~torch.isposinf(z).any(1)                                   # rows without +inf
+    for name in ("eager", "cpp") if HAS_CPP else ("eager",):
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv("ARELU_ENGINE", name)
+            scores, indices = softmax_top_log_scores(z, k)
+        assert torch.equal(indices, ranked), name
+        torch.testing.assert_close(scores[plain], full.gather(1, ranked)[plain], rtol=1e-6,
+                                   equal_nan=True,
+                                   atol=1e-5)
+        assert bool(torch.isnan(scores[~plain, 0]).all()), name
+
+
+def test_softmax_scores_match_topk_of_log_softmax_on_distinct_logits():
+    z = torch.randn(64, 1003, generator=torch.Generator().manual_seed(5)) * 4
+    for k in (1, 2, 5, 12):
+        expected_scores, expected_indices = torch.log_softmax(z, dim=1).topk(k, dim=1)
+        scores, indices = softmax_top_log_scores(z, k)
+        assert torch.equal(indices, expected_indices)
+        torch.testing.assert_close(scores, expected_scores, rtol=0, atol=2e-6)
+
+
+def test_softmax_nan_rows_shapes_and_bad_k():
+    z = torch.randn(2, 3, 50, dtype=torch.float64, generator=torch.Generator().manual_seed(2))
+    z[1, 2, 7] = math.nan
+    scores, indices = softmax_top_log_scores(z, 4)
+    assert scores.shape == indices.shape == (2, 3, 4) and scores.dtype == torch.float32
+    assert torch.isnan(scores).all(-1).tolist() == [[False] * 3, [False, False, True]]
+    assert indices[1, 2].tolist() == [0, 1, 2, 3]
+    for k in (0, 51):
+        with pytest.raises(ValueError, match="k must lie in"):
+            softmax_top_log_scores(z, k)
