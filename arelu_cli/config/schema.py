@@ -56,9 +56,13 @@ class ModelConfig:
     attention_relu: Literal["raw", "estimated", "renormalized"] = "raw"
     """alpha-ReLU attention variant: ``raw`` (constant ``attention_tau``, unnormalized),
     ``estimated`` (tau from the analytic estimate per number of keys) or ``renormalized``
-    (divided by its sum plus 1e-6)."""
+    (divided by its sum plus ``attention_eps``)."""
     attention_tau: float = 0.0
     """The constant tau of ``raw`` and ``renormalized`` alpha-ReLU attention."""
+    attention_eps: float = 1e-6
+    """The constant added to the sum of ``renormalized`` alpha-ReLU attention (> 0): the
+    weight of a lone key rises from 0 to 1 within ``sqrt(eps)`` of the threshold, so a small
+    one makes steep gradients; see :data:`arelu_cli.nmt.attention.RENORM_EPS`."""
 
 
 @dataclass(frozen=True)
@@ -235,7 +239,8 @@ class AttentionStudyConfig:
                                  "1.5-relu-estimated", "1.5-relu-renormalized")
     """Attention configurations compared: a registry name (softmax, sparsemax, 1.5-entmax...)
     for every kind, an alpha-ReLU one with its ``[model] attention_relu`` variant as a
-    suffix (``1.5-relu-raw``, ``-estimated``, ``-renormalized``)."""
+    suffix (``1.5-relu-raw``, ``-estimated``, ``-renormalized``) and, for the renormalized
+    one, optionally its ``[model] attention_eps`` (``1.5-relu-renormalized-eps0.01``)."""
     baseline: str = "softmax"
     """The variant every other one is compared with (BLEU difference, paired bootstrap, speed
     ratios); it must be one of ``variants``."""

@@ -26,8 +26,9 @@ self-attention, decoder self-attention, cross-attention):
     about one at the start of training. ``tau_hat(1) = -1``: one score ``s`` has the
     entmax threshold ``(alpha - 1) s - 1``, of mean -1. The rule is :data:`TAU_RULE`.
   - ``renormalized``: ``r_j = [(alpha - 1) s_j - tau]_+^beta`` (``tau`` as for ``raw``)
-    divided by ``sum_j r_j + eps``, ``eps =`` :data:`RENORM_EPS`: a row that is not all
-    zero sums to ``1 - O(eps)``, and a row of zeros stays zeros (no 0/0).
+    divided by ``sum_j r_j + eps``, ``eps = [model] attention_eps`` (default
+    :data:`RENORM_EPS`): a row whose sum is large against ``eps`` sums to about 1, and a row
+    of zeros stays zeros (no 0/0).
 
 A query whose support is empty (every alpha-ReLU weight zero, possible in every variant)
 gets the zero vector from its attention; the sub-layer then adds only the output
@@ -63,11 +64,18 @@ estimate-tau --rule tail``), not the Lemma's ``paper`` quadrature, which comes o
 weights that sum to 1.2-1.5 on average; ``tail`` is within 0.02 of the Monte Carlo mean
 threshold there and its weights sum to 1.00 on average (tests/test_attention.py)."""
 RENORM_EPS = 1e-6
-"""The ``eps`` of the renormalized variant: small against a typical support's sum (at
-alpha 1.5 a score half a unit above the threshold alone weighs 1/16), so that such a row
-sums to 1 within 2e-5; a row whose raw sum ``S`` is comparable to ``eps`` sums to
-``S / (S + eps) < 1``, so the weights fade out continuously as the support empties
-instead of jumping to one on its last, barely positive key."""
+"""The default ``eps`` of the renormalized variant (``[model] attention_eps``): small
+against a typical support's sum (at alpha 1.5 a score half a unit above the threshold alone
+weighs 1/16), so that such a row sums to 1 within 2e-5; a row whose raw sum ``S`` is
+comparable to ``eps`` sums to ``S / (S + eps) < 1``, so the weights fade out continuously
+as the support empties instead of jumping to one on its last, barely positive key.
+
+The price is a steep slope there: at alpha 1.5 a lone key at ``x = (alpha - 1) s - tau``
+above the threshold weighs ``x^2 / (x^2 + eps)``, which rises from 0 to 1 within a few
+``sqrt(eps)`` and has the slope ``(3 sqrt(3) / 8) / sqrt(eps)`` at its steepest (650 for
+1e-6, 6.5 for 1e-2). Queries whose support is about to empty then send gradients hundreds
+of times larger than the others'; on the toy corpus that stalls training at 1e-6 and not
+at 1e-2 (``results/toy-attention/README.md``)."""
 
 
 def score_sigma(d_model: int, q_fan_out: int, k_fan_out: int) -> float:
@@ -113,12 +121,15 @@ def tau_per_row(alpha: float, sigma: float, counts: torch.Tensor, keys: int,
     return _tau_table(alpha, sigma, size, str(counts.device))[counts].to(dtype)
 
 
-def _label(name: str, variant: str | None, tau: float) -> str:
-    """See :attr:`AttentionTransform.label`; ``name`` is a valid lower-case registry name."""
+def _label(name: str, variant: str | None, tau: float, eps: float = RENORM_EPS) -> str:
+    """See :attr:`AttentionTransform.label`; ``name`` is a valid lower-case registry name.
+    The default ``eps`` is left out, so that earlier runs' signatures stay as they were."""
     if not name.endswith("-relu"):
         return name
     if variant == "estimated":
         return f"{name}/estimated"
+    if variant == "renormalized" and eps != RENORM_EPS:
+        return f"{name}/{variant}/tau={tau:g}/eps={eps:g}"
     return f"{name}/{variant}/tau={tau:g}"
 
 
@@ -134,6 +145,8 @@ class AttentionTransform:
     """alpha-ReLU only (see the module docstring)."""
     tau: float = 0.0
     """alpha-ReLU's constant threshold (``raw``, ``renormalized``)."""
+    eps: float = RENORM_EPS
+    """The constant added to the sum of ``renormalized`` weights."""
     sigma: float | None = None
     """The score std the ``estimated`` variant's threshold assumes."""
     _probs: Callable[[torch.Tensor], torch.Tensor] = field(repr=False, compare=False,
@@ -146,7 +159,7 @@ class AttentionTransform:
     @property
     def label(self) -> str:
         """``1.5-relu/raw/tau=0``, ``1.5-relu/estimated``, ``sparsemax``: for signatures and CSVs."""
-        return _label(self.name, self.variant, self.tau)
+        return _label(self.name, self.variant, self.tau, self.eps)
 
     def weights(self, scores: torch.Tensor, visible: torch.Tensor | None = None) -> torch.Tensor:
         """Weights (B, H, T, S) of scores (B, H, T, S) over the keys where ``visible``
@@ -185,14 +198,16 @@ class AttentionTransform:
         if visible is not None:
             probs = probs.masked_fill(~visible, 0.0)
         if self.variant == "renormalized":
-            probs = probs / (probs.sum(-1, keepdim=True) + RENORM_EPS)
+            probs = probs / (probs.sum(-1, keepdim=True) + self.eps)
         return probs
 
 
 def attention_transform(name: str, variant: Variant = "raw", tau: float = 0.0,
-                        sigma: float | None = None) -> AttentionTransform:
-    """An :class:`AttentionTransform` by registry name; ``variant``, ``tau`` and ``sigma``
-    matter for alpha-ReLU only (``sigma`` for ``estimated``)."""
+                        sigma: float | None = None,
+                        eps: float = RENORM_EPS) -> AttentionTransform:
+    """An :class:`AttentionTransform` by registry name; ``variant``, ``tau``, ``sigma`` and
+    ``eps`` matter for alpha-ReLU only (``sigma`` for ``estimated``, ``eps`` for
+    ``renormalized``)."""
     t = get_transform(name)
     if t.family != "relu":
         return AttentionTransform(t.name, t.family, t.alpha, _probs=t.probs)
@@ -206,7 +221,13 @@ def attention_transform(name: str, variant: Variant = "raw", tau: float = 0.0,
                         "variants; the estimated variant computes its own: leave it at 0")
     if variant == "estimated" and not (sigma is not None and sigma > 0):
         raise UserError("the estimated alpha-ReLU attention needs the score std sigma > 0")
-    return AttentionTransform(t.name, "relu", t.alpha, variant, float(tau),
+    if not (math.isfinite(eps) and eps > 0):
+        raise UserError(f"[model] attention_eps must be a finite number > 0, got {eps}")
+    if variant != "renormalized" and eps != RENORM_EPS:
+        raise UserError("[model] attention_eps is the constant added to the sum of the "
+                        "renormalized variant: set attention_relu = \"renormalized\" or "
+                        "remove it")
+    return AttentionTransform(t.name, "relu", t.alpha, variant, float(tau), float(eps),
                               sigma if variant == "estimated" else None)
 
 
@@ -231,12 +252,13 @@ def _uses_relu(cfg: ModelConfig) -> bool:
 def for_kind(cfg: ModelConfig, kind: Kind, sigma: float) -> AttentionTransform:
     """The transform of attention ``kind`` of a model, ``sigma`` its score std at
     initialization (:func:`score_sigma` of its projections)."""
-    if not _uses_relu(cfg) and (cfg.attention_relu != "raw" or cfg.attention_tau != 0.0):
-        raise UserError("[model] attention_relu and attention_tau apply to alpha-ReLU attention "
-                        "(<a>-relu) only; set one of the attention keys to e.g. 1.5-relu or "
-                        "remove them")
+    if not _uses_relu(cfg) and (cfg.attention_relu != "raw" or cfg.attention_tau != 0.0
+                                or cfg.attention_eps != RENORM_EPS):
+        raise UserError("[model] attention_relu, attention_tau and attention_eps apply to "
+                        "alpha-ReLU attention (<a>-relu) only; set one of the attention keys "
+                        "to e.g. 1.5-relu or remove them")
     return attention_transform(kind_names(cfg)[kind], cfg.attention_relu, cfg.attention_tau,
-                               sigma)
+                               sigma, cfg.attention_eps)
 
 
 def describe(cfg: ModelConfig) -> str | None:
@@ -246,7 +268,7 @@ def describe(cfg: ModelConfig) -> str | None:
     names = kind_names(cfg)
     if all(name == "softmax" for name in names.values()):
         return None
-    labels = {kind: _label(name, cfg.attention_relu, cfg.attention_tau)
+    labels = {kind: _label(name, cfg.attention_relu, cfg.attention_tau, cfg.attention_eps)
               for kind, name in names.items()}
     if len(set(labels.values())) == 1:
         return labels["encoder"]

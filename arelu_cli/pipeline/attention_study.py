@@ -35,6 +35,7 @@ checkpoints; its tables are rebuilt without training.
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,7 +47,7 @@ from arelu_cli.analysis.bench_attention import bench_attention
 from arelu_cli.config import Config, ModelConfig
 from arelu_cli.errors import UserError
 from arelu_cli.nmt import checkpoint
-from arelu_cli.nmt.attention import VARIANTS
+from arelu_cli.nmt.attention import RENORM_EPS, VARIANTS
 from arelu_cli.nmt.train import snapshot_path, train
 from arelu_cli.nmt.train_guard import DIVERGED, Diverged
 from arelu_cli.pipeline.grid import results_folder
@@ -80,10 +81,17 @@ class Variant:
         return snapshot_path(self.folder, step)
 
 
+_LABEL = re.compile(r"^(?P<name>.+)-(?P<variant>" + "|".join(VARIANTS) + r")"
+                    r"(?:-eps(?P<eps>\d+(?:\.\d+)?(?:e-?\d+)?))?$")
+
+
 def variant_model(model: ModelConfig, label: str) -> ModelConfig:
-    """``model`` with the attention of ``label`` for every kind (per-kind keys cleared)."""
-    base, _, suffix = label.rpartition("-")
-    name, relu = (base, suffix) if suffix in VARIANTS and base else (label, model.attention_relu)
+    """``model`` with the attention of ``label`` for every kind (per-kind keys cleared): a
+    registry name, or an alpha-ReLU name with its variant as a suffix and, for
+    ``renormalized``, optionally its ``attention_eps`` (``1.5-relu-renormalized-eps0.01``;
+    without one, the recipe's)."""
+    match = _LABEL.match(label)
+    name, relu = (match["name"], match["variant"]) if match else (label, model.attention_relu)
     try:
         transform = get_transform(name)
     except UserError as err:
@@ -92,10 +100,21 @@ def variant_model(model: ModelConfig, label: str) -> ModelConfig:
         raise UserError(f"[attention_study] variant {label!r} must name its alpha-ReLU variant: "
                         f"{', '.join(f'{label}-{v}' for v in VARIANTS)}")
     if transform.family != "relu" and name != label:
-        raise UserError(f"[attention_study] variant {label!r}: the -{suffix} suffix is for "
-                        f"alpha-ReLU attention only (e.g. 1.5-relu-{suffix})")
+        raise UserError(f"[attention_study] variant {label!r}: the -{relu} suffix is for "
+                        f"alpha-ReLU attention only (e.g. 1.5-relu-{relu})")
+    if match and match["eps"] and relu != "renormalized":
+        raise UserError(f"[attention_study] variant {label!r}: -eps is the constant of the "
+                        f"renormalized variant only (e.g. {name}-renormalized-eps0.01)")
+    eps = float(match["eps"]) if match and match["eps"] else model.attention_eps
+    if transform.family != "relu" or relu != "renormalized":
+        eps = RENORM_EPS
+    if transform.family != "relu":  # the alpha-ReLU keys of the recipe are not this run's
+        relu, tau = "raw", 0.0
+    else:
+        tau = model.attention_tau
     return dataclasses.replace(model, attention=name, attention_encoder="", attention_decoder="",
-                               attention_cross="", attention_relu=relu)
+                               attention_cross="", attention_relu=relu, attention_tau=tau,
+                               attention_eps=eps)
 
 
 def variants(config: Config, out: Path) -> list[Variant]:

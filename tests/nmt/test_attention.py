@@ -108,6 +108,31 @@ def test_renormalized_divides_by_the_sum_plus_eps_and_keeps_a_zero_row_zero():
     assert torch.equal(empty, torch.zeros(1, 1, 2, 5))
 
 
+def test_attention_eps_is_the_constant_of_the_sum_and_its_label():
+    scores, mask = _scores_and_mask()
+    raw = _transform("1.5-relu", "raw", 0.2).weights(scores, mask)
+    soft = A.attention_transform("1.5-relu", "renormalized", 0.2, SIGMA, eps=0.01)
+    assert torch.allclose(soft.weights(scores, mask), raw / (raw.sum(-1, keepdim=True) + 0.01))
+    assert soft.label == "1.5-relu/renormalized/tau=0.2/eps=0.01"
+    assert _transform("1.5-relu", "renormalized", 0.2).label == "1.5-relu/renormalized/tau=0.2"
+    cfg = _cfg(attention="1.5-relu", attention_relu="renormalized", attention_eps=0.01)
+    assert A.describe(cfg) == "1.5-relu/renormalized/tau=0/eps=0.01"
+    assert Transformer(cfg, 20, 20).decoder[0].cross_attn.transform.eps == 0.01
+
+
+def test_a_lone_key_near_the_threshold_has_the_slope_of_the_eps_docstring():
+    """x^2 / (x^2 + eps) at alpha 1.5 is steepest at x^2 = eps / 3, with slope
+    (3 sqrt(3) / 8) / sqrt(eps): the gradient a query sends as its support empties."""
+    for eps in (1e-6, 1e-2):
+        t = A.attention_transform("1.5-relu", "renormalized", 0.0, eps=eps)
+        x = torch.tensor(math.sqrt(eps / 3), dtype=torch.float64, requires_grad=True)
+        # one visible key at score s = x / (alpha - 1), the other far below the threshold
+        scores = torch.stack([x / 0.5, torch.tensor(-5.0, dtype=torch.float64)])
+        weight = t.weights(scores.view(1, 1, 1, 2))[0, 0, 0, 0]
+        (slope,) = torch.autograd.grad(weight, x)
+        assert float(slope) == pytest.approx(3 * math.sqrt(3) / 8 / math.sqrt(eps), rel=1e-6)
+
+
 @pytest.mark.parametrize("variant", A.VARIANTS)
 def test_an_empty_support_gives_the_zero_vector(variant):
     """Every score below the threshold: the query's attention output is exactly zero."""
@@ -208,6 +233,10 @@ def test_each_kind_takes_its_own_key_or_the_common_one():
      "estimated variant computes its own"),
     ({"attention_relu": "renormalized"}, "apply to alpha-ReLU attention"),
     ({"attention": "sparsemax", "attention_tau": 0.2}, "apply to alpha-ReLU attention"),
+    ({"attention": "sparsemax", "attention_eps": 0.01}, "apply to alpha-ReLU attention"),
+    ({"attention": "1.5-relu", "attention_eps": 0.01}, "set attention_relu = \"renormalized\""),
+    ({"attention": "1.5-relu", "attention_relu": "renormalized", "attention_eps": 0.0},
+     "attention_eps must be a finite number > 0"),
 ])
 def test_bad_attention_settings_are_user_errors(model, message):
     with pytest.raises(UserError, match=message):

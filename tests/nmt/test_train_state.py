@@ -1,6 +1,8 @@
 """Resuming a run (:mod:`arelu_cli.nmt.train_state`): only on the version of the prepared
 folder it was trained on, unless the change is allowed (and then recorded); a run from
-before data fingerprints were recorded resumes with one warning line."""
+before data fingerprints were recorded resumes with one warning line; a checkpoint's [model]
+is read through the schema (keys added since take their defaults), and another [model] is
+refused."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ import json
 import shutil
 
 import pytest
+import torch
 
 from arelu_cli.data.prepared import data_fingerprint, read_meta, write_meta
 from arelu_cli.errors import UserError
@@ -70,3 +73,26 @@ def test_resume_checks_the_data_fingerprint(tiny_corpus, tiny_config, tmp_path, 
     assert checkpoint.load(run)["step"] == 6 and len(err.splitlines()) == 1
     assert err.startswith("warning:") and "records no data fingerprint" in err
     assert "cannot be verified; resuming anyway" in err
+
+
+def _edit_last(run, edit) -> None:
+    ckpt = torch.load(run / checkpoint.LAST, weights_only=False)
+    edit(ckpt["config"]["model"])
+    torch.save(ckpt, run / checkpoint.LAST)
+
+
+def test_resume_reads_the_checkpoints_model_through_the_schema(tiny_corpus, tiny_config,
+                                                               tmp_path):
+    """A [model] key added since a checkpoint was written takes its default there, so the
+    run resumes; a [model] that really differs is refused in one line."""
+    run = tmp_path / "run"
+    config = lambda steps: tiny_config(tiny_corpus, max_steps=steps, save_every=1,  # noqa: E731
+                                       valid_every=100)
+    train(config(2), run)
+    _edit_last(run, lambda model: model.pop("attention_eps"))  # written before the key
+    train(config(3), run, resume=True)
+    assert checkpoint.load(run)["step"] == 3
+    _edit_last(run, lambda model: model.update(d_ff=model["d_ff"] * 2))
+    with pytest.raises(UserError, match=r"has another \[model\] than the recipe") as refused:
+        train(config(4), run, resume=True)
+    assert "\n" not in str(refused.value) and checkpoint.load(run)["step"] == 3

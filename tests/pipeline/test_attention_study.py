@@ -34,9 +34,26 @@ def test_a_variant_sets_every_kind(label, attention, relu):
     assert model.attention_encoder == model.attention_decoder == model.attention_cross == ""
 
 
+@pytest.mark.parametrize("label, eps", [
+    ("1.5-relu-renormalized", 1e-3), ("1.5-relu-renormalized-eps0.01", 0.01),
+    ("1.5-relu-renormalized-eps1e-4", 1e-4), ("1.5-relu-raw", 1e-6), ("softmax", 1e-6)])
+def test_a_renormalized_variant_may_name_its_eps(label, eps):
+    """The label's -eps, else the recipe's attention_eps; the other variants take the
+    default (the key belongs to the renormalized variant), and a non-alpha-ReLU variant
+    drops the recipe's alpha-ReLU keys."""
+    recipe = ModelConfig(attention="1.5-relu", attention_relu="renormalized",
+                         attention_tau=-0.5, attention_eps=1e-3)
+    model = variant_model(recipe, label)
+    assert model.attention_eps == eps
+    if label == "softmax":
+        assert (model.attention_relu, model.attention_tau) == ("raw", 0.0)
+
+
 @pytest.mark.parametrize("label, message", [
     ("1.5-relu", "must name its alpha-ReLU variant"), ("softmax-raw", "alpha-ReLU attention only"),
-    ("no-such-thing", "variant 'no-such-thing'"), ("1.5-relu-normalized", "variant")])
+    ("no-such-thing", "variant 'no-such-thing'"), ("1.5-relu-normalized", "variant"),
+    ("1.5-relu-raw-eps0.01", "-eps is the constant of the renormalized variant only"),
+    ("1.5-relu-renormalized-eps", "variant '1.5-relu-renormalized-eps'")])
 def test_a_bad_variant_is_one_line(label, message):
     with pytest.raises(UserError, match=message):
         variant_model(ModelConfig(), label)
@@ -178,9 +195,11 @@ def test_the_shipped_attention_recipes_are_valid(name):
     config = load_config(resolve_recipe(name))
     check(config)
     runs = variants(config, Path("out"))
-    assert [v.label for v in runs][0] == "softmax" and len(runs) == 6
+    assert [v.label for v in runs][0] == "softmax" and len(runs) == 7
     assert {v.model.attention_relu for v in runs if v.model.attention == "1.5-relu"} == {
         "raw", "estimated", "renormalized"}
+    assert sorted(v.model.attention_eps for v in runs
+                  if v.model.attention_relu == "renormalized") == [1e-6, 0.01]
     assert config.train.transform == "1.5-relu" and config.decode.beam == 5
 
 
