@@ -99,6 +99,8 @@ def test_parse_override(text, expected):
                                                       r"finite"),
     ({"train": {"max_minutes": float("nan")}}, r"\[train\] max_minutes must be >= 0"),
     ({"train": {"warmup": -5}}, r"\[train\] warmup must be positive"),
+    ({"model": {"attention_eps": 0.0}}, r"\[model\] attention_eps must be a finite number > 0"),
+    ({"model": {"attention_eps": float("nan")}}, r"\[model\] attention_eps must be a finite"),
     ({"train": {"seed": -1}}, r"\[train\] seed must be >= 0, got -1"),
     ({"reproduce": {"seeds": [1, 1]}}, r"\[reproduce\] seeds must be distinct integers >= 0"),
     ({"study": {"seeds": [1, -2]}}, r"\[study\] seeds must be distinct integers >= 0"),

@@ -30,6 +30,9 @@ def check_config(config: Config) -> Config:
     for key in ("dropout", "attention_dropout"):
         if not 0.0 <= getattr(m, key) < 1.0:
             raise UserError(f"[model] {key} must be in [0, 1), got {getattr(m, key)}")
+    if not (math.isfinite(m.attention_eps) and m.attention_eps > 0):
+        raise UserError(f"[model] attention_eps must be a finite number > 0, got "
+                        f"{m.attention_eps}")
     for key in ("lr", "warmup", "accum", "max_steps", "log_every", "valid_every", "save_every",
                 "stats_rows", "adam_eps"):
         _positive(f"[train] {key}", getattr(t, key))

@@ -106,6 +106,9 @@ def variant_model(model: ModelConfig, label: str) -> ModelConfig:
         raise UserError(f"[attention_study] variant {label!r}: -eps is the constant of the "
                         f"renormalized variant only (e.g. {name}-renormalized-eps0.01)")
     eps = float(match["eps"]) if match and match["eps"] else model.attention_eps
+    if not eps > 0:
+        raise UserError(f"[attention_study] variant {label!r}: eps must be > 0 (e.g. "
+                        f"{name}-renormalized-eps0.01)")
     if transform.family != "relu" or relu != "renormalized":
         eps = RENORM_EPS
     if transform.family != "relu":  # the alpha-ReLU keys of the recipe are not this run's

@@ -10,11 +10,11 @@ itself, so every score is bit for bit the one the full matrix holds.
 
 Softmax's log-score ``(z_j - m) - log sum_i exp(z_i - m)`` (``m`` the row's largest logit)
 also ranks tokens by logit, so :func:`softmax_top_log_scores` takes the same ``k`` largest
-logits (whose first is ``m``) and one exp-sum pass, instead of ``log_softmax(z).topk(k)``,
-which finds ``m``, sums, writes the ``(N, V)`` log-probabilities and reads them again for
-``topk``. Decoding uses it, so that a speed comparison of the two transforms gives softmax
-a fast path too. Its scores agree with ``log_softmax`` to float32 rounding (the sum may be
-taken in another order).
+logits (whose first is ``m``) and then ``sum exp(z - m)`` through one ``(N, V)`` temporary
+exponentiated in place, instead of ``log_softmax(z).topk(k)``, which finds ``m``, sums,
+writes the ``(N, V)`` log-probabilities and runs ``topk`` over them. Decoding uses it, so
+that a speed comparison of the two transforms gives softmax a fast path too. Its scores
+agree with ``log_softmax`` to float32 rounding (the sum may be taken in another order).
 
 Ties: tokens rank by logit, larger first, equal logits lower index first (the rule of
 ``argmax``). ``torch.topk`` on the scores leaves the order of equal scores open, so the two
@@ -91,7 +91,8 @@ def alpha_relu_top_log_scores(logits: torch.Tensor, k: int, alpha: float = 1.5,
 def softmax_top_log_scores(logits: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
     """The ``k`` best log-softmax scores of each row of ``logits (..., V)`` and their
     indices, ``(..., k)`` each, best first, in float32: the ``k`` largest logits minus the
-    row's logsumexp, without the ``(N, V)`` log-probabilities; see the module docstring."""
+    row's logsumexp, without ``topk`` over the ``(N, V)`` log-probabilities; see the module
+    docstring."""
     z, values, indices = _top_k(logits, k)
     top = values[:, :1]                                                 # (N, 1) row maxima
     # log_softmax's own grouping, (z - max) - log sum exp(z - max): exact for the best token

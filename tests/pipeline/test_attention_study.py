@@ -53,7 +53,8 @@ def test_a_renormalized_variant_may_name_its_eps(label, eps):
     ("1.5-relu", "must name its alpha-ReLU variant"), ("softmax-raw", "alpha-ReLU attention only"),
     ("no-such-thing", "variant 'no-such-thing'"), ("1.5-relu-normalized", "variant"),
     ("1.5-relu-raw-eps0.01", "-eps is the constant of the renormalized variant only"),
-    ("1.5-relu-renormalized-eps", "variant '1.5-relu-renormalized-eps'")])
+    ("1.5-relu-renormalized-eps", "variant '1.5-relu-renormalized-eps'"),
+    ("1.5-relu-renormalized-eps0.0", "eps must be > 0")])
 def test_a_bad_variant_is_one_line(label, message):
     with pytest.raises(UserError, match=message):
         variant_model(ModelConfig(), label)
