@@ -17,12 +17,12 @@ flags override recipe values (:func:`load_config`). Standard library only.
 
 from arelu_cli.config.checks import check_config
 from arelu_cli.config.load import (RECIPES, from_dict, load_config, parse_override, read_recipe,
-                                   resolve_recipe)
-from arelu_cli.config.schema import (SECTIONS, AttentionStudyConfig, Config, DataConfig, DecodeConfig, Device,
+                                   resolve_recipe, saved_tables)
+from arelu_cli.config.schema import (LEGACY_ATTENTION_EPS, SECTIONS, AttentionStudyConfig, Config, DataConfig, DecodeConfig, Device,
                                      ModelConfig, Precision, ReproduceConfig, StudyConfig,
                                      SweepConfig, TrainConfig)
 
-__all__ = ["RECIPES", "SECTIONS", "AttentionStudyConfig", "Config", "DataConfig", "DecodeConfig", "Device", "ModelConfig",
+__all__ = ["LEGACY_ATTENTION_EPS", "RECIPES", "SECTIONS", "AttentionStudyConfig", "Config", "DataConfig", "DecodeConfig", "Device", "ModelConfig",
            "Precision", "ReproduceConfig", "StudyConfig", "SweepConfig", "TrainConfig",
            "check_config", "from_dict", "load_config", "parse_override", "read_recipe",
-           "resolve_recipe"]
+           "resolve_recipe", "saved_tables"]

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Literal, Mapping
 
 from arelu_cli.config.checks import check_config
-from arelu_cli.config.schema import SECTIONS, Config
+from arelu_cli.config.schema import LEGACY_ATTENTION_EPS, SECTIONS, Config
 from arelu_cli.errors import UserError
 
 
@@ -78,6 +78,20 @@ def from_dict(tables: Mapping[str, Mapping[str, object]]) -> Config:
         if not isinstance(table, Mapping):
             raise UserError(f"[{name}] must be a table of keys, got {table!r}")
     return check_config(Config(**{name: _section(name, tables.get(name, {})) for name in SECTIONS}))
+
+
+def saved_tables(tables: Mapping[str, Mapping[str, object]]) -> dict[str, dict[str, object]]:
+    """The tables of a saved run (a checkpoint's config) as :func:`from_dict` must read them: a
+    key added since the run was saved takes its default, except where the default changed
+    since, where it takes the value the run was trained with (renormalized alpha-ReLU
+    attention without ``attention_eps``: :data:`LEGACY_ATTENTION_EPS`)."""
+    tables = {name: dict(table) if isinstance(table, Mapping) else table
+              for name, table in tables.items()}
+    model = tables.get("model")
+    if (isinstance(model, dict) and model.get("attention_relu") == "renormalized"
+            and "attention_eps" not in model):
+        model["attention_eps"] = LEGACY_ATTENTION_EPS
+    return tables
 
 
 def parse_override(item: str) -> tuple[str, str, object]:

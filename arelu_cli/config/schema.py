@@ -59,10 +59,11 @@ class ModelConfig:
     (divided by its sum plus ``attention_eps``)."""
     attention_tau: float = 0.0
     """The constant tau of ``raw`` and ``renormalized`` alpha-ReLU attention."""
-    attention_eps: float = 1e-6
+    attention_eps: float = 0.01
     """The constant added to the sum of ``renormalized`` alpha-ReLU attention (> 0): the
     weight of a lone key rises from 0 to 1 within ``sqrt(eps)`` of the threshold, so a small
-    one makes steep gradients; see :data:`arelu_cli.nmt.attention.RENORM_EPS`."""
+    one makes steep gradients; see :data:`arelu_cli.nmt.attention.RENORM_EPS`. Runs saved
+    before this key existed used :data:`LEGACY_ATTENTION_EPS`."""
 
 
 @dataclass(frozen=True)
@@ -279,6 +280,11 @@ class Config:
         """Plain nested dict (what checkpoints and ``config.json`` store)."""
         return dataclasses.asdict(self)
 
+
+LEGACY_ATTENTION_EPS = 1e-6
+"""``[model] attention_eps`` of a saved run (checkpoint, ``config.json``) written before the
+key existed: the constant renormalized alpha-ReLU attention used then, not today's default
+(:func:`arelu_cli.config.load.saved_tables` fills it in)."""
 
 SECTIONS = {"data": DataConfig, "model": ModelConfig, "train": TrainConfig,
             "decode": DecodeConfig, "reproduce": ReproduceConfig, "sweep": SweepConfig,

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import torch
 
-from arelu_cli.config import Config, from_dict
+from arelu_cli.config import Config, from_dict, saved_tables
 from arelu_cli.data.prepared import Prepared
 from arelu_cli.errors import UserError
 from arelu_cli.nmt.model import Transformer
@@ -112,7 +112,7 @@ def load_model(path: str | Path, device: torch.device | str = "cpu"
     """The model of a checkpoint (its averaged weights when it has them), in eval mode,
     with its resolved config and output transform."""
     ckpt = load(path)
-    config = from_dict(ckpt["config"])
+    config = from_dict(saved_tables(ckpt["config"]))
     model = Transformer(config.model, ckpt["vocab"]["src_size"], ckpt["vocab"]["tgt_size"])
     model.load_state_dict(ckpt["average"] if ckpt.get("average") is not None else ckpt["model"])
     transform = get_transform(ckpt["transform"], tau=ckpt["tau"] or 0.0)

@@ -36,7 +36,8 @@ def test_a_variant_sets_every_kind(label, attention, relu):
 
 @pytest.mark.parametrize("label, eps", [
     ("1.5-relu-renormalized", 1e-3), ("1.5-relu-renormalized-eps0.01", 0.01),
-    ("1.5-relu-renormalized-eps1e-4", 1e-4), ("1.5-relu-raw", 1e-6), ("softmax", 1e-6)])
+    ("1.5-relu-renormalized-eps1e-4", 1e-4), ("1.5-relu-renormalized-eps1e-6", 1e-6),
+    ("1.5-relu-raw", 0.01), ("softmax", 0.01)])
 def test_a_renormalized_variant_may_name_its_eps(label, eps):
     """The label's -eps, else the recipe's attention_eps; the other variants take the
     default (the key belongs to the renormalized variant), and a non-alpha-ReLU variant
