@@ -179,3 +179,6 @@ def test_saved_tables_give_a_renormalized_run_without_eps_the_eps_it_was_trained
     assert saved_tables(given) == given
     raw = {"model": {"attention": "1.5-relu"}, "train": {"lr": 1.0}}
     assert saved_tables(raw) == raw and saved_tables({}) == {}
+    for model in ({"attention": "softmax"}, {"attention": "1.5-relu", "attention_relu": "raw"}):
+        then = {"model": {**model, "attention_eps": LEGACY_ATTENTION_EPS}}  # 1e-6 everywhere
+        assert from_dict(saved_tables(then)).model == from_dict({"model": model}).model

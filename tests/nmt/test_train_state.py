@@ -92,10 +92,14 @@ def test_resume_reads_the_checkpoints_model_through_the_schema(tiny_corpus, tiny
     _edit_last(run, lambda model: model.pop("attention_eps"))  # written before the key
     train(config(3), run, resume=True)
     assert checkpoint.load(run)["step"] == 3
+    # written while attention_eps defaulted to 1e-6: unused by a softmax model
+    _edit_last(run, lambda model: model.update(attention_eps=1e-6))
+    train(config(4), run, resume=True)
+    assert checkpoint.load_model(run / checkpoint.LAST)[1].model == config(4).model
     _edit_last(run, lambda model: model.update(d_ff=model["d_ff"] * 2))
     with pytest.raises(UserError, match=r"has another \[model\] than the recipe") as refused:
-        train(config(4), run, resume=True)
-    assert "\n" not in str(refused.value) and checkpoint.load(run)["step"] == 3
+        train(config(5), run, resume=True)
+    assert "\n" not in str(refused.value) and checkpoint.load(run)["step"] == 4
 
 
 def test_a_renormalized_checkpoint_without_eps_keeps_the_eps_it_was_trained_with(
