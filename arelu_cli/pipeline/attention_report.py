@@ -154,8 +154,10 @@ def _speed(bench: pd.DataFrame | None, decode: pd.DataFrame | None, label: str,
         out |= {"tokens_per_s": one["tokens_per_s"], "train_speed_ratio": one["speed_ratio"]}
     if decode is not None and beam is not None:
         one = decode[(decode["variant"] == label) & (decode["beam"] == beam)]
-        if len(one):
-            out |= {"decode_seconds": one.iloc[0]["seconds"], "decode_ratio": one.iloc[0]["ratio"]}
+        if len(one):  # the median of the paired ratios, as the report says (older CSVs: ratio)
+            paired = "ratio_paired" if "ratio_paired" in one.columns else "ratio"
+            out |= {"decode_seconds": one.iloc[0]["seconds"],
+                    "decode_ratio": one.iloc[0][paired]}
     return out
 
 

@@ -230,3 +230,22 @@ def test_the_cli_refuses_a_missing_corpus_before_making_anything(tmp_path, monke
     assert isinstance(result.exception, UserError)  # main() prints it as one line, exit 2
     assert "not a prepared corpus folder" in str(result.exception)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_reports_speed_ratios_are_the_medians_of_the_paired_ratios():
+    """The report says so in its header: decoding takes ratio_paired, not the ratio of the
+    two medians (which a noisy repeat moves more); a CSV without the column gives ratio."""
+    import pandas as pd
+
+    from arelu_cli.pipeline.attention_report import _speed
+
+    bench = pd.DataFrame([{"variant": "a", "tokens_per_s": 900.0, "speed_ratio": 0.9}])
+    decode = pd.DataFrame([{"variant": "a", "beam": 5, "seconds": 2.0, "ratio": 0.98,
+                            "ratio_paired": 0.93},
+                           {"variant": "a", "beam": 1, "seconds": 1.0, "ratio": 1.5,
+                            "ratio_paired": 1.4}])
+    speed = _speed(bench, decode, "a", 5)
+    assert (speed["train_speed_ratio"], speed["decode_ratio"], speed["decode_seconds"]) == (
+        0.9, 0.93, 2.0)
+    assert _speed(None, decode.drop(columns="ratio_paired"), "a", 1)["decode_ratio"] == 1.5
+    assert _speed(bench, decode, "b", 5)["decode_ratio"] is None
