@@ -9,6 +9,10 @@ side of that split of the prepared corpus -- only while that split is still the 
 was translated (``OUT.json`` records its checksum), never the split of a corpus prepared
 again since. Rows are appended to a CSV of this command's columns only, leaving its earlier
 rows byte for byte as they were.
+
+``arelu significance`` (:func:`compare_files`) reads translations the same way and tests one
+system against a baseline with the paired bootstrap of
+:mod:`arelu_cli.analysis.significance`, several runs (seeds) a side joined.
 """
 
 from __future__ import annotations
@@ -87,20 +91,80 @@ def score_files(hyp: str | Path, ref: str | Path | None = None) -> Score:
     """Score a hypothesis file against ``ref`` or the split named in ``hyp``'s ``.json``."""
     hyp = Path(hyp)
     meta = _translate_meta(hyp)
+    hypotheses, references, ref_name = _hypotheses_and_references(
+        hyp, None if ref is None else Path(ref))
+    bleu, chrf, bleu_sig, chrf_sig = bleu_chrf(hypotheses, references)
+    ref_sha256 = hashlib.sha256("\n".join(references).encode()).hexdigest()
+    return Score(bleu, chrf, bleu_sig, chrf_sig, len(references), str(hyp), ref_name, meta,
+                 ref_sha256)
+
+
+def _hypotheses_and_references(hyp: Path, ref: Path | None) -> tuple[list[str], list[str], str]:
+    meta = _translate_meta(hyp)
     if meta.get("n_best", 1) > 1:
         raise UserError(f"{hyp} is an n-best list (--n-best {meta['n_best']}); score the output "
                         "of arelu translate without --n-best")
     hypotheses = read_text_lines(hyp)
-    references, ref_name = _references(hyp, None if ref is None else Path(ref), meta)
+    references, ref_name = _references(hyp, ref, meta)
     if len(hypotheses) != len(references):
         raise UserError(f"{hyp} has {len(hypotheses)} lines but the references ({ref_name}) have "
                         f"{len(references)}; they must be line-aligned")
     if not references:
         raise UserError(f"nothing to score: {hyp} and {ref_name} are empty")
-    bleu, chrf, bleu_sig, chrf_sig = bleu_chrf(hypotheses, references)
-    ref_sha256 = hashlib.sha256("\n".join(references).encode()).hexdigest()
-    return Score(bleu, chrf, bleu_sig, chrf_sig, len(references), str(hyp), ref_name, meta,
-                 ref_sha256)
+    return hypotheses, references, ref_name
+
+
+SIGNIFICANCE_COLUMNS = ("system", "baseline", "runs", "sentences", "bleu", "baseline_bleu",
+                        "delta", "delta_low", "delta_high", "p_value", "bleu_low", "bleu_high",
+                        "run_bleu", "baseline_run_bleu", "ref", "bootstrap_signature",
+                        "signature")
+"""The columns of a significance CSV (``arelu significance``), in order."""
+
+
+def compare_files(systems: list[str | Path], baselines: list[str | Path],
+                  ref: str | Path | None = None, samples: int = 1000, seed: int = 12345
+                  ) -> dict:
+    """The paired bootstrap of a system's translations against a baseline's
+    (:mod:`arelu_cli.analysis.significance`), as a row of :data:`SIGNIFICANCE_COLUMNS`.
+
+    ``systems[i]`` and ``baselines[i]`` are the i-th run (training seed) of each side, all
+    translations of the same test sentences; with several runs the test is on the runs
+    joined, resampling test sentences with all their runs' translations. References: ``ref``,
+    else each file's split (``FILE.json``), which must be the same text for all of them."""
+    from arelu_cli.analysis.significance import bootstrap_signature, paired_bootstrap
+    from arelu_cli.nmt.bleu import corpus_bleu, paper_bleu
+
+    if not systems or len(systems) != len(baselines):
+        raise UserError(f"give one --baseline per --hyp (the same runs, e.g. seeds, in the same "
+                        f"order); got {len(systems)} --hyp and {len(baselines)} --baseline")
+    if samples < 1:
+        raise UserError(f"--samples must be >= 1, got {samples}")
+    sides = {}
+    for name, files in (("system", systems), ("baseline", baselines)):
+        sides[name] = [_hypotheses_and_references(Path(f), None if ref is None else Path(ref))
+                       for f in files]
+    references, ref_name = sides["system"][0][1], sides["system"][0][2]
+    for name, files in (("system", systems), ("baseline", baselines)):
+        for f, (_, refs, other) in zip(files, sides[name]):
+            if refs != references:
+                raise UserError(f"{f} translates other sentences ({other}) than {systems[0]} "
+                                f"({ref_name}); a paired test needs the same test set")
+    runs = len(systems)
+    joined = {name: [line for hyps, _, _ in side for line in hyps] for name, side in sides.items()}
+    result = paired_bootstrap(joined["baseline"], joined["system"], references * runs, samples,
+                              seed, runs=runs)
+    metric = paper_bleu()
+    metric.corpus_score(joined["system"][:1], [references[:1]])  # the signature learns nrefs
+    row = {"system": ";".join(map(str, systems)), "baseline": ";".join(map(str, baselines)),
+           "runs": runs, "ref": ref_name,
+           "run_bleu": ";".join(f"{corpus_bleu(h, r):.2f}" for h, r, _ in sides["system"]),
+           "baseline_run_bleu": ";".join(f"{corpus_bleu(h, r):.2f}"
+                                         for h, r, _ in sides["baseline"]),
+           "bootstrap_signature": bootstrap_signature(metric, samples, seed),
+           "signature": signature(refs=hashlib.sha256("\n".join(references).encode())
+                                  .hexdigest()[:12]),
+           **result}
+    return {key: row[key] for key in SIGNIFICANCE_COLUMNS}
 
 
 def score_row(score: Score) -> dict:
@@ -117,18 +181,20 @@ def score_row(score: Score) -> dict:
     return {key: row[key] for key in COLUMNS}
 
 
-def append_row(row: dict, path: str | Path) -> pd.DataFrame:
+def append_row(row: dict, path: str | Path, columns: tuple[str, ...] = COLUMNS,
+               kind: str = "score") -> pd.DataFrame:
     """Add a row to a scores CSV (created if missing or empty) and return all its rows.
 
     The file is rewritten atomically as its old bytes plus the new line, and only when its
-    header is exactly :data:`COLUMNS`: any other file is refused, never reformatted.
+    header is exactly ``columns`` (:data:`COLUMNS`, or :data:`SIGNIFICANCE_COLUMNS` for an
+    ``arelu significance`` CSV): any other file is refused, never reformatted.
     """
     path = Path(path)
     header = csv_header(path)
-    if header is not None and header != list(COLUMNS):
-        raise UserError(f"{path} exists and is not an arelu score CSV (its header is "
+    if header is not None and header != list(columns):
+        raise UserError(f"{path} exists and is not an arelu {kind} CSV (its header is "
                         f"{','.join(header)[:60]!r}); choose another --out")
-    line = pd.DataFrame([row], columns=list(COLUMNS)).to_csv(index=False, header=header is None)
+    line = pd.DataFrame([row], columns=list(columns)).to_csv(index=False, header=header is None)
     try:
         old = path.read_bytes().decode("utf-8") if header is not None else ""  # \r\n kept
     except UnicodeDecodeError:

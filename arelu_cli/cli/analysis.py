@@ -93,6 +93,40 @@ def score(
     console.print(f"{result.sentences} sentences vs {escape(result.ref)}; appended to {out}")
 
 
+@app.command()
+def significance(
+    hyp: list[Path] = typer.Option(..., help="The system's translations (arelu translate --out); "
+                                   "repeat for several runs, e.g. seeds."),
+    baseline: list[Path] = typer.Option(..., help="The baseline's translations of the same "
+                                        "sentences, one per --hyp, in the same run order."),
+    ref: Optional[Path] = typer.Option(
+        None, help="References, one a line (default: the split named in each FILE.json)."),
+    samples: int = typer.Option(1000, help="Bootstrap resamples (sacrebleu's default)."),
+    seed: int = typer.Option(12345, help="Seed of the resamples (sacrebleu's default)."),
+    out: Path = typer.Option(Path("results/significance.csv"), help="CSV to append the row to "
+                             "(created if missing; an existing one must be an arelu "
+                             "significance CSV)."),
+) -> None:
+    """Paired bootstrap of BLEU: is --hyp better than --baseline by more than the choice of
+    test sentences explains? Several runs per side (seeds) are tested joined.
+
+    sacrebleu's --paired-bs on the paper's BLEU; with several runs a resample draws test
+    sentences with all their runs' translations (a cluster bootstrap), so a hard sentence
+    is not counted as independent evidence once per seed.
+    """
+    from arelu_cli.analysis import score as scoring
+
+    row = scoring.compare_files(hyp, baseline, ref, samples, seed)
+    scoring.append_row(row, out, scoring.SIGNIFICANCE_COLUMNS, "significance")
+    runs = f" ({row['runs']} runs joined)" if row["runs"] > 1 else ""
+    console.print(f"BLEU {row['bleu']:.2f} vs baseline {row['baseline_bleu']:.2f}{runs}: "
+                  f"delta {row['delta']:+.2f} [{row['delta_low']:+.2f}, {row['delta_high']:+.2f}]"
+                  f", p = {row['p_value']:.4f}  [dim]{row['bootstrap_signature']}[/]")
+    if row["runs"] > 1:
+        console.print(f"per run: {row['run_bleu']} vs baseline {row['baseline_run_bleu']}")
+    console.print(f"{row['sentences']} sentences vs {escape(row['ref'])}; appended to {out}")
+
+
 @app.command("empty-check")
 def empty_check(
     checkpoint: list[Path] = typer.Option([], help=DECODE_HELP["checkpoint"] + " Repeatable."),

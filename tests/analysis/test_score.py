@@ -1,13 +1,16 @@
 """``arelu score``: sacrebleu BLEU and chrF with the paper's signature, references from a
-file or from a translation's JSON, and one-line errors naming both line counts."""
+file or from a translation's JSON, and one-line errors naming both line counts; ``arelu
+significance``: the paired bootstrap of translation files, several runs a side joined."""
 
 import json
 import os
 
+import pandas as pd
 import pytest
 import sacrebleu
 
-from arelu_cli.analysis.score import COLUMNS, append_row, score_files, score_row
+from arelu_cli.analysis.score import (COLUMNS, SIGNIFICANCE_COLUMNS, append_row, score_files,
+                                      score_row)
 from arelu_cli.errors import UserError
 
 HYPS = ["The cat sat on the mat .", "", "Ein Haus , zwei Häuser", "it rains"]
@@ -167,3 +170,82 @@ def test_an_older_translation_json_is_checked_by_time(tmp_path):
     os.utime(tmp_path / "test.hyp.json", (prepared_at - 10, prepared_at - 10))
     with pytest.raises(UserError, match="was translated from another version of"):
         score_files(hyp)
+
+
+# ``arelu significance``: the paired bootstrap of translation files, runs joined.
+
+SYSTEM = ["The cat sat on the mat.", "Nothing there", "Ein Haus, zwei Häuser", "It rains"]
+
+
+def test_significance_of_files_is_the_paired_bootstrap_of_their_lines(tmp_path):
+    from arelu_cli.analysis.score import compare_files
+    from arelu_cli.analysis.significance import paired_bootstrap
+
+    ref = _write(tmp_path / "r", REFS)
+    one = compare_files([_write(tmp_path / "s", SYSTEM)], [_write(tmp_path / "b", HYPS)], ref,
+                        samples=200)
+    expected = paired_bootstrap(HYPS, SYSTEM, REFS, samples=200)
+    assert {k: one[k] for k in expected if k in one} == {k: expected[k] for k in expected
+                                                           if k in one}
+    assert one["runs"] == 1 and one["run_bleu"] == f"{one['bleu']:.2f}"
+    assert one["bootstrap_signature"].startswith("nrefs:1|bs:200|seed:12345|case:mixed")
+    # two runs a side: the joined test, with each run's own BLEU alongside
+    other = ["The cat sat.", "Nothing here", "Ein Haus", "It rains today"]
+    two = compare_files([tmp_path / "s", _write(tmp_path / "s2", other)],
+                        [tmp_path / "b", _write(tmp_path / "b2", REFS)], ref, samples=200)
+    joined = paired_bootstrap(HYPS + REFS, SYSTEM + other, REFS * 2, samples=200, runs=2)
+    assert (two["runs"], two["delta"], two["p_value"]) == (2, joined["delta"], joined["p_value"])
+    assert two["baseline_run_bleu"].split(";")[1] == "100.00"
+
+
+@pytest.mark.parametrize("systems, baselines, message", [
+    (["s"], [], "give one --baseline per --hyp"),
+    (["s", "s"], ["b"], "give one --baseline per --hyp"),
+    (["s"], ["short"], "short has 3 lines but the references"),
+])
+def test_significance_errors(tmp_path, systems, baselines, message):
+    from arelu_cli.analysis.score import compare_files
+
+    _write(tmp_path / "s", SYSTEM), _write(tmp_path / "b", HYPS)
+    _write(tmp_path / "short", HYPS[:3])
+    with pytest.raises(UserError, match=message) as err:
+        compare_files([tmp_path / f for f in systems], [tmp_path / f for f in baselines],
+                      _write(tmp_path / "r", REFS))
+    assert "\n" not in str(err.value)
+
+
+def test_significance_refuses_translations_of_other_sentences(tmp_path, tiny_corpus):
+    """Without --ref each file's split is its reference: the two sides must share it."""
+    from arelu_cli.analysis.score import compare_files
+    from arelu_cli.data.prepared import load_prepared
+
+    data = load_prepared(tiny_corpus)
+    files = {}
+    for split in ("dev", "test"):
+        refs = data.references(split)
+        files[split] = _write(tmp_path / f"{split}.hyp", refs)
+        (tmp_path / f"{split}.hyp.json").write_text(json.dumps(
+            {"split": split, "data": str(tiny_corpus),
+             "split_sha256": data.split_checksum(split)}), encoding="utf-8")
+    assert compare_files([files["test"]], [files["test"]], samples=20)["p_value"] == 1.0
+    with pytest.raises(UserError, match="translates other sentences"):
+        compare_files([files["test"]], [files["dev"]], samples=20)
+
+
+def test_significance_cli_appends_a_row_and_refuses_a_score_csv(monkeypatch, capsys, tmp_path):
+    out = tmp_path / "sig.csv"
+    args = ("significance", "--hyp", _write(tmp_path / "s", SYSTEM), "--baseline",
+            _write(tmp_path / "b", HYPS), "--ref", _write(tmp_path / "r", REFS),
+            "--samples", 50)
+    code, captured = _cli(monkeypatch, capsys, *args, "--out", out)
+    assert code == 0 and "vs baseline" in captured.out and "p = " in captured.out
+    code, _ = _cli(monkeypatch, capsys, *args, "--out", out)
+    frame = pd.read_csv(out)
+    assert code == 0 and list(frame.columns) == list(SIGNIFICANCE_COLUMNS) and len(frame) == 2
+    assert frame["bootstrap_signature"].str.contains("bs:50").all()
+    scores = tmp_path / "scores.csv"
+    append_row(score_row(score_files(tmp_path / "s", tmp_path / "r")), scores)
+    before = scores.read_bytes()
+    code, captured = _cli(monkeypatch, capsys, *args, "--out", scores)
+    _refused(code, captured, f"{scores} exists and is not an arelu significance CSV")
+    assert scores.read_bytes() == before
