@@ -124,7 +124,8 @@ def bench_translate(checkpoints: Sequence[str | Path], beams: Sequence[int], spl
             for beam in beams:
                 for d, decoder in enumerate(decoders):
                     if log:
-                        log(f"repeat {r + 1}/{repeats}: beam {beam}, {decoder.transform.name}")
+                        log(f"repeat {r + 1}/{repeats}: beam {beam}, {decoder.transform.name} "
+                            f"decoding {decoder.path}")  # checkpoints may share a transform
                     times[(d, beam)].append(_time(decoder, sources[decoder.path], beam,
                                                   max_tokens))
     rows = []

@@ -19,8 +19,10 @@ def test_timings_interleave_models_within_each_beam_and_repeat(toy_runs):
     order = []
     bench_translate(runs, [1, 3], "test", device="cpu", max_sentences=3, repeats=2,
                     log=order.append)
-    assert order == [f"repeat {r}/2: beam {b}, {name}" for r in (1, 2) for b in (1, 3)
-                     for name in ("softmax", "1.5-relu")]
+    expected = [(f"repeat {r}/2: beam {b}, {name} decoding ", str(toy_runs[name]))
+                for r in (1, 2) for b in (1, 3) for name in ("softmax", "1.5-relu")]
+    assert len(order) == len(expected)
+    assert all(line.startswith(head) and run in line for line, (head, run) in zip(order, expected))
 
 
 def test_ratios_divide_by_softmax_at_the_same_beam(toy_runs):
