@@ -17,6 +17,7 @@ system against a baseline with the paired bootstrap of
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from dataclasses import dataclass
@@ -90,8 +91,7 @@ def _references(hyp: Path, ref: Path | None, meta: dict) -> tuple[list[str], str
 def score_files(hyp: str | Path, ref: str | Path | None = None) -> Score:
     """Score a hypothesis file against ``ref`` or the split named in ``hyp``'s ``.json``."""
     hyp = Path(hyp)
-    meta = _translate_meta(hyp)
-    hypotheses, references, ref_name = _hypotheses_and_references(
+    hypotheses, references, ref_name, meta = _hypotheses_and_references(
         hyp, None if ref is None else Path(ref))
     bleu, chrf, bleu_sig, chrf_sig = bleu_chrf(hypotheses, references)
     ref_sha256 = hashlib.sha256("\n".join(references).encode()).hexdigest()
@@ -99,7 +99,9 @@ def score_files(hyp: str | Path, ref: str | Path | None = None) -> Score:
                  ref_sha256)
 
 
-def _hypotheses_and_references(hyp: Path, ref: Path | None) -> tuple[list[str], list[str], str]:
+def _hypotheses_and_references(hyp: Path, ref: Path | None
+                               ) -> tuple[list[str], list[str], str, dict]:
+    """A translation's lines, its references and their name, and its ``.json`` metadata."""
     meta = _translate_meta(hyp)
     if meta.get("n_best", 1) > 1:
         raise UserError(f"{hyp} is an n-best list (--n-best {meta['n_best']}); score the output "
@@ -111,7 +113,7 @@ def _hypotheses_and_references(hyp: Path, ref: Path | None) -> tuple[list[str], 
                         f"{len(references)}; they must be line-aligned")
     if not references:
         raise UserError(f"nothing to score: {hyp} and {ref_name} are empty")
-    return hypotheses, references, ref_name
+    return hypotheses, references, ref_name, meta
 
 
 SIGNIFICANCE_COLUMNS = ("system", "baseline", "runs", "sentences", "bleu", "baseline_bleu",
@@ -131,7 +133,7 @@ def compare_files(systems: list[str | Path], baselines: list[str | Path],
     translations of the same test sentences; with several runs the test is on the runs
     joined, resampling test sentences with all their runs' translations. References: ``ref``,
     else each file's split (``FILE.json``), which must be the same text for all of them."""
-    from arelu_cli.analysis.significance import bootstrap_signature, paired_bootstrap
+    from arelu_cli.analysis.significance import bootstrap_signature, compare_to_baseline
     from arelu_cli.nmt.bleu import corpus_bleu, paper_bleu
 
     if not systems or len(systems) != len(baselines):
@@ -145,25 +147,24 @@ def compare_files(systems: list[str | Path], baselines: list[str | Path],
                        for f in files]
     references, ref_name = sides["system"][0][1], sides["system"][0][2]
     for name, files in (("system", systems), ("baseline", baselines)):
-        for f, (_, refs, other) in zip(files, sides[name]):
+        for f, (_, refs, other, _) in zip(files, sides[name]):
             if refs != references:
                 raise UserError(f"{f} translates other sentences ({other}) than {systems[0]} "
                                 f"({ref_name}); a paired test needs the same test set")
     runs = len(systems)
-    joined = {name: [line for hyps, _, _ in side for line in hyps] for name, side in sides.items()}
-    result = paired_bootstrap(joined["baseline"], joined["system"], references * runs, samples,
-                              seed, runs=runs)
+    joined = {name: [line for hyps, *_ in side for line in hyps] for name, side in sides.items()}
     metric = paper_bleu()
-    metric.corpus_score(joined["system"][:1], [references[:1]])  # the signature learns nrefs
+    (result,) = compare_to_baseline(joined["baseline"], {"system": joined["system"]},
+                                    references * runs, samples, seed, metric, runs).values()
     row = {"system": ";".join(map(str, systems)), "baseline": ";".join(map(str, baselines)),
            "runs": runs, "ref": ref_name,
-           "run_bleu": ";".join(f"{corpus_bleu(h, r):.2f}" for h, r, _ in sides["system"]),
+           "run_bleu": ";".join(f"{corpus_bleu(h, r):.2f}" for h, r, *_ in sides["system"]),
            "baseline_run_bleu": ";".join(f"{corpus_bleu(h, r):.2f}"
-                                         for h, r, _ in sides["baseline"]),
+                                         for h, r, *_ in sides["baseline"]),
            "bootstrap_signature": bootstrap_signature(metric, samples, seed),
            "signature": signature(refs=hashlib.sha256("\n".join(references).encode())
                                   .hexdigest()[:12]),
-           **result}
+           **dataclasses.asdict(result)}
     return {key: row[key] for key in SIGNIFICANCE_COLUMNS}
 
 

@@ -110,7 +110,7 @@ def train(
 
     Multi-process: torchrun --nproc_per_node=N $(which arelu) train ... (gloo on CPU, nccl on GPU).
     """
-    from arelu_cli.config import load_config, parse_override, saved_tables
+    from arelu_cli.config import load_config, parse_override
     from arelu_cli.config import resolve_recipe
     from arelu_cli.nmt.train import train as run_training
     from arelu_cli.nmt.train_guard import Interrupted, check_tau_given, read_last
@@ -130,7 +130,7 @@ def train(
     if resume is not None and out is not None and out.resolve() != resume.resolve():
         raise UserError(f"--resume continues the run in its own folder ({resume}); drop --out "
                         f"{out}, or copy the run folder there and resume that")
-    base = saved_tables(read_last(resume)["config"]) if resume is not None and recipe is None else None
+    base = read_last(resume)["config"] if resume is not None and recipe is None else None
     config = load_config(recipe, overrides, base=base)
     check_tau_given(overrides.get(("train", "tau")), config.train.transform)
     folder = resume or out or Path("runs") / (recipe.stem if recipe else "default") / config.train.transform

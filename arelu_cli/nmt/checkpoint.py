@@ -84,6 +84,9 @@ def load(path: str | Path) -> dict:
                         "or best.pt that arelu train wrote") from None
     if not isinstance(ckpt, dict) or ckpt.get("format") != FORMAT:
         raise UserError(f"{path} is not an arelu checkpoint of format {FORMAT}")
+    # read across changes of a default since it was saved (its model stays the one trained)
+    if isinstance(ckpt.get("config"), dict):
+        ckpt = {**ckpt, "config": saved_tables(ckpt["config"])}
     return ckpt
 
 
@@ -112,7 +115,7 @@ def load_model(path: str | Path, device: torch.device | str = "cpu"
     """The model of a checkpoint (its averaged weights when it has them), in eval mode,
     with its resolved config and output transform."""
     ckpt = load(path)
-    config = from_dict(saved_tables(ckpt["config"]))
+    config = from_dict(ckpt["config"])
     model = Transformer(config.model, ckpt["vocab"]["src_size"], ckpt["vocab"]["tgt_size"])
     model.load_state_dict(ckpt["average"] if ckpt.get("average") is not None else ckpt["model"])
     transform = get_transform(ckpt["transform"], tau=ckpt["tau"] or 0.0)

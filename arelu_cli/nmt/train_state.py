@@ -22,7 +22,7 @@ from pathlib import Path
 
 import torch
 
-from arelu_cli.config import Config, from_dict, saved_tables
+from arelu_cli.config import Config, from_dict
 from arelu_cli.data.prepared import Prepared
 from arelu_cli.errors import UserError
 from arelu_cli.nmt import checkpoint, distributed
@@ -95,8 +95,8 @@ def load_for_resume(out: Path, config: Config, data: Prepared, transform: Output
     checkpoint.check_compatible(ckpt, out / checkpoint.LAST, data=data, transform=transform.name,
                                 tau=tau)
     # Read through the schema: a key added since the checkpoint was written takes the value
-    # the checkpoint's model was built with (its default then, see saved_tables).
-    if from_dict(saved_tables({"model": ckpt["config"]["model"]})).model != config.model:
+    # the checkpoint's model was built with (checkpoint.load applies saved_tables).
+    if from_dict({"model": ckpt["config"]["model"]}).model != config.model:
         raise UserError(f"{out / checkpoint.LAST} has another [model] than the recipe; resume "
                         "with the recipe it was trained with")
     return ckpt, check_same_data(out, data, ckpt["step"], allow_data_change, announce)
