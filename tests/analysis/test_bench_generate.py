@@ -91,12 +91,16 @@ def test_bad_options_are_user_errors(kwargs, match):
         bench.make_plan(**kwargs)
 
 
-def test_a_bad_option_is_one_line_and_exit_2(tmp_path):
-    import subprocess
+def test_a_bad_option_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys):
     import sys
 
+    from arelu_cli import cli
+
     out = tmp_path / "g.csv"
-    done = subprocess.run([sys.executable, "-m", "arelu_cli.cli", "bench", "generate", "--top-p",
-                           "0", "--out", str(out)], capture_output=True, text=True)
-    assert done.returncode == 2 and "top-p must lie in (0, 1]" in done.stderr + done.stdout
-    assert len((done.stderr + done.stdout).strip().splitlines()) == 1 and not out.exists()
+    monkeypatch.setattr(sys, "argv", ["arelu", "bench", "generate", "--top-p", "0", "--out",
+                                      str(out)])
+    with pytest.raises(SystemExit) as exited:
+        cli.main()
+    err = capsys.readouterr().err
+    assert exited.value.code == 2 and "top-p must lie in (0, 1]" in err
+    assert len(err.strip().splitlines()) == 1 and not out.exists()
