@@ -73,21 +73,21 @@ def step_values(probs: torch.Tensor, targets: torch.Tensor,
     draw one token per step and count; this is that count's expectation, computed exactly
     (no seed, less variance)."""
     _check_probs(probs, targets)
-    probs = probs.double()
-    p_target = probs.gather(1, targets.unsqueeze(1)).squeeze(1)
-    values = {"p_target": p_target, "sq_norm": probs.square().sum(1),
-              "support": (probs > 0).sum(1).double()}
+    p_target = probs.gather(1, targets.unsqueeze(1)).squeeze(1).double()
+    sq_norm = torch.bmm(probs.unsqueeze(1), probs.unsqueeze(2)).reshape(-1)  # no N x V copy
+    values = {"p_target": p_target, "sq_norm": sq_norm.double(),
+              "support": torch.count_nonzero(probs, dim=1).double()}
     if previous is None:
         return values
     if previous.shape[0] != probs.shape[0] or previous.shape[1] < max(windows):
         raise ValueError(f"previous must be (N, L) with L >= {max(windows)}, got "
                          f"{tuple(previous.shape)}")
-    vocab = probs.shape[1]
     for window in windows:
-        recent = previous[:, -window:]
-        seen = torch.zeros(probs.shape[0], vocab + 1, dtype=torch.bool, device=probs.device)
-        seen.scatter_(1, torch.where(recent < 0, vocab, recent), True)
-        mass = (probs * seen[:, :vocab]).sum(1)
+        # the distinct tokens of the window: the first of each run of a sorted copy
+        recent = previous[:, -window:].sort(dim=1).values
+        first = torch.ones_like(recent, dtype=torch.bool)
+        first[:, 1:] = recent[:, 1:] != recent[:, :-1]
+        mass = (probs.gather(1, recent.clamp_min(0)).double() * (first & (recent >= 0))).sum(1)
         gold_seen = (recent == targets.unsqueeze(1)).any(1)
         values[f"rep_{window}"] = mass
         values[f"wrep_{window}"] = mass - torch.where(gold_seen, p_target, 0.0)
