@@ -52,6 +52,10 @@ from arelu_cli.registry import OutputTransform
 METHODS = ("sample", "greedy")
 
 
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
 @dataclass(frozen=True)
 class Decoding:
     """How the next token is chosen from one step's logits (module docstring)."""
@@ -71,16 +75,15 @@ class Decoding:
         if self.method not in METHODS:
             raise ValueError(f"decoding method must be one of {', '.join(METHODS)}, "
                              f"got {self.method!r}")
-        if self.top_k is not None and (isinstance(self.top_k, bool)
-                                       or not isinstance(self.top_k, int) or self.top_k < 1):
+        if self.top_k is not None and not (_is_number(self.top_k)
+                                           and isinstance(self.top_k, int) and self.top_k >= 1):
             raise ValueError(f"top-k must be a whole number of at least 1, got {self.top_k!r}")
-        if self.top_p is not None and not (isinstance(self.top_p, (int, float))
-                                           and 0.0 < self.top_p <= 1.0):
+        if self.top_p is not None and not (_is_number(self.top_p) and 0.0 < self.top_p <= 1.0):
             raise ValueError(f"top-p must lie in (0, 1] (1: no truncation), got {self.top_p!r}")
-        if not (isinstance(self.temperature, (int, float)) and math.isfinite(self.temperature)
+        if not (_is_number(self.temperature) and math.isfinite(self.temperature)
                 and self.temperature > 0):
             raise ValueError(f"temperature must be a positive number, got {self.temperature!r}")
-        if not (isinstance(self.tau_shift, (int, float)) and math.isfinite(self.tau_shift)):
+        if not (_is_number(self.tau_shift) and math.isfinite(self.tau_shift)):
             raise ValueError(f"tau shift must be a finite number, got {self.tau_shift!r}")
         if self.method == "greedy" and self._sampling_options():
             raise ValueError(f"greedy decoding takes the arg-max and no "
@@ -219,9 +222,9 @@ def race(weights: torch.Tensor, generator: torch.Generator | None = None,
     scores = torch.rand(weights.shape, generator=generator, device=weights.device,
                         dtype=weights.dtype).log_().div_(weights)
     best, index = scores.max(-1)
-    _refuse_nan(best)
-    lost = best == -math.inf
-    if bool(lost.any()):
+    if not bool(torch.isfinite(best).all()):  # one synchronization on the common path
+        _refuse_nan(best)
+        lost = best == -math.inf
         index = torch.where(lost, fallback() if fallback else weights.argmax(-1), index)
     return index
 

@@ -12,7 +12,8 @@ from arelu_cli.errors import UserError
 
 COLUMNS = {"method", "transform", "decoding", "v", "batch", "d", "tau", "ms_per_step",
            "us_per_token", "ratio_to_softmax_sample", "ratio_to_softmax_top_p", "support",
-           "meets_targets", "other_cpu", "signature"}
+           "meets_targets", "other_cpu", "signature", "select_us_per_token",
+           "select_ratio_to_softmax_sample", "select_ratio_to_softmax_top_p"}
 
 
 def test_quick_bench_writes_a_row_per_method_and_case(tmp_path):
@@ -28,6 +29,8 @@ def test_quick_bench_writes_a_row_per_method_and_case(tmp_path):
     assert (frame["us_per_token"] > 0).all()
     baseline = frame[frame["method"] == "softmax-sample"]
     assert (baseline["ratio_to_softmax_sample"] == 1.0).all()
+    assert (baseline["select_ratio_to_softmax_sample"] == 1.0).all()
+    assert (frame["select_us_per_token"] > 0).all()
     assert (frame[frame["method"] == "softmax-top_p0.9"]["ratio_to_softmax_top_p"] == 1.0).all()
     relu = frame[frame["transform"] == "1.5-relu"]
     assert relu["meets_targets"].notna().all() and frame["meets_targets"].isna().sum() == 10

@@ -197,7 +197,8 @@ def test_nan_logits_raise(name, decoding):
     (dict(top_p=0.0), "top-p"), (dict(top_p=1.5), "top-p"), (dict(top_p=-0.1), "top-p"),
     (dict(temperature=0.0), "temperature"), (dict(temperature=-1.0), "temperature"),
     (dict(temperature=math.nan), "temperature"), (dict(temperature=math.inf), "temperature"),
-    (dict(tau_shift=math.nan), "tau shift"),
+    (dict(tau_shift=math.nan), "tau shift"), (dict(top_p=True), "top-p"),
+    (dict(temperature=True), "temperature"), (dict(top_k="5"), "top-k"),
     (dict(method="greedy", top_p=0.9), "greedy"),
     (dict(method="greedy", temperature=0.5), "greedy"),
 ])
