@@ -140,9 +140,15 @@ def _scaled(logits: torch.Tensor, decoding: Decoding) -> torch.Tensor:
     return z if decoding.temperature == 1.0 else z / decoding.temperature
 
 
-def _relu_weights(z: torch.Tensor, transform: OutputTransform, shift: float) -> torch.Tensor:
-    """alpha-ReLU's unnormalized output ``[(alpha - 1) z - (tau + shift)]_+^(1/(alpha-1))``."""
+def _relu_weights(z: torch.Tensor, transform: OutputTransform, shift: float,
+                  scaled: bool = False) -> torch.Tensor:
+    """alpha-ReLU's unnormalized output ``[(alpha - 1) z - (tau + shift)]_+^(1/(alpha-1))``;
+    ``scaled``: the bracket divided by its row maximum first (the same distribution once
+    normalized, and no overflow of the power for large alpha-ReLU outputs)."""
     t = torch.mul(z, transform.alpha - 1.0).sub_(transform.tau + shift).clamp_min_(0.0)
+    if scaled:
+        top = t.amax(-1, keepdim=True)
+        t = t.div_(torch.where(top > 0, top, torch.ones_like(top)))
     exponent = 1.0 / (transform.alpha - 1.0)
     return t if exponent == 1.0 else (t.square_() if exponent == 2.0 else t.pow_(exponent))
 
@@ -194,7 +200,8 @@ def sampling_probs(logits: torch.Tensor, transform: OutputTransform,
     if transform.family == "entmax":
         return transform.probs(z).to(z.dtype)
     if transform.family == "relu":
-        return _normalized(_relu_weights(z, transform, decoding.tau_shift), z.argmax(-1))
+        return _normalized(_relu_weights(z, transform, decoding.tau_shift, scaled=True),
+                           z.argmax(-1))
     weights, indices = _softmax_candidates(z, decoding)
     if indices is not None:
         weights = torch.zeros_like(z).scatter_(1, indices, weights)

@@ -251,3 +251,11 @@ def test_any_logits_give_a_distribution_and_a_supported_draw(seed, scale, name, 
     assert torch.allclose(probs.sum(-1), torch.ones(16), atol=1e-5)
     tokens = next_tokens(z, transform, decoding, gen)
     assert (probs.gather(1, tokens.unsqueeze(1)) > 0).all()
+
+
+def test_large_alpha_relu_outputs_do_not_overflow_the_distribution():
+    """(z - tau)^20 of 1.05-ReLU overflows float32 for z ~ 2000; the distribution does not."""
+    z = torch.tensor([[2000.0, 1990.0, 0.0]])
+    probs = sampling_probs(z, get_transform("1.05-relu", tau=0.0))
+    expected = torch.tensor([1.0, (1990 / 2000) ** 20, 0.0])
+    assert torch.allclose(probs[0], expected / expected.sum())
