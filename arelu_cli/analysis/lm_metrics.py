@@ -122,13 +122,18 @@ def perplexity(p_target: torch.Tensor) -> float:
     return math.exp(-float(torch.log(p_target.double()).mean()))
 
 
-def eps_perplexity(p_target: torch.Tensor, eps: float, vocab: int) -> float:
-    """epsilon-perplexity (Martins et al. 2020): the perplexity of the smoothed
-    ``p'_y = (p_y + eps) / (1 + eps |V|)``, finite for sparse models."""
+def smoothed_log_probs(p_target: torch.Tensor, eps: float, vocab: int) -> torch.Tensor:
+    """Per step ``log p'_y`` with Martins et al. (2020)'s smoothing
+    ``p'_y = (p_y + eps) / (1 + eps |V|)`` (sum them per item for a bootstrap)."""
     if not eps >= 0 or vocab < 1:
         raise ValueError(f"eps must be >= 0 and vocab >= 1, got {eps}, {vocab}")
-    smoothed = (p_target.double() + eps) / (1 + eps * vocab)
-    return math.exp(-float(torch.log(smoothed).mean()))
+    return torch.log((p_target.double() + eps) / (1 + eps * vocab))
+
+
+def eps_perplexity(p_target: torch.Tensor, eps: float, vocab: int) -> float:
+    """epsilon-perplexity (Martins et al. 2020): ``exp(-mean log p'_y)``, the perplexity of
+    the smoothed ``p'`` of :func:`smoothed_log_probs`, finite for sparse models."""
+    return math.exp(-float(smoothed_log_probs(p_target, eps, vocab).mean()))
 
 
 def tune_eps(dev_p_target: torch.Tensor, vocab: int,
@@ -219,11 +224,19 @@ def zipf_coefficient(texts: Sequence[Text]) -> float:
     return -float(slope)
 
 
+def _closest(length: int, others: Sequence[int]) -> int:
+    """sacrebleu's reference length: the closest to ``length``, the shorter on ties."""
+    return min(others, key=lambda r: (abs(length - r), r))
+
+
 def self_bleu_per_item(texts: Sequence[Text], sample: int = 200, seed: int = 0,
                        max_order: int = 4) -> list[float]:
     """Self-BLEU (Zhu et al. 2018, Texygen): the BLEU of each text of a seeded sample of at
-    most ``sample`` texts against all the other sampled texts as references (sacrebleu's
-    sentence BLEU, tokens as given, effective order); higher is less diverse."""
+    most ``sample`` texts against all the other sampled texts as references; higher is less
+    diverse. sacrebleu's sentence BLEU (exp smoothing, effective order, tokens as given),
+    from n-gram counts taken once per text: a reference count is the largest among the
+    *other* texts (the two largest of each n-gram are kept), which is what
+    ``BLEU.sentence_score(text, others)`` clips to, without its per-call re-counting."""
     from sacrebleu.metrics import BLEU
 
     if sample < 2:
@@ -231,10 +244,30 @@ def self_bleu_per_item(texts: Sequence[Text], sample: int = 200, seed: int = 0,
     chosen = list(range(len(texts)))
     if len(chosen) > sample:
         chosen = sorted(random.Random(seed).sample(chosen, sample))
-    lines = [" ".join(map(str, texts[i])) for i in chosen]
-    bleu = BLEU(tokenize="none", effective_order=True, max_ngram_order=max_order)
-    return [bleu.sentence_score(line, lines[:i] + lines[i + 1:]).score
-            for i, line in enumerate(lines)] if len(lines) > 1 else []
+    lines = [list(texts[i]) for i in chosen]
+    if len(lines) < 2:
+        return []
+    counts = [Counter(g for n in range(1, max_order + 1) for g in _ngrams(t, n)) for t in lines]
+    top: dict[tuple, list] = {}                      # gram -> [largest, its text, second]
+    for i, grams in enumerate(counts):
+        for gram, k in grams.items():
+            best = top.setdefault(gram, [0, -1, 0])
+            if k > best[0]:
+                best[:] = [k, i, best[0]]
+            elif k > best[2]:
+                best[2] = k
+    lengths, scores = [len(t) for t in lines], []
+    for i, grams in enumerate(counts):
+        correct = [0] * max_order
+        for gram, k in grams.items():
+            best = top[gram]
+            correct[len(gram) - 1] += min(k, best[2] if best[1] == i else best[0])
+        total = [max(0, lengths[i] - n + 1) for n in range(1, max_order + 1)]
+        ref_len = _closest(lengths[i], lengths[:i] + lengths[i + 1:])
+        scores.append(BLEU.compute_bleu(correct, total, lengths[i], ref_len,
+                                        smooth_method="exp", effective_order=True,
+                                        max_ngram_order=max_order).score)
+    return scores
 
 
 def text_stats(texts: Sequence[Text], *, loop_n: int = 4, self_bleu_sample: int = 200,

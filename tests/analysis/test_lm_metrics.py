@@ -166,3 +166,26 @@ def test_text_stats_and_distance_to_human():
 def test_bad_input_raises(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+def test_smoothed_log_probs_sum_per_item_to_the_eps_perplexity():
+    p, items = torch.tensor([0.0, 1.0, 0.5]), torch.tensor([0, 0, 1])
+    logs = M.smoothed_log_probs(p, 0.1, 4)
+    assert logs.tolist() == pytest.approx([math.log(0.1 / 1.4), math.log(1.1 / 1.4),
+                                           math.log(0.6 / 1.4)])
+    sums, counts = M.per_item(logs, items, 2), M.per_item(torch.ones(3), items, 2)
+    assert math.exp(-float(sums.sum() / counts.sum())) == pytest.approx(
+        M.eps_perplexity(p, 0.1, 4))
+
+
+def test_self_bleu_equals_sacrebleus_sentence_bleu_against_the_others():
+    from sacrebleu.metrics import BLEU
+
+    gen = torch.Generator().manual_seed(5)
+    texts = [torch.randint(0, 6, (int(n),), generator=gen).tolist()
+             for n in torch.randint(1, 12, (15,), generator=gen)]
+    lines = [" ".join(map(str, t)) for t in texts]
+    bleu = BLEU(tokenize="none", effective_order=True)
+    expected = [bleu.sentence_score(line, lines[:i] + lines[i + 1:]).score
+                for i, line in enumerate(lines)]
+    assert M.self_bleu_per_item(texts, sample=15) == pytest.approx(expected)
