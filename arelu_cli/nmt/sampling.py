@@ -32,8 +32,8 @@ with ``E_i ~ Exp(1)`` independent, which picks ``i`` with probability ``w_i / su
 without ever normalizing ``w``, and never picks a weight 0. It is computed as
 ``argmax_i log(U_i) / w_i`` with ``U_i ~ U[0, 1)`` (``-log U_i`` is the exponential): a zero
 weight scores ``-inf`` and a positive one a finite value. (``U_i = 0`` (probability 2^-24 per
-entry in float32) makes entry ``i`` lose its race as well: a bias far below float32's
-rounding of ``w``.) So alpha-ReLU sampling is its elementwise weights and one race, with no
+entry in float32) makes entry ``i`` lose its race as well: a relative bias of about 6e-8,
+the size of float32's rounding of ``w``.) So alpha-ReLU sampling is its elementwise weights and one race, with no
 sort, no max and no sum; softmax's pure sampling is a max, an exp and the same race; top-p
 needs a sort over the vocabulary (softmax's cost, the baseline of ``arelu bench generate``).
 """
