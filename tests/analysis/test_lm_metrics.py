@@ -211,3 +211,22 @@ def test_bounds_on_random_sparse_distributions(seed, sparsity):
     jsd = M.jsd_to_target(v["p_target"])
     assert (jsd >= -1e-12).all() and (jsd <= math.log(2) + 1e-12).all()
     assert torch.equal(v["support"], (probs > 0).sum(-1).double())
+
+
+def test_batch_step_values_flatten_the_counted_steps_with_their_item():
+    from arelu_cli.nmt.sampling import sampling_probs
+    from arelu_cli.registry import get_transform
+
+    gen = torch.Generator().manual_seed(2)
+    logits = torch.randn(2, 3, 5, generator=gen) * 3
+    targets = torch.tensor([[1, 2, 1], [4, 0, -100]])
+    relu = get_transform("1.5-relu", tau=0.5)
+    got = M.batch_step_values(logits, targets, relu, windows=(2,))
+    assert got["item"].tolist() == [0, 0, 0, 1, 1]
+    probs = torch.cat([sampling_probs(logits[0], relu), sampling_probs(logits[1, :2], relu)])
+    previous = torch.tensor([[-1, -1], [-1, 1], [1, 2], [-1, -1], [-1, 4]])
+    expected = M.step_values(probs, torch.tensor([1, 2, 1, 4, 0]), previous, windows=(2,))
+    for key, value in expected.items():
+        assert torch.allclose(got[key], value), key
+    with pytest.raises(ValueError, match=r"\(B, T, V\)"):
+        M.batch_step_values(logits[0], targets[0], relu)
