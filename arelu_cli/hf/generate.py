@@ -10,8 +10,8 @@ a zero-probability token never enters a beam; ``renormalize=True`` divides alpha
 its sum per step), finished hypotheses rank by GNMT's ``score / ((5 + len) / 6) **
 length_penalty``. Sampling draws each token from the transform's output divided by its sum
 (alpha-ReLU's need not sum to one), so a token of probability zero is never drawn; a row
-whose alpha-ReLU output is all zero (no support) takes its arg-max logit, as greedy does,
-with score ``-inf``.
+whose alpha-ReLU output is all zero (no support) stops there, without eos, with score
+``-inf``.
 
 The model runs in eval mode (restored afterwards). Outputs follow ``generate()``: a
 ``(B * num_return_sequences, length)`` LongTensor, the prompt (causal LMs) or the decoder
@@ -21,6 +21,7 @@ start token (seq2seq) then the generated tokens and eos, right-padded with the p
 
 from __future__ import annotations
 
+import math
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -70,36 +71,44 @@ def sample(search, src: torch.Tensor, transform: OutputTransform, *, bos_id: int
            max_new_tokens: int, renormalize: bool = False,
            generator: torch.Generator | None = None) -> list[Hypothesis]:
     """One hypothesis per row of ``src`` (B, S), each token drawn from the transform's
-    output normalized by its sum; the score adds ``step_log_scores`` of the drawn tokens."""
+    output normalized by its sum; the score adds ``step_log_scores`` of the drawn tokens. A
+    row whose output is all zero (alpha-ReLU with no support) has no token to draw: it stops
+    there, without eos, with score ``-inf`` (as a beam hypothesis with no finite
+    continuation dies)."""
     memory, mask = search.encode(src)
     state = search.start(memory, mask)
-    rows = src.shape[0]
-    tokens = torch.full((rows,), bos_id, dtype=torch.long, device=src.device)
-    scores = torch.zeros(rows, dtype=torch.float64, device=src.device)
-    ended = torch.zeros(rows, dtype=torch.bool, device=src.device)
-    out = []
+    rows, device = src.shape[0], src.device
+    tokens = torch.full((rows,), bos_id, dtype=torch.long, device=device)
+    scores = torch.zeros(rows, dtype=torch.float64, device=device)
+    ended = torch.zeros(rows, dtype=torch.bool, device=device)
+    stopped = torch.zeros(rows, dtype=torch.bool, device=device)       # ended or died
+    lengths = torch.zeros(rows, dtype=torch.long, device=device)
+    drawn_steps = []
     for _ in range(max_new_tokens):
         logits = search.step(tokens, state).float()                           # (R, V)
         probs = transform.probs(logits)
-        empty = probs.sum(-1) == 0                                             # no support
-        probs = torch.where(empty[:, None], torch.nn.functional.one_hot(
-            logits.argmax(-1), logits.shape[-1]).to(probs.dtype), probs)
+        died = (probs.sum(-1) == 0) & ~stopped
+        scores[died] = -math.inf
+        stopped |= died
+        # Stopped rows draw from a placeholder; what they draw is never kept.
+        probs[stopped] = 1.0
         drawn = torch.multinomial(probs, 1, generator=generator)[:, 0]        # (R,)
-        tokens = torch.where(ended, eos_id, drawn)
         step = step_log_scores(transform, logits, renormalize).gather(1, drawn[:, None])[:, 0]
-        scores += torch.where(ended, 0.0, step.double())
-        out.append(tokens)
-        ended |= tokens == eos_id
-        if bool(ended.all()):
+        scores += torch.where(stopped, 0.0, step.double())
+        lengths += (~stopped).long()
+        ended |= (drawn == eos_id) & ~stopped
+        stopped |= ended
+        tokens = drawn
+        drawn_steps.append(drawn)
+        if bool(stopped.all()):
             break
-    hyps = []
-    for row, (seq, score) in enumerate(zip(torch.stack(out, 1).tolist(), scores.tolist())):
-        end = seq.index(eos_id) if eos_id in seq else len(seq)
-        hyps.append(Hypothesis(seq[:end], score, ended=bool(ended[row])))
-    return hyps
+    seqs = torch.stack(drawn_steps, 1).tolist()
+    return [Hypothesis(seq[:n - int(end)], score, ended=end)
+            for seq, n, score, end in zip(seqs, lengths.tolist(), scores.tolist(),
+                                          ended.tolist())]
 
 
-def _pack(prefix: torch.Tensor, hyps: list[list[Hypothesis]], eos_id: int,
+def pack_hypotheses(prefix: torch.Tensor, hyps: list[list[Hypothesis]], eos_id: int,
           pad_id: int) -> SearchOutput:
     """Rows ``prefix[b] + tokens (+ eos)`` of every hypothesis, right-padded with ``pad_id``."""
     rows, scores, ended = [], [], []
@@ -174,5 +183,5 @@ def generate(self, inputs: torch.Tensor | None = None, attention_mask: torch.Ten
                 hyps = beam_search(search, src, transform, bos_id=bos, eos_id=eos,
                                    limits=limits, beam=num_beams, n_best=num_return_sequences,
                                    length_penalty=length_penalty, renormalize=renormalize)
-    out = _pack(prefix, hyps, eos, pad)
+    out = pack_hypotheses(prefix, hyps, eos, pad)
     return out if return_dict_in_generate else out.sequences
