@@ -5,7 +5,10 @@ where it would not be exact."""
 from __future__ import annotations
 
 import pytest
-import torch
+
+pytest.importorskip("transformers")
+
+import torch  # noqa: E402
 
 from arelu_cli.hf import use_transform
 

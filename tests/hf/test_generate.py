@@ -9,7 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pytest
-import torch
+
+pytest.importorskip("transformers")
+
+import torch  # noqa: E402
 
 from arelu_cli.hf import use_transform
 from arelu_cli.hf.generate import pack_hypotheses

@@ -4,7 +4,10 @@ loss wiring of use_transform): equal to arelu's own loss on the same logits, flo
 from __future__ import annotations
 
 import pytest
-import torch
+
+pytest.importorskip("transformers")
+
+import torch  # noqa: E402
 
 from arelu_cli.hf import compute_loss_func, use_transform
 from arelu_cli.hf.loss import causal_loss, shift_left, token_loss
