@@ -10,11 +10,16 @@
   ``(tokens, V)`` logits; ``logits`` is then None, as Liger-Kernel's fused linear
   cross-entropy forward does. Otherwise (eval, generation) the model's own forward.
 
-Both read the transform from ``self.arelu_transform`` and are bound with ``MethodType``, so
-that ``copy.deepcopy(model)`` gives a copy that runs its own weights.
+Both read the transform from ``self.arelu_transform``; :func:`bind` gives them the class
+forward's signature (the Trainer keeps only the dataset columns that signature names) and
+binds them with ``MethodType``, so that ``copy.deepcopy(model)`` gives a copy that runs its
+own weights.
 """
 
 from __future__ import annotations
+
+import functools
+from types import MethodType
 
 import torch
 from transformers.modeling_outputs import CausalLMOutputWithPast
@@ -26,6 +31,14 @@ from arelu_cli.transforms import linear_alpha_relu_loss
 # Causal LMs whose forward is exactly lm_head(base_model(...).last_hidden_state): no logit
 # scaling or soft-capping after the head, so the fused loss equals the unfused one (tested).
 FUSED_MODEL_TYPES = ("gpt2", "llama")
+
+
+def bind(model: torch.nn.Module, impl):
+    """``impl(self, ...)`` as ``model.forward``, with the signature of the class's forward."""
+    def forward(self, *args, **kwargs):
+        return impl(self, *args, **kwargs)
+    functools.update_wrapper(forward, type(model).forward)
+    return MethodType(forward, model)
 
 
 def check_fusable(model: torch.nn.Module) -> None:

@@ -55,12 +55,12 @@ def use_transform(model: nn.Module, name: str, *, tau: float | None = None,
     model.arelu_transform, model.arelu_renormalize, model.arelu_chunk = transform, renormalize, chunk
     model.__dict__.pop("forward", None)                                  # an earlier call's
     if model.config.is_encoder_decoder:
-        model.forward = MethodType(forward.seq2seq_forward, model)
+        model.forward = forward.bind(model, forward.seq2seq_forward)
         model.accepts_loss_kwargs = True       # the Trainer passes num_items_in_batch
     else:
         model.loss_function = loss_function(transform)
         if fused:
-            model.forward = MethodType(forward.fused_causal_forward, model)
+            model.forward = forward.bind(model, forward.fused_causal_forward)
     model.generate = MethodType(generate, model)
     return transform
 

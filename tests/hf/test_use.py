@@ -88,3 +88,37 @@ def test_import_without_transformers_says_what_to_install():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout.strip()
     assert out == 'arelu_cli.hf needs Hugging Face Transformers: pip install -e ".[hf]"'
+
+
+def _trained(kind, fused, batch, accum, out):
+    """The model after one Trainer step (plain SGD) over the same 4 examples, whose
+    labels have different numbers of -100 (so the mean of micro-batch means would differ)."""
+    from transformers import Trainer, TrainingArguments
+
+    ids = tokens(4, 6)
+    labels = ids.clone() if kind != "bart" else tokens(4, 6, seed=3)
+    for row in range(4):
+        labels[row, 6 - row:] = -100
+    data = [{"input_ids": i, "labels": y} for i, y in zip(ids, labels)]
+    model = make_model(kind, scale=30.0)
+    use_transform(model, "1.5-relu", tau=TAU, fused=fused)
+    args = TrainingArguments(str(out), max_steps=1, per_device_train_batch_size=batch,
+                             gradient_accumulation_steps=accum, learning_rate=0.5, optim="sgd",
+                             lr_scheduler_type="constant", report_to="none",
+                             save_strategy="no", use_cpu=True, seed=0)
+    Trainer(model=model, args=args, train_dataset=data).train()
+    return model
+
+
+@pytest.mark.parametrize("kind, fused", [("bart", False), ("llama", True)])
+def test_trainer_accumulation_equals_one_batch(kind, fused, tmp_path):
+    """Through the Trainer (its num_items_in_batch, its column filtering by the forward's
+    signature): 2 x 2 accumulated examples step exactly as one batch of 4."""
+    whole = _trained(kind, fused, 4, 1, tmp_path / "a")
+    accumulated = _trained(kind, fused, 2, 2, tmp_path / "b")
+    start = make_model(kind, scale=30.0)
+    moved = 0.0
+    for p, q, p0 in zip(whole.parameters(), accumulated.parameters(), start.parameters()):
+        torch.testing.assert_close(q, p, rtol=1e-9, atol=1e-12)
+        moved += float((p - p0).abs().sum())
+    assert moved > 0
