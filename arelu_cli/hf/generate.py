@@ -109,7 +109,7 @@ def sample(search, src: torch.Tensor, transform: OutputTransform, *, bos_id: int
 
 
 def pack_hypotheses(prefix: torch.Tensor, hyps: list[list[Hypothesis]], eos_id: int,
-          pad_id: int) -> SearchOutput:
+                    pad_id: int) -> SearchOutput:
     """Rows ``prefix[b] + tokens (+ eos)`` of every hypothesis, right-padded with ``pad_id``."""
     rows, scores, ended = [], [], []
     for b, group in enumerate(hyps):
@@ -125,17 +125,48 @@ def pack_hypotheses(prefix: torch.Tensor, hyps: list[list[Hypothesis]], eos_id: 
                         torch.tensor(ended))
 
 
+def _hypotheses(search, src: torch.Tensor, transform: OutputTransform, *, bos: int, eos: int,
+                max_new_tokens: int, num_beams: int, n: int, length_penalty: float,
+                do_sample: bool, renormalize: bool,
+                generator: torch.Generator | None) -> list[list[Hypothesis]]:
+    """The ``n`` hypotheses of each row of ``src``: sampled, greedy or beam search."""
+    if do_sample:
+        draws = [sample(search, src, transform, bos_id=bos, eos_id=eos,
+                        max_new_tokens=max_new_tokens, renormalize=renormalize,
+                        generator=generator) for _ in range(n)]
+        return [list(group) for group in zip(*draws)]
+    limits = torch.full((len(src),), max_new_tokens, dtype=torch.long)
+    if num_beams == 1:
+        return [[h] for h in greedy(search, src, transform, bos_id=bos, eos_id=eos,
+                                    limits=limits, renormalize=renormalize)]
+    return beam_search(search, src, transform, bos_id=bos, eos_id=eos, limits=limits,
+                       beam=num_beams, n_best=n, length_penalty=length_penalty,
+                       renormalize=renormalize)
+
+
+def _search(self, src: torch.Tensor, mask: torch.Tensor):
+    """The search adapter, the first decoder input and each row's output prefix (B, P)."""
+    if not self.config.is_encoder_decoder:
+        return CausalSearch(self, mask), 0, src        # bos: ignored by the first step
+    bos = _special(self, None, "decoder_start_token_id")
+    if bos is None:
+        raise ValueError("the model's config has no decoder_start_token_id")
+    return Seq2SeqSearch(self, mask), bos, torch.full((len(src), 1), bos, dtype=torch.long,
+                                                      device=src.device)
+
+
 def generate(self, inputs: torch.Tensor | None = None, attention_mask: torch.Tensor | None = None,
-             *, input_ids: torch.Tensor | None = None, max_new_tokens: int = 20,
-             num_beams: int = 1, num_return_sequences: int = 1, length_penalty: float = 0.0,
-             do_sample: bool = False, renormalize: bool | None = None,
-             eos_token_id: int | None = None, pad_token_id: int | None = None,
-             generator: torch.Generator | None = None, return_dict_in_generate: bool = False,
-             **unsupported):
+             *, input_ids: torch.Tensor | None = None, max_new_tokens: int | None = None,
+             max_length: int | None = None, num_beams: int = 1, num_return_sequences: int = 1,
+             length_penalty: float = 0.0, do_sample: bool = False,
+             renormalize: bool | None = None, eos_token_id: int | None = None,
+             pad_token_id: int | None = None, generator: torch.Generator | None = None,
+             return_dict_in_generate: bool = False, **unsupported):
     """``model.generate`` after :func:`arelu_cli.hf.use_transform` (see the module docstring).
 
     ``inputs``/``input_ids`` (B, S): the prompt (causal LM, left-padded with
-    ``attention_mask``) or the source (seq2seq). ``num_beams`` > 1: beam search with
+    ``attention_mask``) or the source (seq2seq). ``max_new_tokens`` (default 20; or
+    ``max_length`` of the output rows) counts eos. ``num_beams`` > 1: beam search with
     ``num_return_sequences`` best hypotheses (at most ``num_beams``); ``do_sample``: sampling
     (``num_return_sequences`` draws per input); else greedy. ``length_penalty`` is GNMT's
     alpha (``arelu translate``'s, 0: raw scores). ``renormalize`` defaults to what
@@ -143,45 +174,33 @@ def generate(self, inputs: torch.Tensor | None = None, attention_mask: torch.Ten
     """
     if unsupported:
         raise TypeError(f"arelu's generate does not take {', '.join(sorted(unsupported))}; it "
-                        "takes input_ids, attention_mask, max_new_tokens, num_beams, "
-                        "num_return_sequences, length_penalty, do_sample, renormalize, "
-                        "eos_token_id, pad_token_id, generator, return_dict_in_generate")
+                        "takes input_ids, attention_mask, max_new_tokens, max_length, "
+                        "num_beams, num_return_sequences, length_penalty, do_sample, "
+                        "renormalize, eos_token_id, pad_token_id, generator, "
+                        "return_dict_in_generate")
     src = inputs if inputs is not None else input_ids
     if src is None or src.dim() != 2:
         raise ValueError("generate needs input_ids of shape (batch, length)")
+    mask = torch.ones_like(src) if attention_mask is None else attention_mask
+    search, bos, prefix = _search(self, src, mask)
+    if max_new_tokens is None:
+        max_new_tokens = 20 if max_length is None else max_length - prefix.shape[1]
     if max_new_tokens < 1 or num_beams < 1 or num_return_sequences < 1:
-        raise ValueError("max_new_tokens, num_beams and num_return_sequences must be >= 1")
+        raise ValueError("max_new_tokens (max_length beyond the prompt), num_beams and "
+                         "num_return_sequences must be >= 1")
     if not do_sample and num_return_sequences > num_beams:
         raise ValueError(f"num_return_sequences ({num_return_sequences}) must be at most "
                          f"num_beams ({num_beams}) without do_sample")
-    transform = self.arelu_transform
-    renormalize = self.arelu_renormalize if renormalize is None else renormalize
-    mask = torch.ones_like(src) if attention_mask is None else attention_mask
     eos = _special(self, eos_token_id, "eos_token_id")
     eos = -1 if eos is None else eos                   # no eos: every row runs to the limit
     pad = _special(self, pad_token_id, "pad_token_id")
     pad = (0 if eos < 0 else eos) if pad is None else pad
-    if self.config.is_encoder_decoder:
-        search, bos = Seq2SeqSearch(self, mask), _special(self, None, "decoder_start_token_id")
-        if bos is None:
-            raise ValueError("the model's config has no decoder_start_token_id")
-        prefix = torch.full((len(src), 1), bos, dtype=torch.long, device=src.device)
-    else:
-        search, bos, prefix = CausalSearch(self, mask), 0, src   # bos: ignored by the first step
     with _eval_mode(self):
-        if do_sample:
-            hyps = [sample(search, src, transform, bos_id=bos, eos_id=eos,
-                           max_new_tokens=max_new_tokens, renormalize=renormalize,
-                           generator=generator) for _ in range(num_return_sequences)]
-            hyps = [list(group) for group in zip(*hyps)]
-        else:
-            limits = torch.full((len(src),), max_new_tokens, dtype=torch.long)
-            if num_beams == 1:
-                hyps = [[h] for h in greedy(search, src, transform, bos_id=bos, eos_id=eos,
-                                            limits=limits, renormalize=renormalize)]
-            else:
-                hyps = beam_search(search, src, transform, bos_id=bos, eos_id=eos,
-                                   limits=limits, beam=num_beams, n_best=num_return_sequences,
-                                   length_penalty=length_penalty, renormalize=renormalize)
+        hyps = _hypotheses(search, src, self.arelu_transform, bos=bos, eos=eos,
+                           max_new_tokens=max_new_tokens, num_beams=num_beams,
+                           n=num_return_sequences, length_penalty=length_penalty,
+                           do_sample=do_sample, generator=generator,
+                           renormalize=self.arelu_renormalize if renormalize is None
+                           else renormalize)
     out = pack_hypotheses(prefix, hyps, eos, pad)
     return out if return_dict_in_generate else out.sequences

@@ -69,6 +69,15 @@ def test_generate_refuses_options_it_does_not_implement():
         model.generate(tokens(1, 3), top_p=0.9)
     with pytest.raises(ValueError, match="at most num_beams"):
         model.generate(tokens(1, 3), num_beams=2, num_return_sequences=3)
+    with pytest.raises(ValueError, match="max_length beyond the prompt"):
+        model.generate(tokens(1, 3), max_length=3)
+
+
+def test_max_length_counts_the_prompt():
+    model = make_model("llama", scale=30.0)
+    use_transform(model, "1.5-relu", tau=TAU)
+    out = model.generate(tokens(2, 3), max_length=7, eos_token_id=-1)
+    assert out.shape == (2, 7)
 
 
 def test_a_deep_copy_runs_its_own_weights():
