@@ -68,7 +68,7 @@ def _inputs(kind):
     """Left-padded prompts (causal) or right-padded sources (seq2seq) of 3 lengths."""
     ids = tokens(3, 6)
     mask = torch.ones_like(ids)
-    if kind == "bart":
+    if kind in ("bart", "t5"):
         mask[1, 4:], mask[2, 3:] = 0, 0
     else:
         mask[1, :2], mask[2, :3] = 0, 0
@@ -114,6 +114,12 @@ def test_generate_equals_arelus_search(kind, name, beam, n_best, penalty, renorm
     assert torch.equal(got.ended, want.ended)
     torch.testing.assert_close(got.sequences_scores, want.sequences_scores, rtol=1e-6,
                                atol=1e-6)
+
+
+@pytest.mark.parametrize("kind", ["gpt2", "t5"])
+def test_generate_equals_arelus_search_on_more_architectures(kind):
+    """GPT-2 (learned positions) and T5 (relative position bias) on the cache, beam 3."""
+    test_generate_equals_arelus_search(kind, "1.5-relu", 3, 2, 1.0, False)
 
 
 def test_searches_see_sparse_outputs():

@@ -25,7 +25,7 @@ def _tau(name):
 def _labels(kind: str) -> tuple[torch.Tensor, torch.Tensor]:
     """(inputs, labels) with padding: the last two labels of row 0 are -100."""
     ids = tokens(3, 6)
-    labels = ids.clone() if kind != "bart" else tokens(3, 5, seed=2)
+    labels = ids.clone() if kind in ("llama", "gpt2") else tokens(3, 5, seed=2)
     labels[0, -2:] = IGNORE
     return ids, labels
 
@@ -73,7 +73,7 @@ def test_loss_and_gradients_equal_arelus_own(kind, name):
         torch.testing.assert_close(g, w, rtol=1e-10, atol=1e-12)
 
 
-@pytest.mark.parametrize("kind", ["llama", "bart"])
+@pytest.mark.parametrize("kind", ["llama", "gpt2", "bart", "t5"])
 def test_softmax_equals_transformers_cross_entropy(kind):
     """Shifting and -100 handled as transformers' own loss does (which computes a causal
     LM's loss in float32 even for float64 logits; ours keeps float64)."""
