@@ -16,6 +16,7 @@ Calling it again replaces the earlier choice.
 
 from __future__ import annotations
 
+import inspect
 from types import MethodType
 
 from torch import nn
@@ -32,6 +33,20 @@ def _check_model(model) -> None:
         raise TypeError(f"expected a transformers model (PreTrainedModel), got "
                         f"{type(model).__name__}")
     output_layer(model)
+    if not model.config.is_encoder_decoder and not _calls_loss_function(type(model)):
+        raise ValueError(f"{type(model).__name__} computes its loss inside forward without "
+                         "model.loss_function (and its own label convention); use_transform "
+                         "supports causal LMs that call it (Llama, GPT-2, Mistral, Qwen, ...) "
+                         "and encoder-decoder models")
+
+
+def _calls_loss_function(cls) -> bool:
+    """Whether the class's forward computes its loss through ``self.loss_function`` (what
+    the causal LMs of transformers 5 do; a few, e.g. BartForCausalLM, use their own)."""
+    try:
+        return "self.loss_function" in inspect.getsource(cls.forward)
+    except (OSError, TypeError):          # no source to read: trust the common case
+        return True
 
 
 def use_transform(model: nn.Module, name: str, *, tau: float | None = None,

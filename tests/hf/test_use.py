@@ -12,7 +12,7 @@ import pytest
 pytest.importorskip("transformers")
 
 import torch  # noqa: E402
-from transformers import LlamaModel
+from transformers import BartForCausalLM, LlamaModel
 
 from arelu_cli.hf import use_transform
 from arelu_cli.tau import analytic_tau
@@ -49,6 +49,8 @@ class _Tokenizer:
     (lambda: make_model("llama"), "softmax", {"tau": 0.3}, ValueError, "takes none"),
     (lambda: LlamaModel(_config("llama")), "1.5-relu", {}, ValueError, "has no LM head"),
     (lambda: torch.nn.Linear(2, 2), "1.5-relu", {}, TypeError, "transformers model"),
+    (lambda: BartForCausalLM(_config("bart")), "1.5-relu", {}, ValueError,
+     "computes its loss inside forward"),
     (lambda: make_model("llama"), "1.5-relu", {"tokenizer": _Tokenizer(VOCAB + 5)},
      ValueError, "resize_token_embeddings"),
 ])
