@@ -5,14 +5,10 @@ alpha-ReLU has a support of a few tokens with tau = :data:`TAU`."""
 
 from __future__ import annotations
 
-import pytest
+import torch
 
-pytest.importorskip("transformers")
-
-import torch  # noqa: E402
-from transformers import (BartConfig, BartForConditionalGeneration, GPT2Config,  # noqa: E402
-                          GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM, T5Config,
-                          T5ForConditionalGeneration)
+# transformers is imported inside the functions: each test module skips itself
+# (pytest.importorskip) when it is missing, which a conftest cannot do.
 
 VOCAB = 37
 TAU = 0.5
@@ -21,6 +17,8 @@ PAD, BOS, EOS = 0, 1, 2
 
 
 def _config(kind: str):
+    from transformers import BartConfig, GPT2Config, LlamaConfig, T5Config
+
     if kind == "llama":
         return LlamaConfig(vocab_size=VOCAB, hidden_size=16, intermediate_size=32,
                            num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1,
@@ -44,6 +42,9 @@ def _config(kind: str):
 
 def make_model(kind: str, scale: float = 1.0, seed: int = 0):
     """A tiny float64 ``kind`` model ("llama", "gpt2", "bart", "t5"), eval mode."""
+    from transformers import (BartForConditionalGeneration, GPT2LMHeadModel, LlamaForCausalLM,
+                              T5ForConditionalGeneration)
+
     torch.manual_seed(seed)
     cls = {"llama": LlamaForCausalLM, "gpt2": GPT2LMHeadModel,
            "bart": BartForConditionalGeneration, "t5": T5ForConditionalGeneration}[kind]
