@@ -33,6 +33,11 @@ def _check_model(model) -> None:
         raise TypeError(f"expected a transformers model (PreTrainedModel), got "
                         f"{type(model).__name__}")
     output_layer(model)
+    if model.config.is_encoder_decoder and not hasattr(model,
+                                                       "prepare_decoder_input_ids_from_labels"):
+        raise ValueError(f"{type(model).__name__} cannot build decoder inputs from labels "
+                         "(no prepare_decoder_input_ids_from_labels); pass a seq2seq LM such "
+                         "as BART, T5 or Marian")
     if not model.config.is_encoder_decoder and not _calls_loss_function(type(model)):
         raise ValueError(f"{type(model).__name__} computes its loss inside forward without "
                          "model.loss_function (and its own label convention); use_transform "
