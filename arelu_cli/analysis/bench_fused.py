@@ -112,7 +112,7 @@ def _inputs(plan: FusedPlan, n: int, v: int, d: int):
     return hidden, weight.requires_grad_(True), target
 
 
-def _external_loss(method: str):
+def external_loss(method: str):
     """``loss(hidden, weight, target)`` of a fused linear + cross-entropy package."""
     if method == "liger":
         from liger_kernel.transformers import LigerFusedLinearCrossEntropyLoss
@@ -139,7 +139,7 @@ def _steps(plan: FusedPlan, weight: torch.Tensor, target: torch.Tensor, tau: flo
     steps = {"unfused": unfused, "fused": fused(True), "fused-dense": fused(False)}
     for name in plan.methods:
         if name in EXTERNAL and unavailable(name, plan.device) is None:
-            steps[name] = external(_external_loss(name))
+            steps[name] = external(external_loss(name))
     return steps
 
 

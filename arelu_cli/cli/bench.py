@@ -136,6 +136,41 @@ def bench_train(
     console.print(f"wrote {out}")
 
 
+@bench_app.command("hf")
+def bench_hf(
+    out: Path = typer.Option(Path("results/bench/hf.csv"), help="CSV file to write."),
+    quick: bool = typer.Option(False, "--quick", help="A seconds-long subset (V 1000 and 4000, d 32)."),
+    vocabs: Optional[str] = typer.Option(None, help="Comma-separated vocabulary sizes "
+                                         "(default: 32768,131072)."),
+    d_model: Optional[int] = typer.Option(None, help="Hidden size (default: 256)."),
+    layers: Optional[int] = typer.Option(None, help="Decoder layers (default: 2)."),
+    batch: Optional[int] = typer.Option(None, help="Sequences per step (default: 4)."),
+    seq: Optional[int] = typer.Option(None, help="Tokens per sequence (default: 256)."),
+    repeats: Optional[int] = typer.Option(None, min=1, help="Timed pairs per method (median)."),
+    device: str = typer.Option("auto", help="cpu, cuda or auto (cuda adds Liger-Kernel's fused "
+                               "linear cross-entropy)."),
+) -> None:
+    """A training step of a small Llama-style transformers model: softmax (its own loss),
+    1.5-ReLU and 1.5-ReLU with the fused output layer, time and peak memory; write CSV."""
+    from arelu_cli.analysis.timing import device_path
+    from arelu_cli.options import parse_list
+    from arelu_cli.results import write_rows
+
+    try:
+        import arelu_cli.hf  # noqa: F401
+        from arelu_cli.analysis import bench_hf as bench
+    except ImportError as err:
+        raise UserError(str(err)) from None
+    plan = bench.make_plan(quick=quick, vocabs=parse_list(vocabs, int, "--vocabs") if vocabs
+                           else None, d_model=d_model, layers=layers, batch=batch, seq=seq,
+                           repeats=repeats, device=device)
+    out = device_path(out, plan.device)
+    rows = bench.run(plan, lambda done: write_rows(done, out))
+    bench.print_table(rows, console)
+    _warn_if_busy(rows)
+    console.print(f"wrote {out}")
+
+
 @bench_app.command("translate")
 def bench_translate(
     checkpoints: Optional[str] = typer.Option(

@@ -1,0 +1,87 @@
+"""The forwards :func:`arelu_cli.hf.use_transform` binds to a model instance.
+
+* seq2seq models (BART, T5, Marian, ...) compute their cross-entropy inside ``forward``
+  rather than through ``model.loss_function``: :func:`seq2seq_forward` runs the model's own
+  forward without labels (decoder inputs from ``prepare_decoder_input_ids_from_labels``, as
+  the model would build them) and adds the transform's loss of its logits;
+* the fused output layer of causal LMs (:func:`fused_causal_forward`): in training with
+  labels, the base model's last hidden states and the LM head's weight go to
+  :func:`arelu_cli.transforms.linear_alpha_relu_loss`, which never holds the
+  ``(tokens, V)`` logits; ``logits`` is then None, as Liger-Kernel's fused linear
+  cross-entropy forward does. Otherwise (eval, generation) the model's own forward.
+
+Both read the transform from ``self.arelu_transform``; :func:`bind` gives them the class
+forward's signature (the Trainer keeps only the dataset columns that signature names) and
+binds them with ``MethodType``, so that ``copy.deepcopy(model)`` gives a copy that runs its
+own weights.
+"""
+
+from __future__ import annotations
+
+import functools
+from types import MethodType
+
+import torch
+from transformers.modeling_outputs import CausalLMOutputWithPast
+
+from arelu_cli.hf.loss import over_items, shift_left, token_loss
+from arelu_cli.hf.transform import output_layer
+from arelu_cli.transforms import linear_alpha_relu_loss
+
+# Causal LMs whose forward is exactly lm_head(base_model(...).last_hidden_state): no logit
+# scaling or soft-capping after the head, so the fused loss equals the unfused one (tested).
+FUSED_MODEL_TYPES = ("gpt2", "llama")
+
+
+def bind(model: torch.nn.Module, impl):
+    """``impl(self, ...)`` as ``model.forward``, with the signature of the class's forward."""
+    def forward(self, *args, **kwargs):
+        return impl(self, *args, **kwargs)
+    functools.update_wrapper(forward, type(model).forward)
+    return MethodType(forward, model)
+
+
+def check_fusable(model: torch.nn.Module) -> None:
+    """A ValueError unless the fused output layer is exact for ``model``."""
+    kind = getattr(model.config, "model_type", None)
+    if model.config.is_encoder_decoder or kind not in FUSED_MODEL_TYPES:
+        raise ValueError(f"fused=True supports the causal LMs {', '.join(FUSED_MODEL_TYPES)} "
+                         f"(forward = lm_head(hidden states)), not {kind!r}; use fused=False")
+
+
+def seq2seq_forward(self, *args, labels=None, num_items_in_batch=None, **kwargs):
+    """The model's forward with the transform's loss of ``labels`` (no shift: the decoder
+    inputs are the labels shifted right)."""
+    base = type(self).forward.__get__(self)
+    if labels is None:
+        return base(*args, **kwargs)
+    if kwargs.get("decoder_input_ids") is None and kwargs.get("decoder_inputs_embeds") is None:
+        kwargs["decoder_input_ids"] = self.prepare_decoder_input_ids_from_labels(labels=labels)
+    kwargs.setdefault("use_cache", False)
+    out = base(*args, **kwargs)
+    loss = token_loss(self.arelu_transform, out.logits, labels, num_items_in_batch)
+    return type(out)(loss=loss, **{k: v for k, v in out.items() if k != "loss"})
+
+
+def fused_causal_forward(self, input_ids=None, attention_mask=None, labels=None,
+                         num_items_in_batch=None, shift_labels=None, logits_to_keep=0,
+                         **kwargs):
+    """Training with labels: the fused alpha-ReLU loss of the last hidden states, no logits."""
+    if not self.training or (labels is None and shift_labels is None):
+        return type(self).forward(self, input_ids=input_ids, attention_mask=attention_mask,
+                                  labels=labels, num_items_in_batch=num_items_in_batch,
+                                  shift_labels=shift_labels, logits_to_keep=logits_to_keep,
+                                  **kwargs)
+    kwargs.setdefault("use_cache", False)
+    out = self.base_model(input_ids=input_ids, attention_mask=attention_mask, **kwargs)
+    hidden = out.last_hidden_state                                     # (B, T, d)
+    target = shift_left(labels) if shift_labels is None else shift_labels
+    transform, head = self.arelu_transform, output_layer(self)
+    reduction = "mean" if num_items_in_batch is None else "sum"
+    loss = linear_alpha_relu_loss(hidden, head.weight, target.to(hidden.device), transform.alpha,
+                                  transform.tau, bias=head.bias, reduction=reduction,
+                                  chunk=self.arelu_chunk)
+    if num_items_in_batch is not None:
+        loss = over_items(loss, num_items_in_batch)
+    return CausalLMOutputWithPast(loss=loss, logits=None, cache=getattr(out, "cache", None),
+                                  hidden_states=out.hidden_states, attentions=out.attentions)

@@ -1,0 +1,154 @@
+"""The transforms' losses on Hugging Face's label conventions (arelu_cli.hf.loss and the
+loss wiring of use_transform): equal to arelu's own loss on the same logits, float64."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("transformers")
+
+import torch  # noqa: E402
+
+from arelu_cli.hf import compute_loss_func, use_transform
+from arelu_cli.hf.loss import causal_loss, shift_left, token_loss
+from arelu_cli.registry import get_transform
+
+from .conftest import FAMILIES, TAU, VOCAB, make_model, tokens
+
+IGNORE = -100
+
+
+def _tau(name):
+    return TAU if name.endswith("relu") else None
+
+
+def _labels(kind: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """(inputs, labels) with padding: the last two labels of row 0 are -100."""
+    ids = tokens(3, 6)
+    labels = ids.clone() if kind in ("llama", "gpt2") else tokens(3, 5, seed=2)
+    labels[0, -2:] = IGNORE
+    return ids, labels
+
+
+def _reference(model, name, ids, labels):
+    """arelu's own loss (mean over kept targets) of the unchanged model's logits: shifted
+    by hand for a causal LM, and the gradient of every parameter."""
+    transform = get_transform(name, tau=TAU)
+    model.zero_grad()
+    if model.config.is_encoder_decoder:
+        dec = model.prepare_decoder_input_ids_from_labels(labels=labels)
+        logits = type(model).forward(model, input_ids=ids, decoder_input_ids=dec).logits
+        z, y = logits.reshape(-1, VOCAB), labels.reshape(-1)
+    else:
+        logits = type(model).forward(model, input_ids=ids).logits
+        z, y = logits[:, :-1].reshape(-1, VOCAB), labels[:, 1:].reshape(-1)
+    loss = transform.loss(z, y, ignore_index=IGNORE, reduction="mean")
+    loss.backward()
+    return loss.detach(), grads(model)
+
+
+def grads(model) -> list[torch.Tensor]:
+    """Every parameter's gradient (zeros where none flowed, e.g. BART's unused ones)."""
+    return [torch.zeros_like(p) if p.grad is None else p.grad.clone()
+            for p in model.parameters()]
+
+
+def _ours(model, **batch):
+    model.zero_grad()
+    loss = model(**batch).loss
+    loss.backward()
+    return loss.detach(), grads(model)
+
+
+@pytest.mark.parametrize("kind", ["llama", "bart"])
+@pytest.mark.parametrize("name", FAMILIES)
+def test_loss_and_gradients_equal_arelus_own(kind, name):
+    model = make_model(kind, scale=30.0)
+    ids, labels = _labels(kind)
+    want, want_grads = _reference(model, name, ids, labels)
+    use_transform(model, name, tau=_tau(name))
+    got, grads = _ours(model, input_ids=ids, labels=labels)
+    torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
+    for g, w in zip(grads, want_grads):
+        torch.testing.assert_close(g, w, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("kind", ["llama", "gpt2", "bart", "t5"])
+def test_softmax_equals_transformers_cross_entropy(kind):
+    """Shifting and -100 handled as transformers' own loss does (which computes a causal
+    LM's loss in float32 even for float64 logits; ours keeps float64)."""
+    model = make_model(kind)
+    ids, labels = _labels(kind)
+    native = model(input_ids=ids, labels=labels).loss.double()
+    use_transform(model, "softmax")
+    torch.testing.assert_close(model(input_ids=ids, labels=labels).loss, native, rtol=1e-6,
+                               atol=1e-6)
+
+
+def test_relu_gradient_is_p_minus_target_over_items():
+    """Lemma 1 on HF's conventions: d loss / d logits = (p - e_y) / num_items at kept
+    positions, 0 at ignored ones, with p = [z/2 - tau]_+^2 written out."""
+    transform = get_transform("1.5-relu", tau=TAU)
+    z = (3 * torch.randn(2, 5, VOCAB, dtype=torch.float64)).requires_grad_(True)
+    labels = tokens(2, 5)
+    labels[1, 2] = IGNORE
+    causal_loss(transform, z, labels, num_items_in_batch=7).backward()
+    y = shift_left(labels, IGNORE)
+    p = torch.clamp(z.detach() / 2 - TAU, min=0) ** 2
+    onehot = torch.nn.functional.one_hot(y.clamp(min=0), VOCAB).double()
+    want = torch.where((y != IGNORE)[..., None], (p - onehot) / 7, 0.0)
+    torch.testing.assert_close(z.grad, want, rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("kind", ["llama", "bart"])
+@pytest.mark.parametrize("name", ["1.5-relu", "1.5-entmax"])
+def test_accumulation_with_num_items_equals_one_batch(kind, name):
+    """Two micro-batches, each divided by the count of targets in both (the Trainer's
+    num_items_in_batch), give the loss and gradients of the one batch of both."""
+    model = make_model(kind, scale=30.0)
+    use_transform(model, name, tau=_tau(name))
+    ids, labels = _labels(kind)
+    whole, whole_grads = _ours(model, input_ids=ids, labels=labels)
+    kept = (shift_left(labels) if kind != "bart" else labels) != IGNORE
+    items = kept.sum()
+    model.zero_grad()
+    total = 0.0
+    for rows in (slice(0, 1), slice(1, 3)):
+        loss = model(input_ids=ids[rows], labels=labels[rows], num_items_in_batch=items).loss
+        loss.backward()
+        total = total + loss.detach()
+    torch.testing.assert_close(total, whole, rtol=1e-12, atol=1e-12)
+    for g, w in zip(grads(model), whole_grads):
+        torch.testing.assert_close(g, w, rtol=1e-10, atol=1e-12)
+    assert items.item() < labels.numel()                # the padding was really left out
+
+
+def test_ignored_positions_do_not_count():
+    """Logits at positions whose target is -100 change nothing; the mean is over the rest."""
+    transform = get_transform("1.5-relu", tau=TAU)
+    z = 3 * torch.randn(2, 4, VOCAB, dtype=torch.float64)
+    labels = tokens(2, 4)
+    labels[0, 1:] = IGNORE
+    other = z.clone()
+    other[0, 1:] = 100 * torch.randn(3, VOCAB, dtype=torch.float64)
+    assert torch.equal(token_loss(transform, z, labels), token_loss(transform, other, labels))
+    kept = transform.loss(z[1], labels[1], reduction="sum") + transform.loss(
+        z[0, :1], labels[0, :1], reduction="sum")
+    torch.testing.assert_close(token_loss(transform, z, labels), kept / 5)
+
+
+@pytest.mark.parametrize("kind", ["llama", "bart"])
+def test_compute_loss_func_equals_the_wrapped_model(kind):
+    """Trainer(compute_loss_func=...) on an unchanged model gives use_transform's loss."""
+    ids, labels = _labels(kind)
+    model = make_model(kind, scale=30.0)
+    func = compute_loss_func(model, "1.5-relu", tau=TAU)
+    if kind == "bart":
+        dec = model.prepare_decoder_input_ids_from_labels(labels=labels)
+        outputs = model(input_ids=ids, decoder_input_ids=dec)
+    else:
+        outputs = model(input_ids=ids)
+    got = func(outputs, labels, num_items_in_batch=torch.tensor(9))
+    use_transform(model, "1.5-relu", tau=TAU)
+    want = model(input_ids=ids, labels=labels, num_items_in_batch=torch.tensor(9)).loss
+    torch.testing.assert_close(got, want)
