@@ -42,7 +42,7 @@ from arelu_cli.analysis import timing
 from arelu_cli.analysis.bench_loss import DTYPES, parse_sizes
 from arelu_cli.errors import UserError
 from arelu_cli.results import machine, signature, write_rows
-from arelu_cli.tau import analytic_tau
+from arelu_cli.transforms.tau import analytic_tau
 from arelu_cli.transforms import _alpha_relu_kernels, alpha_relu_loss, linear_alpha_relu_loss
 from arelu_cli.transforms._checks import check_alpha
 
