@@ -11,7 +11,7 @@ over its time, next to the floor: an in-place elementwise pass over the same ten
 in the same run.
 
 Compiled variants run last, after every eager measurement: on CPU, once an inductor
-kernel has run, the process's eager ops slow down (see ``_alpha_relu_kernels``), so
+kernel has run, the process's eager ops slow down (``results/bench/README.md``), so
 their ratio is taken against the cross-entropy time measured before any compilation.
 
 On CUDA (``--device cuda``) the defaults are the GPU cases: N in {8192, 32768} x V in

@@ -3,18 +3,16 @@
 alpha-ReLU is alpha-entmax with its normalizing threshold frozen to a constant ``tau``::
 
     alpha_relu(z)_i = [(alpha - 1) z_i - tau]_+ ** (1 / (alpha - 1)),   alpha in [1.05, 2]
-
-(no sort, no reduction; the output need not sum to one). With ``p = alpha_relu(z)``, Tsallis
+ (no sort, no reduction; no sum to one). With ``p = alpha_relu(z)``, Tsallis
 entropy ``H_alpha(p) = (1 - sum_j p_j^alpha) / (alpha (alpha - 1))`` and the label-smoothed
 target ``q = (1 - eps) e_y + eps / V`` (``eps = 0``: the paper's one-hot ``e_y``), the loss is::
 
     loss(z, y) = (p - q)^T (z - tau / (alpha - 1) 1) + H_alpha(p),   d loss / d z = p - q
 
-(like PyTorch's smoothed cross-entropy it does not subtract ``H(q)``). Forward never builds
-``p``; backward writes the gradient in one pass (``_alpha_relu_kernels``, on the engine of
-``transforms.engines``). Layers as in the ``entmax`` package: autograd Functions, plain
-functions, thin modules. tau: the paper's is the mean 1.5-entmax threshold of an untrained
-model's first batch, predicted by ``transforms.tau`` (``AlphaReLULoss(tau="analytic")``).
+(no ``- H(q)``, like PyTorch's). Forward never builds ``p``; backward writes the gradient in
+one pass (``_alpha_relu_kernels``, on the engine of ``engines``). Layers as in ``entmax``:
+autograd Functions, plain functions, thin modules. The paper's tau is the mean 1.5-entmax
+threshold of an untrained model's first batch, predicted by ``tau`` (``tau="analytic"``).
 """
 
 from __future__ import annotations

@@ -2,11 +2,11 @@
 
 Engines: ``eager`` (chunked tensor ops, no side effects), ``cpp`` (vectorized C++ loops on CPU,
 compiled once, see :func:`build_cpp`), ``triton`` (one GPU kernel per pass), ``compiled``
-(``torch.compile``, opt-in) and ``auto`` (the default: ``triton`` for CUDA tensors, ``cpp`` for
-CPU tensors). An engine that cannot run a given tensor (no GPU, no compiler, float64 for
-``compiled``) falls back to ``eager``; every engine computes the same math. The variable
-``ARELU_ENGINE`` is read once, at import, as the default; :func:`set_engine` and the
-context manager :func:`engine` change it later. Measurements: ``results/bench/README.md``.
+(``torch.compile``; opt-in, as on CPU it slows the process's other eager ops, see
+``results/bench/README.md``) and ``auto`` (the default: ``triton`` for CUDA tensors, ``cpp``
+for CPU tensors). An engine that cannot run a given tensor (no GPU, no compiler, float64 for
+``compiled``) falls back to ``eager``; every engine computes the same math. ``ARELU_ENGINE``
+is read once, at import, as the default; :func:`set_engine` and :func:`engine` change it.
 """
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ def test_quick_bench_writes_a_row_per_method(tmp_path):
 @pytest.mark.parametrize("kwargs, match", [
     (dict(sizes="8192by4"), "--sizes"),
     (dict(dtype="float8"), "unknown dtype"),
-    (dict(alpha=1.0), "alpha must"),
+    (dict(alpha=1.0), r"alpha 1.0 is outside \[1.05, 2\]"),
     (dict(width=0), "--d must"),
     (dict(device="tpu"), "--device"),
 ])
