@@ -35,8 +35,8 @@ class OutputTransform:
     ``probs`` maps logits ``(..., V)`` to outputs; ``loss(logits, target, ignore_index=-100,
     reduction="mean", label_smoothing=0.0)`` has gradient ``probs - q``, with
     ``q = (1 - eps) e_y + eps / V`` the label-smoothed target (``e_y`` for ``eps = 0``);
-    ``log_scores`` is ``log probs`` with ``-inf`` at zeros. ``normalized`` is False only for alpha-ReLU, whose output need not sum
-    to one.
+    ``log_scores`` is ``log probs`` with ``-inf`` at zeros. ``normalized`` is False only for
+    alpha-ReLU, whose output need not sum to one.
     """
 
     name: str

@@ -80,10 +80,7 @@ def make_plan(quick: bool = False, sizes: str | None = None, width: int | None =
     dtype = dtype or ("bfloat16" if cuda else "float32")
     if dtype not in DTYPES:
         raise UserError(f"unknown dtype {dtype!r}; use one of {', '.join(DTYPES)}")
-    try:
-        alpha = check_alpha(alpha)
-    except ValueError as err:
-        raise UserError(str(err)) from None
+    alpha = check_alpha(alpha)  # a ValueError: the CLI says it in one line
     if width is not None and width < 1:
         raise UserError(f"--d must be a positive model width, got {width}")
     widths = (width,) if width else (CUDA_WIDTHS if cuda else (64 if quick else 512,))

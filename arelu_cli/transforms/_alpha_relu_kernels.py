@@ -5,7 +5,7 @@ Write ``a = alpha - 1``, ``e = 1 / a`` and ``c = tau / a``. On the support,
 the loss of the paper's eq. (sp_loss) at the label-smoothed target
 ``q = (1 - eps) e_y + eps / V`` is one reduction per row::
 
-    loss = a^(e+1) / alpha * sum_j [z_j - c]_+^(e+1) + 1/(alpha a) + c - (1 - eps) z_y - eps/V sum_j z_j
+    loss = a^(e+1)/alpha sum_j [z_j - c]_+^(e+1) + 1/(alpha a) + c - (1-eps) z_y - eps/V sum_j z_j
 
 and its gradient (Lemma 1) is ``p - q``: forward only reads the logits, backward writes
 ``scale * (p - q)`` straight into its output (``eps = 0`` runs the unsmoothed code). Each

@@ -1,6 +1,7 @@
 """Tests for arelu_cli.transforms.tau: the paper's Table 3, the Lemma as printed, exact
-thresholds against the entmax package, the alpha-generalized estimate against Monte Carlo and
-against the numbers of its former scipy implementation, tau_for and AlphaReLULoss(tau="analytic")."""
+thresholds against the entmax package, the alpha-generalized estimate against Monte Carlo
+and against the numbers of its former scipy implementation, tau_for and
+AlphaReLULoss(tau="analytic")."""
 
 from __future__ import annotations
 
