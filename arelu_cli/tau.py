@@ -1,9 +1,5 @@
-"""Which constant taus alpha-ReLU can train with: its float32 loss must stay finite.
-
-The estimates of tau themselves (exact, Monte Carlo, analytic) are the library's,
-:mod:`arelu_cli.transforms.tau`; this module holds the check the trainer runs on a tau
-given by hand, before any model is built.
-"""
+"""Which constant taus alpha-ReLU can train with (its float32 loss stays finite), checked
+before any model is built; the estimates of tau are the library's, ``transforms.tau``."""
 
 from __future__ import annotations
 

@@ -324,11 +324,13 @@ def _traced_probs_into(z, scale, alpha, tau, out, shift=0.0):
     out.copy_(grad - (scale * shift).unsqueeze(1) if shift else grad)
 
 
-def _grad_via_probs(z, y, scale, alpha, tau, out, eps=0.0, *, probs_into):
-    """``scale * (p - q)``: the transform's pass with label smoothing's shift ``eps / V``,
-    then ``- scale (1 - eps)`` at each target."""
-    probs_into(z, scale, alpha, tau, out, eps / z.shape[1] if eps else 0.0)
-    out.scatter_add_(1, y.unsqueeze(1), (-(1.0 - eps) * scale).unsqueeze(1).to(out.dtype))
+def _grad_via_probs(probs_into):
+    """``grad_into`` from ``probs_into``: ``scale * (p - q)`` as the transform's pass with
+    label smoothing's shift ``eps / V``, then ``- scale (1 - eps)`` at each target."""
+    def grad_into(z, y, scale, alpha, tau, out, eps=0.0):
+        probs_into(z, scale, alpha, tau, out, eps / z.shape[1] if eps else 0.0)
+        out.scatter_add_(1, y.unsqueeze(1), (-(1.0 - eps) * scale).unsqueeze(1).to(out.dtype))
+    return grad_into
 
 
 @dataclass(frozen=True)
@@ -345,29 +347,27 @@ class Engine:
     runs: Callable[[torch.Tensor], bool]
     loss_rows: Callable[..., torch.Tensor]
     probs_into: Callable[..., None]
-    grad_into: Callable[..., None] | None = None
+    grad_into: Callable[..., None]
     one_pass: bool = False
 
-    def gradient(self, z, y, scale, alpha, tau, out, eps=0.0) -> None:
-        if self.grad_into is not None:
-            self.grad_into(z, y, scale, alpha, tau, out, eps)
-        else:
-            _grad_via_probs(z, y, scale, alpha, tau, out, eps, probs_into=self.probs_into)
 
-
-EAGER = Engine("eager", lambda z: True, _loss_rows_eager, _grad_into_eager)
-ENGINES = {
+_cpp_probs_into = _native_probs_into(lambda: _cpp_kernels)
+EAGER = Engine("eager", lambda z: True, _loss_rows_eager, _grad_into_eager,
+               _grad_via_probs(_grad_into_eager))
+TRACED = Engine("traced", lambda z: True, _loss_rows_traced, _traced_probs_into,
+                _grad_via_probs(_traced_probs_into))
+_BY_NAME = {
     "eager": EAGER,
     "cpp": Engine("cpp", lambda z: z.device.type == "cpu" and _cpp_kernels.available(),
-                  _cpp_loss_rows, _native_probs_into(lambda: _cpp_kernels), one_pass=True),
+                  _cpp_loss_rows, _cpp_probs_into, _grad_via_probs(_cpp_probs_into), True),
     "triton": Engine("triton", _triton_runs,
                      lambda z, y, alpha, tau, eps=0.0:
                      _triton_module().loss_pass(z, y, alpha, tau, eps),
-                     _triton_probs_into, _triton_grad_into, one_pass=True),
+                     _triton_probs_into, _triton_grad_into, True),
     "compiled": Engine("compiled", lambda z: not _state["failed"] and z.dtype != torch.float64,
-                       _compiled_loss_rows, _compiled_probs_into),
+                       _compiled_loss_rows, _compiled_probs_into,
+                       _grad_via_probs(_compiled_probs_into)),
 }
-TRACED = Engine("traced", lambda z: True, _loss_rows_traced, _traced_probs_into)
 
 
 def select(z: torch.Tensor) -> Engine:
@@ -379,7 +379,7 @@ def select(z: torch.Tensor) -> Engine:
     name = get_engine()
     if name == "auto":
         name = "triton" if z.is_cuda else "cpp"
-    chosen = ENGINES[name]
+    chosen = _BY_NAME[name]
     return chosen if chosen.runs(z) else EAGER
 
 
@@ -399,7 +399,7 @@ def grad_into(z: torch.Tensor, y: torch.Tensor, scale: torch.Tensor, alpha: floa
               out: torch.Tensor, eps: float = 0.0) -> torch.Tensor:
     """Write ``scale[:, None] * (alpha_relu(z) - q)`` into ``out`` (which may be ``z`` itself),
     ``q = (1 - eps) e_y + eps / V`` the label-smoothed target (``e_y`` for ``eps = 0``)."""
-    select(z).gradient(z, y, scale, alpha, tau, out, eps)
+    select(z).grad_into(z, y, scale, alpha, tau, out, eps)
     return out
 
 

@@ -29,10 +29,6 @@ _SOURCE = Path(__file__).with_name("csrc") / "alpha_relu_cpu.cpp"
 _lock = threading.Lock()
 
 
-class CompileNotice(UserWarning):
-    """The one warning that says the ``cpp`` engine is being compiled (filter it to hide it)."""
-
-
 _state: dict = {"ops": None, "failed": False}
 
 
@@ -69,7 +65,7 @@ def _build():
     folder = _build_directory(isa)
     if not (folder / "arelu_alpha_relu_cpu.so").exists():
         warnings.warn(f"arelu: compiling the C++ alpha-ReLU kernels into {folder} (about 10 s, "
-                      "once per machine)", CompileNotice, stacklevel=4)
+                      "once per machine)", stacklevel=4)
     with open(folder / "arelu.flock", "w") as lock:
         # An OS lock dies with its process; torch's own lock file, left behind by a build
         # that was killed, would make every later build wait forever.

@@ -44,13 +44,9 @@ def top_k_logits(logits: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tens
             torch.where(nan_rows, first, indices))
 
 
-def _uses_cpp(z: torch.Tensor) -> bool:
-    return kernels.engine_for(z) == "cpp"
-
-
 def engine(device: torch.device | str) -> str:
     """``cpp`` or ``eager``: the engine of :func:`alpha_relu_top_log_scores` on ``device``."""
-    return "cpp" if _uses_cpp(torch.empty(0, 1, device=device)) else "eager"
+    return "cpp" if kernels.engine_for(torch.empty(0, 1, device=device)) == "cpp" else "eager"
 
 
 def _top_k(logits: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -60,7 +56,8 @@ def _top_k(logits: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor, to
     if not 1 <= k <= vocab:
         raise ValueError(f"k must lie in [1, {vocab}] (the vocabulary size), got {k}")
     z = logits.float().reshape(-1, vocab).contiguous()                 # (N, V)
-    values, indices = _cpp_kernels.top_k_logits(z, k) if _uses_cpp(z) else top_k_logits(z, k)
+    values, indices = (_cpp_kernels.top_k_logits(z, k) if kernels.engine_for(z) == "cpp"
+                         else top_k_logits(z, k))
     return z, values, indices
 
 

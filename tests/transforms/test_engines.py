@@ -117,8 +117,8 @@ def fake_build(monkeypatch, tmp_path):
 
 
 def test_a_compile_is_announced_once_and_done_ahead_of_time(fake_build):
-    with pytest.warns(_cpp_kernels.CompileNotice, match=r"compiling the C\+\+ alpha-ReLU "
-                                                       r"kernels .*about 10 s, once"):
+    with pytest.warns(UserWarning, match=r"arelu: compiling the C\+\+ alpha-ReLU kernels .*"
+                                         r"about 10 s, once"):
         assert T.build_cpp() is True
     with warnings.catch_warnings():
         warnings.simplefilter("error")
