@@ -18,14 +18,11 @@ MIN_ALPHA = 1.05
 
 def check_alpha(alpha: float) -> float:
     """``alpha`` as a float if it lies in [1.05, 2], the one range of every transform, loss and
-    tau here; else a ValueError, the same message everywhere.
-
-    Why 1.05: alpha-ReLU's float32 kernels compute ``p = (alpha-1)^e [z - c]_+^e`` and the loss
-    from ``(alpha-1)^(e+1) sum_j [z_j - c]_+^(e+1)``, ``e = 1/(alpha-1)``. Where outputs are
-    O(1) those factors are about ``e^-(e+1)`` and ``e^(e+1)``, which leave float32 at ``e ~ 26``
-    (alpha ~ 1.038) even for outputs summing to one; alpha >= 1.05 (``e <= 20``, factors within
-    1e+-28) leaves 10 orders of magnitude. As alpha -> 1 every transform tends to softmax,
-    which is the one to use there; alpha = 2 is sparsemax (and 2-ReLU a ReLU).
+    tau here; else a ValueError, the same message everywhere. Why 1.05: alpha-ReLU's float32
+    kernels scale ``[z - c]_+^e`` and ``sum_j [z_j - c]_+^(e+1)`` (``e = 1/(alpha-1)``) by
+    ``(alpha-1)^e`` and ``(alpha-1)^(e+1)``; for O(1) outputs these are about ``e^-(e+1)`` and
+    ``e^(e+1)``, out of float32 at ``e ~ 26`` (alpha ~ 1.038); ``e <= 20`` keeps them within
+    1e+-28, ten orders of magnitude inside. As alpha -> 1 every transform tends to softmax.
     """
     try:
         value = float(alpha)

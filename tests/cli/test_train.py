@@ -279,3 +279,19 @@ def test_resume_on_changed_data_is_one_line_unless_allowed(monkeypatch, capsys, 
     code, captured = _run(monkeypatch, capsys, "train", "--recipe", _recipe(tmp_path, data),
                           "--out", tmp_path / "new", "--allow-data-change")
     _one_line_error(code, captured, "--allow-data-change continues a run (--resume RUN)")
+
+
+@pytest.mark.parametrize("transform, device, engine, built", [
+    ("1.5-relu", "cpu", "auto", True), ("1.5-relu", "cpu", "cpp", True),
+    ("softmax", "cpu", "auto", False), ("1.5-relu", "cpu", "eager", False),
+    ("1.5-relu", "cuda", "auto", False)])
+def test_train_builds_the_cpp_engine_before_training_only_where_it_runs(monkeypatch, transform,
+                                                                         device, engine, built):
+    from arelu_cli.cli.train import _build_engine
+    from arelu_cli.transforms import engine as use_engine
+
+    calls = []
+    monkeypatch.setattr("arelu_cli.transforms.build_cpp", lambda: calls.append(1) or True)
+    with use_engine(engine):
+        _build_engine(device, transform)
+    assert calls == ([1] if built else [])
