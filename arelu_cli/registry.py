@@ -4,8 +4,8 @@ Names:
   ``softmax``; ``sparsemax`` (= ``2-entmax``); ``<a>-entmax`` (exact sort for a = 1.5,
   sparsemax for a = 2, bisection otherwise); ``<a>-entmax-k<k>`` (partial sort over the
   top k, for a = 1.5 or 2); ``<a>-entmax-bisect``; ``<a>-relu`` (alpha-ReLU, ``tau=``).
-  ``a`` lies in (1, 2] (alpha-ReLU: [1.05, 2], see :data:`RELU_MIN_ALPHA`). The paper's
-  five: softmax, sparsemax, 1.5-entmax, 1.5-entmax-k100, 1.5-relu.
+  ``a`` lies in [1.05, 2] (``transforms._checks.check_alpha`` says why). The paper's five:
+  softmax, sparsemax, 1.5-entmax, 1.5-entmax-k100, 1.5-relu. Bad names raise ValueError.
 """
 
 from __future__ import annotations
@@ -18,20 +18,12 @@ from typing import Callable, Literal
 import torch
 
 from arelu_cli import transforms as T
-from arelu_cli.errors import UserError
 from arelu_cli.transforms._checks import check_alpha
 from arelu_cli.transforms.top_scores import alpha_relu_top_log_scores, softmax_top_log_scores
 
 PAPER_TRANSFORMS = ("softmax", "sparsemax", "1.5-entmax", "1.5-entmax-k100", "1.5-relu")
 NAME_FORMS = ("softmax", "sparsemax", "<a>-relu", "<a>-entmax", "<a>-entmax-k<k>",
               "<a>-entmax-bisect")
-# alpha-ReLU's float32 kernels compute p = (alpha-1)^e [z - c]_+^e and the loss from
-# (alpha-1)^(e+1) sum_j [z_j - c]_+^(e+1), with e = 1/(alpha-1) and c = tau/(alpha-1). Where the
-# outputs are O(1), z - c is about e on the support, so those factors are about e^-(e+1) and
-# e^(e+1): they leave float32 (1.2e-38 .. 3.4e38) at e ~ 26 (alpha ~ 1.038) for outputs
-# summing to 1, and any output above 1 or any sum over the vocabulary overflows sooner.
-# alpha >= 1.05 (e <= 20, factors within 1e+-28) leaves 10 orders of magnitude for those.
-RELU_MIN_ALPHA = 1.05
 _PATTERN = re.compile(r"^(?P<alpha>\d+(?:\.\d+)?)-(?P<kind>relu|entmax)"
                       r"(?:-(?:k(?P<k>\d+)|(?P<bisect>bisect)))?$")
 
@@ -43,8 +35,8 @@ class OutputTransform:
     ``probs`` maps logits ``(..., V)`` to outputs; ``loss(logits, target, ignore_index=-100,
     reduction="mean", label_smoothing=0.0)`` has gradient ``probs - q``, with
     ``q = (1 - eps) e_y + eps / V`` the label-smoothed target (``e_y`` for ``eps = 0``);
-    ``log_scores`` is ``log probs`` with ``-inf`` at zeros. ``normalized`` is False only for alpha-ReLU, whose output need not sum
-    to one.
+    ``log_scores`` is ``log probs`` with ``-inf`` at zeros. ``normalized`` is False only for
+    alpha-ReLU, whose output need not sum to one.
     """
 
     name: str
@@ -113,9 +105,9 @@ class OutputTransform:
                           label_smoothing=label_smoothing)
 
 
-def _bad_name(name: str, why: str) -> UserError:
-    return UserError(f"unknown output transform {name!r} ({why}); valid names: "
-                     f"{', '.join(NAME_FORMS)} with a in (1, 2], e.g. {', '.join(PAPER_TRANSFORMS)}")
+def _bad_name(name: str, why: str) -> ValueError:
+    return ValueError(f"unknown output transform {name!r} ({why}); valid names: "
+                      f"{', '.join(NAME_FORMS)}, e.g. {', '.join(PAPER_TRANSFORMS)}")
 
 
 def _softmax(name: str) -> OutputTransform:
@@ -155,9 +147,9 @@ def _relu(name: str, alpha: float, tau: float) -> OutputTransform:
 def get_transform(name: str, *, tau: float = 0.0, n_iter: int = 50) -> OutputTransform:
     """Look up an output transform by name (see the module docstring for the forms).
 
-    ``tau`` is alpha-ReLU's threshold; ``n_iter`` the bisection steps of ``-bisect``.
-    Unknown names and alpha outside (1, 2] (alpha-ReLU: [:data:`RELU_MIN_ALPHA`, 2]) raise
-    :class:`UserError` listing what is valid.
+    ``tau`` is alpha-ReLU's threshold (the analytic estimate: ``transforms.analytic_tau``);
+    ``n_iter`` the bisection steps of ``-bisect``. Unknown names and alpha outside
+    [1.05, 2] raise a ValueError listing what is valid.
     """
     key = name.strip().lower()
     if key == "softmax":
@@ -168,17 +160,12 @@ def get_transform(name: str, *, tau: float = 0.0, n_iter: int = 50) -> OutputTra
     if not match:
         raise _bad_name(name, "not of a known form")
     try:
-        alpha = check_alpha(match["alpha"])
-    except ValueError:
-        raise _bad_name(name, f"alpha {float(match['alpha']):g} is outside (1, 2]; alpha=1 is "
-                        "'softmax'") from None
+        alpha = check_alpha(float(match["alpha"]))
+    except ValueError as err:
+        raise _bad_name(name, str(err)) from None
     if match["kind"] == "relu":
         if match["k"] or match["bisect"]:
             raise _bad_name(name, "alpha-ReLU takes no -k or -bisect suffix")
-        if alpha < RELU_MIN_ALPHA:
-            raise _bad_name(name, f"alpha-ReLU needs alpha in [{RELU_MIN_ALPHA:g}, 2]: below it "
-                                  "its float32 loss overflows, as the power 1/(alpha - 1) of "
-                                  f"its outputs exceeds {1 / (RELU_MIN_ALPHA - 1):g}")
         return _relu(key, alpha, float(tau))
     k = int(match["k"]) if match["k"] else None
     if k is not None and k < 1:

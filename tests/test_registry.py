@@ -4,7 +4,6 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from arelu_cli.errors import UserError
 from arelu_cli.registry import PAPER_TRANSFORMS, get_transform
 
 CASES = [
@@ -70,15 +69,43 @@ def test_relu_tau_is_used():
 
 @pytest.mark.parametrize("name, match", [
     ("softmaxx", "not of a known form"),
-    ("1-relu", r"outside \(1, 2\]"),
-    ("2.5-entmax", r"outside \(1, 2\]"),
+    ("1-relu", r"alpha 1.0 is outside \[1.05, 2\]"),
+    ("2.5-entmax", r"alpha 2.5 is outside \[1.05, 2\]"),
     ("1.3-entmax-k10", "partial sort"),
     ("1.5-relu-k3", "no -k"),
 ])
 def test_unknown_names_list_what_is_valid(name, match):
-    with pytest.raises(UserError, match=match) as info:
+    with pytest.raises(ValueError, match=match) as info:
         get_transform(name)
+    assert type(info.value) is ValueError  # the library's own, not the CLI's UserError
     assert "1.5-relu" in str(info.value) and "<a>-entmax-bisect" in str(info.value)
+
+
+@pytest.mark.parametrize("alpha", ("1.049", "1.05", "2", "2.001"))
+def test_one_alpha_range_with_one_message_in_registry_losses_and_tau(alpha):
+    """[1.05, 2] for every transform, loss and tau, with the message of ``check_alpha``."""
+    from arelu_cli.transforms import (AlphaReLU, alpha_relu_loss, analytic_tau, entmax_bisect,
+                                      entmax_bisect_loss, linear_alpha_relu_loss)
+    from arelu_cli.transforms._checks import check_alpha
+
+    z, y = torch.randn(2, 5), torch.tensor([0, 3])
+    calls = [lambda: get_transform(f"{alpha}-relu"), lambda: get_transform(f"{alpha}-entmax"),
+             lambda: get_transform(f"{alpha}-entmax-bisect"),
+             lambda: alpha_relu_loss(z, y, float(alpha)), lambda: AlphaReLU(float(alpha)),
+             lambda: entmax_bisect(z, float(alpha)), lambda: entmax_bisect_loss(z, y, float(alpha)),
+             lambda: linear_alpha_relu_loss(z, torch.randn(7, 5), torch.tensor([1, 6]),
+                                            float(alpha)),
+             lambda: analytic_tau(100, sigma=1.0, alpha=float(alpha))]
+    if 1.05 <= float(alpha) <= 2:
+        for call in calls:
+            call()
+        return
+    with pytest.raises(ValueError) as expected:
+        check_alpha(float(alpha))
+    for call in calls:
+        with pytest.raises(ValueError) as raised:
+            call()
+        assert str(expected.value) in str(raised.value)
 
 
 @pytest.mark.parametrize("name", [c[0] for c in CASES])

@@ -42,7 +42,7 @@ from arelu_cli.analysis import timing
 from arelu_cli.analysis.bench_loss import DTYPES, parse_sizes
 from arelu_cli.errors import UserError
 from arelu_cli.results import machine, signature, write_rows
-from arelu_cli.tau import analytic_tau
+from arelu_cli.transforms.tau import analytic_tau
 from arelu_cli.transforms import _alpha_relu_kernels, alpha_relu_loss, linear_alpha_relu_loss
 from arelu_cli.transforms._checks import check_alpha
 
@@ -80,10 +80,7 @@ def make_plan(quick: bool = False, sizes: str | None = None, width: int | None =
     dtype = dtype or ("bfloat16" if cuda else "float32")
     if dtype not in DTYPES:
         raise UserError(f"unknown dtype {dtype!r}; use one of {', '.join(DTYPES)}")
-    try:
-        alpha = check_alpha(alpha)
-    except ValueError as err:
-        raise UserError(str(err)) from None
+    alpha = check_alpha(alpha)  # a ValueError: the CLI says it in one line
     if width is not None and width < 1:
         raise UserError(f"--d must be a positive model width, got {width}")
     widths = (width,) if width else (CUDA_WIDTHS if cuda else (64 if quick else 512,))

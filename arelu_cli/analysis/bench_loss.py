@@ -11,7 +11,7 @@ over its time, next to the floor: an in-place elementwise pass over the same ten
 in the same run.
 
 Compiled variants run last, after every eager measurement: on CPU, once an inductor
-kernel has run, the process's eager ops slow down (see ``_alpha_relu_kernels``), so
+kernel has run, the process's eager ops slow down (``results/bench/README.md``), so
 their ratio is taken against the cross-entropy time measured before any compilation.
 
 On CUDA (``--device cuda``) the defaults are the GPU cases: N in {8192, 32768} x V in
@@ -25,10 +25,8 @@ logits, the bandwidth reference for the ``gb_per_s`` column.
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
 import math
-import os
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,6 +44,7 @@ from arelu_cli.options import parse_list
 from arelu_cli.registry import OutputTransform, get_transform
 from arelu_cli.results import machine, signature, write_rows
 from arelu_cli.transforms import _alpha_relu_kernels
+from arelu_cli.transforms import engine as use_engine
 
 DEFAULT_TRANSFORMS = ("softmax", "sparsemax", "1.5-entmax", "1.5-entmax-k100",
                       "1.5-entmax-bisect", "1.5-relu")
@@ -85,7 +84,7 @@ class Method:
 
     @property
     def engine(self) -> str:
-        """The ``ARELU_ENGINE`` this method runs under."""
+        """The alpha-ReLU engine this method runs under (``arelu_cli.transforms.engine``)."""
         return self.variant.split("+")[0] if self.variant.startswith(("compiled", "eager")) else "auto"
 
     def unavailable(self, device: str) -> str | None:
@@ -165,20 +164,6 @@ def make_plan(quick: bool = False, transforms: str | None = None, sizes: str | N
                      dtypes=chosen_dtypes, modes=chosen_modes, repeats=repeats or (3 if quick else 7),
                      device=device, threads=torch.get_num_threads(),
                      max_seconds=10.0 if quick else max_seconds)
-
-
-@contextlib.contextmanager
-def _engine_env(method: Method):
-    """Select alpha-ReLU's engine for the duration of one method's measurements."""
-    old = os.environ.get(_alpha_relu_kernels.ENGINE_ENV)
-    os.environ[_alpha_relu_kernels.ENGINE_ENV] = method.engine
-    try:
-        yield
-    finally:
-        if old is None:
-            os.environ.pop(_alpha_relu_kernels.ENGINE_ENV, None)
-        else:
-            os.environ[_alpha_relu_kernels.ENGINE_ENV] = old
 
 
 def _loss_fn(method: Method, transform: OutputTransform):
@@ -328,7 +313,7 @@ def _case_rows(plan: BenchPlan, method: Method, case: tuple, floors: dict,
     if case not in floors:
         floors[case] = _floors(x, device)
     rows = []
-    with _engine_env(method):
+    with use_engine(method.engine):
         engine = _engine_name(method, transform, x)
         for mode in _modes(plan, method, transform):
             row = dict(transform=method.transform, variant=method.variant, mode=mode, n=n, v=v,

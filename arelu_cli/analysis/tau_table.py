@@ -1,7 +1,7 @@
 """Rows of the paper's Table 3 (tau for alpha-ReLU) and of its alpha x d_vocab extension.
 
-One row per (d_vocab, alpha, rule): the analytic estimate of :mod:`arelu_cli.tau` and/or the
-Monte Carlo mean and spread of the exact alpha-entmax threshold of Gaussian logits
+One row per (d_vocab, alpha, rule): the analytic estimate of :mod:`arelu_cli.transforms.tau`
+and/or the Monte Carlo mean and spread of the exact alpha-entmax threshold of Gaussian logits
 (:func:`tau_rows`), or the empirical tau of a real corpus through the untrained model of a
 recipe, beside the analytic one (:func:`empirical_rows`, the paper's tau-tilde), ready for
 :func:`arelu_cli.results.write_rows` and :func:`print_table`.
@@ -17,7 +17,7 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
-from arelu_cli import tau as tau_lib
+from arelu_cli.transforms import tau as tau_lib
 from arelu_cli.config import Config
 from arelu_cli.data.prepared import load_prepared
 from arelu_cli.errors import UserError

@@ -19,18 +19,30 @@ from arelu_cli.cli.app import app
 from arelu_cli.errors import UserError
 
 __all__ = ["app", "main"]
+# Modules whose ValueError is an argument error by contract (library code raises no UserError).
+LIBRARY = ("arelu_cli.transforms", "arelu_cli.registry", "arelu_cli.tau")
+
+
+def _from_library(error: BaseException) -> bool:
+    """Whether ``error`` was raised by a line of :data:`LIBRARY` (not by a bug further down)."""
+    trace = error.__traceback__
+    while trace is not None and trace.tb_next is not None:
+        trace = trace.tb_next
+    return trace is not None and trace.tb_frame.f_globals.get("__name__", "").startswith(LIBRARY)
 
 
 def main() -> None:
-    """Console entry point: user errors become one line on stderr and exit status 2; a stop
-    signal in a multi-step command (``arelu train`` says its own) one line with the command
-    that continues, and 128 + the signal's number."""
+    """Console entry point: user errors (and the library's ValueErrors) become one line on
+    stderr and exit status 2; a stop signal in a multi-step command (``arelu train`` says its
+    own) one line with the command that continues, and 128 + the signal's number."""
     from arelu_cli.nmt.train_guard import Interrupted
 
     err = Console(stderr=True)
     try:
         app()
-    except UserError as error:
+    except ValueError as error:
+        if not isinstance(error, UserError) and not _from_library(error):
+            raise
         err.print(f"[bold red]error:[/] {escape(str(error))}", highlight=False, soft_wrap=True)
         sys.exit(2)
     except Interrupted as stopped:  # inside a training run of reproduce, study...

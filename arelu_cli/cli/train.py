@@ -23,7 +23,7 @@ def estimate_tau(
     d_model: Optional[int] = typer.Option(
         512, help="Hidden size: sets sigma^2 = 2 d_model / (d_model + d_vocab) (paper appendix)."),
     d_vocab: str = typer.Option("10000,40000,60000", help="Vocabulary size(s), comma-separated."),
-    alpha: str = typer.Option("1.5", help="entmax alpha(s) in (1, 2], comma-separated."),
+    alpha: str = typer.Option("1.5", help="entmax alpha(s) in [1.05, 2], comma-separated."),
     sigma: Optional[float] = typer.Option(None, help="Logit std; overrides --d-model."),
     rule: str = typer.Option(
         "paper", help="Analytic rule(s): paper (the appendix Lemma, reproduces Table 3) or tail "
@@ -74,6 +74,19 @@ def _tau_option(text: Optional[str]) -> str | float | None:
         return float(text)
     except ValueError:
         raise UserError(f"--tau takes auto, analytic or a number, got {text!r}") from None
+
+
+def _build_engine(device: str, transform: str) -> None:
+    """Compile the ``cpp`` engine now (announced, ~10 s, once per machine) if the run is
+    alpha-ReLU on CPU on that engine, rather than inside its first training step."""
+    import torch
+
+    from arelu_cli.registry import get_transform
+    from arelu_cli.transforms import build_cpp, get_engine
+
+    on_cpu = device == "cpu" or (device == "auto" and not torch.cuda.is_available())
+    if on_cpu and get_engine() in ("auto", "cpp") and get_transform(transform).family == "relu":
+        build_cpp()
 
 
 @app.command()
@@ -134,6 +147,7 @@ def train(
     config = load_config(recipe, overrides, base=base)
     check_tau_given(overrides.get(("train", "tau")), config.train.transform)
     folder = resume or out or Path("runs") / (recipe.stem if recipe else "default") / config.train.transform
+    _build_engine(config.train.device, config.train.transform)
     try:
         summary = run_training(config, folder, resume=resume is not None,
                                recipe=recipe.stem if recipe else None, console=console,

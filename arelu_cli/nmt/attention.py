@@ -18,7 +18,7 @@ self-attention, decoder self-attention, cross-attention):
   - ``raw``: ``p_j = [(alpha - 1) s_j - tau]_+^beta``, ``tau = [model] attention_tau``
     (default 0): alpha-ReLU as it is, unnormalized; the paper's predicted failure.
   - ``estimated``: the same with ``tau = tau_hat(n)``, the analytic threshold of
-    :func:`arelu_cli.tau.analytic_tau` (``arelu estimate-tau``, paper eq. tau_est) for
+    :func:`arelu_cli.transforms.analytic_tau` (``arelu estimate-tau``, paper eq. tau_est) for
     ``n`` scores ``N(0, sigma^2)``: ``n`` the query's visible keys in place of
     ``d_vocab``, ``sigma`` the head's score std at initialization (:func:`score_sigma`)
     in place of Lemma var_transformer's logit std. As at the output layer, tau is then
@@ -51,14 +51,14 @@ from arelu_cli import transforms as T
 from arelu_cli.config import ModelConfig
 from arelu_cli.errors import UserError
 from arelu_cli.registry import get_transform
-from arelu_cli.tau import analytic_tau
+from arelu_cli.transforms.tau import analytic_tau
 
 Kind = Literal["encoder", "decoder", "cross"]
 KINDS: tuple[str, ...] = get_args(Kind)
 Variant = Literal["raw", "estimated", "renormalized"]
 VARIANTS: tuple[str, ...] = get_args(Variant)
 TAU_RULE = "tail"
-"""The rule of :func:`arelu_cli.tau.analytic_tau` for ``tau_hat``: ``tail`` (``arelu
+"""The rule of :func:`arelu_cli.transforms.analytic_tau` for ``tau_hat``: ``tail`` (``arelu
 estimate-tau --rule tail``), not the Lemma's ``paper`` quadrature, which comes out low by
 0.02-0.1 at attention's 5-200 keys (its bias grows as ``d_vocab`` shrinks), leaving
 weights that sum to 1.2-1.5 on average; ``tail`` is within 0.02 of the Monte Carlo mean
@@ -245,7 +245,7 @@ def kind_names(cfg: ModelConfig) -> dict[str, str]:
         names[kind] = getattr(cfg, key).strip().lower()
         try:
             get_transform(names[kind])
-        except UserError as err:
+        except ValueError as err:
             raise UserError(f"[model] {key}: {err}") from None
     return names
 

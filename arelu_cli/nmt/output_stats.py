@@ -22,7 +22,7 @@ from arelu_cli.data.prepared import Prepared
 from arelu_cli.errors import UserError
 from arelu_cli.nmt.model import Transformer
 from arelu_cli.registry import OutputTransform
-from arelu_cli.tau import analytic_tau, empirical_tau, entmax_threshold
+from arelu_cli.transforms.tau import analytic_tau, empirical_tau, entmax_threshold
 
 
 @torch.no_grad()

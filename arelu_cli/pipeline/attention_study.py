@@ -94,7 +94,7 @@ def variant_model(model: ModelConfig, label: str) -> ModelConfig:
     name, relu = (match["name"], match["variant"]) if match else (label, model.attention_relu)
     try:
         transform = get_transform(name)
-    except UserError as err:
+    except ValueError as err:
         raise UserError(f"[attention_study] variant {label!r}: {err}") from None
     if transform.family == "relu" and name == label:
         raise UserError(f"[attention_study] variant {label!r} must name its alpha-ReLU variant: "

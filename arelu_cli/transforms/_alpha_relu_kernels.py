@@ -2,39 +2,15 @@
 
 Write ``a = alpha - 1``, ``e = 1 / a`` and ``c = tau / a``. On the support,
 ``p_j = [a z_j - tau]_+^e = a^e [z_j - c]_+^e``, and since ``p_j (a z_j - tau) = p_j^alpha``
-the loss of the paper's eq. (sp_loss) reduces to one reduction per row::
+the loss of the paper's eq. (sp_loss) at the label-smoothed target
+``q = (1 - eps) e_y + eps / V`` is one reduction per row::
 
-    loss = a^(e+1) * sum_j [z_j - c]_+^(e+1) / alpha + 1/(alpha a) + tau/a - z_y
+    loss = a^(e+1)/alpha sum_j [z_j - c]_+^(e+1) + 1/(alpha a) + c - (1-eps) z_y - eps/V sum_j z_j
 
-and its gradient (Lemma 1) is ``p - e_y``. So the forward pass only reads the logits
-(nothing N x V is kept for backward but the logits themselves) and the backward pass
-writes ``scale * p - scale * e_y`` straight into its output buffer. The transform itself
-is the backward pass's ``p`` with unit scale.
-
-Label smoothing ``eps`` (target ``q = (1 - eps) e_y + eps / V``, gradient ``p - q``)
-replaces ``z_y - c`` by ``q^T (z - c) = (1 - eps)(z_y - c) + (eps / V) sum_j (z_j - c)``;
-the ``c`` terms cancel as ``q`` sums to one, leaving ``- (1 - eps) z_y - (eps / V) sum_j z_j``.
-So the forward pass also sums each row of ``z``, in the same read (``cpp``: the same loop;
-``eager``: the same cached chunk; ``compiled``: the same inductor reduction), and the
-backward pass writes ``scale * (p - eps / V) - scale * (1 - eps) e_y``, still one write
-pass. ``eps = 0`` runs the unsmoothed code unchanged.
-
-Engines (``ARELU_ENGINE=auto|eager|compiled|cpp|triton``, default ``auto``: ``triton``
-for CUDA tensors, ``cpp`` for CPU tensors, each falling back to ``eager``):
-* ``eager``: row chunks that stay in the L3 cache, every op writing into reused chunk
-  buffers, so no N x V temporary is ever allocated. No side effects on the process.
-* ``cpp`` (CPU): vectorized C++ loops on ATen's thread pool, built at first use
-  (``_cpp_kernels``); one read pass forward, one read+write pass backward.
-* ``triton`` (CUDA fp32/bf16/fp16; CPU tensors too under ``TRITON_INTERPRET=1``): one
-  Triton kernel (``_triton_kernels``) reads each row once and writes its loss and, when
-  asked, its whole gradient ``scale * (p - q)``, target and smoothing included (no
-  scatter). ``alpha_relu_loss`` runs it once, in forward (``_single_pass_loss``); here
-  ``loss_rows`` and ``grad_into`` call it for the loss alone or the gradient alone.
-* ``compiled``: the same math as one ``torch.compile``d (inductor) loop per pass; opt-in:
-  on CPU, once an inductor kernel has run, the process's *other* eager ops (matmul,
-  log_softmax) ran 1.3-4x slower on our 2-core machine unless ``OMP_WAIT_POLICY=PASSIVE``
-  is set before start. Any compile failure falls back to ``eager`` for good.
-Inside a user's own ``torch.compile`` the plain math is traced so inductor can fuse it.
+and its gradient (Lemma 1) is ``p - q``: forward only reads the logits, backward writes
+``scale * (p - q)`` straight into its output (``eps = 0`` runs the unsmoothed code). Each
+:class:`Engine` runs both passes; :func:`select` picks one per call from
+``engines.get_engine()``. Inside a user's own ``torch.compile`` the plain math is traced.
 """
 
 from __future__ import annotations
@@ -42,17 +18,17 @@ from __future__ import annotations
 import functools
 import os
 import warnings
+from dataclasses import dataclass
+from typing import Callable
 
 import torch
 
 from arelu_cli.transforms import _cpp_kernels
+from arelu_cli.transforms.engines import get_engine
 
 # Elements per chunk for the eager engine: small enough for the L3 cache, large enough
 # that per-op overhead (a few microseconds) stays well under the memory traffic.
 _CHUNK_ELEMENTS = 1 << 19
-ENGINE_ENV = "ARELU_ENGINE"
-_OLD_ENGINE_ENV = "ARELU_BACKEND"  # its name before 0.2; still read when ENGINE_ENV is unset
-ENGINES = ("auto", "eager", "compiled", "cpp", "triton")
 _TRITON_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 _state = {"failed": False}
 
@@ -274,10 +250,8 @@ def _fail(err: Exception) -> None:
                   "the alpha-ReLU loss uses its eager engine", RuntimeWarning, stacklevel=3)
 
 
-def _native(engine: str):
-    """The module of the ``cpp`` or ``triton`` engine (imported on first use)."""
-    if engine == "cpp":
-        return _cpp_kernels
+def _triton_module():
+    """The ``triton`` engine's kernels (imported on first use: importing triton is slow)."""
     from arelu_cli.transforms import _triton_kernels
     return _triton_kernels
 
@@ -294,51 +268,37 @@ def _triton_runs(z: torch.Tensor) -> bool:
     return True
 
 
-def engine_for(z: torch.Tensor) -> str:
-    """Which engine a call on ``z`` uses: ``traced`` (inside a user's torch.compile),
-    ``triton``, ``cpp``, ``compiled`` (not for float64) or ``eager``; see the module docstring."""
-    if torch.compiler.is_compiling():
-        return "traced"
-    name = ENGINE_ENV if ENGINE_ENV in os.environ or _OLD_ENGINE_ENV not in os.environ else _OLD_ENGINE_ENV
-    choice = os.environ.get(name, "auto")
-    if choice not in ENGINES:
-        raise ValueError(f"{name} must be one of {', '.join(ENGINES)}, got {choice!r}")
-    if choice == "auto":
-        choice = "triton" if z.is_cuda else "cpp"
-    if choice == "triton" and _triton_runs(z):
-        return "triton"
-    if choice == "cpp" and z.device.type == "cpu" and _cpp_kernels.available():
-        return "cpp"
-    if choice == "compiled" and not _state["failed"] and z.dtype != torch.float64:
-        return "compiled"
-    return "eager"
+def _native_probs_into(module):
+    """``probs_into`` of the ``cpp`` or ``triton`` kernels (``module()``), scale in fp32/fp64."""
+    def probs_into(z, scale, alpha, tau, out, shift=0.0):
+        a, e, c = _constants(alpha, tau)
+        scale = None if scale is None else scale.to(_acc_dtype(z.dtype)).contiguous()
+        module().probs_into(z, scale, c, e, a ** e, out, *((shift,) if shift else ()))
+    return probs_into
 
 
-def _engine(z: torch.Tensor, eps: float) -> str:
-    """:func:`engine_for`, but ``eager`` where it says ``triton`` and label smoothing is on
-    (``eps > 0``): the Triton transform kernel has no smoothing term (the loss kernel has
-    one: ``loss_rows`` and ``grad_into`` take it before asking this)."""
-    engine = engine_for(z)
-    return "eager" if eps and engine == "triton" else engine
-
-
-def loss_rows(z: torch.Tensor, y: torch.Tensor, alpha: float, tau: float,
-              eps: float = 0.0) -> torch.Tensor:
-    """Per-row alpha-ReLU loss of contiguous ``z (N, V)`` at targets ``y (N,)``, with label
-    smoothing ``eps`` (target ``(1 - eps) e_y + eps / V``; 0: none)."""
-    if engine_for(z) == "triton":
-        return _native("triton").loss_pass(z, y, alpha, tau, eps)
-    engine = _engine(z, eps)
-    if engine == "traced":
-        return _loss_rows_traced(z, y, alpha, tau, eps)
-    if engine == "cpp" and eps:
-        _, e, c = _constants(alpha, tau)
+def _cpp_loss_rows(z, y, alpha, tau, eps=0.0):
+    _, e, c = _constants(alpha, tau)
+    if eps:
         sums, logit_sums = _cpp_kernels.loss_and_logit_sums(z, c, e)
         return _rows_from_sums(sums, z, y, alpha, tau, eps, logit_sums)
-    if engine == "cpp":
-        _, e, c = _constants(alpha, tau)
-        return _rows_from_sums(_cpp_kernels.loss_sums(z, c, e), z, y, alpha, tau)
-    if engine == "compiled" and (fns := _compiled(alpha, bool(eps))) is not None:
+    return _rows_from_sums(_cpp_kernels.loss_sums(z, c, e), z, y, alpha, tau)
+
+
+def _triton_probs_into(z, scale, alpha, tau, out, shift=0.0):
+    """The Triton transform kernel has no smoothing term: with one, the eager loop."""
+    if shift:
+        _grad_into_eager(z, scale, alpha, tau, out, shift)
+    else:
+        _native_probs_into(_triton_module)(z, scale, alpha, tau, out)
+
+
+def _triton_grad_into(z, y, scale, alpha, tau, out, eps=0.0):
+    _triton_module().loss_pass(z, y, alpha, tau, eps, grad=out, scale=scale.to(torch.float32))
+
+
+def _compiled_loss_rows(z, y, alpha, tau, eps=0.0):
+    if (fns := _compiled(alpha, bool(eps))) is not None:
         c, k1, k0, e1, _, _ = _tensor_constants(alpha, tau, z.device)
         smoothing = (_scalar(eps, z.device),) if eps else ()
         try:
@@ -348,64 +308,109 @@ def loss_rows(z: torch.Tensor, y: torch.Tensor, alpha: float, tau: float,
     return _loss_rows_eager(z, y, alpha, tau, eps)
 
 
-def probs_into(z: torch.Tensor, scale: torch.Tensor, alpha: float, tau: float,
-               out: torch.Tensor, shift: float = 0.0) -> torch.Tensor:
-    """Write ``scale[:, None] * (alpha_relu(z) - shift)`` into ``out`` (which may be ``z``
-    itself); ``shift`` is label smoothing's ``eps / V`` (0: none)."""
-    engine = _engine(z, shift)
-    if engine == "traced":
-        grad = _grad_traced(z, scale, alpha, tau)
-        out.copy_(grad - (scale * shift).unsqueeze(1) if shift else grad)
-    elif engine == "cpp" and shift:
-        a, e, c = _constants(alpha, tau)
-        scale = scale.to(_acc_dtype(z.dtype)).contiguous()
-        _cpp_kernels.probs_into(z, scale, c, e, a ** e, out, shift)
-    elif engine in ("cpp", "triton"):
-        a, e, c = _constants(alpha, tau)
-        scale = scale.to(_acc_dtype(z.dtype)).contiguous()
-        _native(engine).probs_into(z, scale, c, e, a ** e, out)
-    elif engine == "compiled" and (fns := _compiled(alpha, bool(shift))) is not None:
+def _compiled_probs_into(z, scale, alpha, tau, out, shift=0.0):
+    if (fns := _compiled(alpha, bool(shift))) is not None:
         c, _, _, _, ka, e = _tensor_constants(alpha, tau, z.device)
         smoothing = (_scalar(shift, z.device),) if shift else ()
         try:
-            fns[1](z, scale, c, ka, e, out, *smoothing)
+            return fns[1](z, scale, c, ka, e, out, *smoothing)
         except Exception as err:  # pragma: no cover - depends on the installation
             _fail(err)
-            _grad_into_eager(z, scale, alpha, tau, out, shift)
-    else:
-        _grad_into_eager(z, scale, alpha, tau, out, shift)
-    return out
+    _grad_into_eager(z, scale, alpha, tau, out, shift)
+
+
+def _traced_probs_into(z, scale, alpha, tau, out, shift=0.0):
+    grad = _grad_traced(z, scale, alpha, tau)
+    out.copy_(grad - (scale * shift).unsqueeze(1) if shift else grad)
+
+
+def _grad_via_probs(probs_into):
+    """``grad_into`` from ``probs_into``: ``scale * (p - q)`` as the transform's pass with
+    label smoothing's shift ``eps / V``, then ``- scale (1 - eps)`` at each target."""
+    def grad_into(z, y, scale, alpha, tau, out, eps=0.0):
+        probs_into(z, scale, alpha, tau, out, eps / z.shape[1] if eps else 0.0)
+        out.scatter_add_(1, y.unsqueeze(1), (-(1.0 - eps) * scale).unsqueeze(1).to(out.dtype))
+    return grad_into
+
+
+@dataclass(frozen=True)
+class Engine:
+    """One way to run alpha-ReLU's passes over contiguous ``z (N, V)``; all give the same math.
+
+    ``runs(z)``: whether it can run on ``z`` (else :func:`select` falls back to ``eager``);
+    ``loss_rows(z, y, alpha, tau, eps)``: the per-row losses ``(N,)``;
+    ``probs_into(z, scale, alpha, tau, out, shift)``: ``out = scale[:, None] * (p - shift)``;
+    ``grad_into(z, y, scale, alpha, tau, out, eps)``: ``out = scale[:, None] * (p - q)``;
+    ``one_pass``: whether the transform is one kernel (else the eager tensor ops)."""
+
+    name: str
+    runs: Callable[[torch.Tensor], bool]
+    loss_rows: Callable[..., torch.Tensor]
+    probs_into: Callable[..., None]
+    grad_into: Callable[..., None]
+    one_pass: bool = False
+
+
+_cpp_probs_into = _native_probs_into(lambda: _cpp_kernels)
+EAGER = Engine("eager", lambda z: True, _loss_rows_eager, _grad_into_eager,
+               _grad_via_probs(_grad_into_eager))
+TRACED = Engine("traced", lambda z: True, _loss_rows_traced, _traced_probs_into,
+                _grad_via_probs(_traced_probs_into))
+_BY_NAME = {
+    "eager": EAGER,
+    "cpp": Engine("cpp", lambda z: z.device.type == "cpu" and _cpp_kernels.available(),
+                  _cpp_loss_rows, _cpp_probs_into, _grad_via_probs(_cpp_probs_into), True),
+    "triton": Engine("triton", _triton_runs,
+                     lambda z, y, alpha, tau, eps=0.0:
+                     _triton_module().loss_pass(z, y, alpha, tau, eps),
+                     _triton_probs_into, _triton_grad_into, True),
+    "compiled": Engine("compiled", lambda z: not _state["failed"] and z.dtype != torch.float64,
+                       _compiled_loss_rows, _compiled_probs_into,
+                       _grad_via_probs(_compiled_probs_into)),
+}
+
+
+def select(z: torch.Tensor) -> Engine:
+    """The engine a call on ``z`` runs on: ``traced`` inside a user's ``torch.compile``, else
+    the chosen one (``auto``: ``triton`` for CUDA tensors, ``cpp`` for CPU ones) where it can
+    run ``z``, else ``eager``."""
+    if torch.compiler.is_compiling():
+        return TRACED
+    name = get_engine()
+    if name == "auto":
+        name = "triton" if z.is_cuda else "cpp"
+    chosen = _BY_NAME[name]
+    return chosen if chosen.runs(z) else EAGER
+
+
+def engine_for(z: torch.Tensor) -> str:
+    """The name of :func:`select`'s engine for ``z``."""
+    return select(z).name
+
+
+def loss_rows(z: torch.Tensor, y: torch.Tensor, alpha: float, tau: float,
+              eps: float = 0.0) -> torch.Tensor:
+    """Per-row alpha-ReLU loss of contiguous ``z (N, V)`` at targets ``y (N,)``, with label
+    smoothing ``eps`` (target ``(1 - eps) e_y + eps / V``; 0: none)."""
+    return select(z).loss_rows(z, y, alpha, tau, eps)
 
 
 def grad_into(z: torch.Tensor, y: torch.Tensor, scale: torch.Tensor, alpha: float, tau: float,
               out: torch.Tensor, eps: float = 0.0) -> torch.Tensor:
     """Write ``scale[:, None] * (alpha_relu(z) - q)`` into ``out`` (which may be ``z`` itself),
     ``q = (1 - eps) e_y + eps / V`` the label-smoothed target (``e_y`` for ``eps = 0``)."""
-    if engine_for(z) == "triton":
-        scale = scale.to(torch.float32)
-        _native("triton").loss_pass(z, y, alpha, tau, eps, grad=out, scale=scale)
-        return out
-    if not eps:
-        probs_into(z, scale, alpha, tau, out)
-        out.scatter_add_(1, y.unsqueeze(1), (-scale).unsqueeze(1).to(out.dtype))
-        return out
-    probs_into(z, scale, alpha, tau, out, eps / z.shape[1])
-    out.scatter_add_(1, y.unsqueeze(1), (-(1.0 - eps) * scale).unsqueeze(1).to(out.dtype))
+    select(z).grad_into(z, y, scale, alpha, tau, out, eps)
     return out
 
 
 def transform(logits: torch.Tensor, alpha: float, tau: float) -> torch.Tensor:
     """alpha-ReLU of ``logits (..., V)`` in a new tensor: one pass with the ``cpp`` and
     ``triton`` engines, the eager tensor ops otherwise."""
-    engine = engine_for(logits)
-    if engine not in ("cpp", "triton") or logits.dim() == 0:
+    chosen = select(logits)
+    if not chosen.one_pass or logits.dim() == 0:
         return _transform_eager(logits, alpha, tau)
     flat = logits.reshape(-1, logits.shape[-1]).contiguous()
     out = torch.empty_like(flat)
-    a, e, c = _constants(alpha, tau)
-    if engine == "cpp":
-        ones = torch.ones(flat.shape[0], dtype=_acc_dtype(flat.dtype))
-        _cpp_kernels.probs_into(flat, ones, c, e, a ** e, out)
-    else:
-        _native(engine).probs_into(flat, None, c, e, a ** e, out)
+    ones = torch.ones(flat.shape[0], dtype=_acc_dtype(flat.dtype), device=flat.device)
+    chosen.probs_into(flat, ones, alpha, tau, out)
     return out.view(logits.shape)

@@ -1,16 +1,15 @@
-"""The ``cpp`` engine of alpha-ReLU: ``csrc/alpha_relu_cpu.cpp`` built at first use.
+"""The ``cpp`` engine of alpha-ReLU: ``csrc/alpha_relu_cpu.cpp``, compiled once per machine.
 
 The two passes of the paper's eq. (sp_loss) and Lemma 1 (see ``_alpha_relu_kernels``), with
-label smoothing's extra row sum of the logits and uniform gradient term fused in, and
-decoding's per-row top-k logits (:func:`top_k_logits`, see ``top_scores``), as
-vectorized C++ loops over rows, parallel through ``at::parallel_for``: the extension links
-the OpenMP runtime torch already loaded, so it runs on ATen's own thread pool and starts no
-threads of its own. Built at first use with ``torch.utils.cpp_extension.load_inline``
-(7-11 s on our 2-core machine; then cached, loading in 0.2 s, under
-``~/.cache/torch_extensions`` or ``TORCH_EXTENSIONS_DIR``, one folder per Python, torch and
-instruction set). Without a C++ compiler or ninja, or on any build or load error,
-:func:`ops` warns once and returns None, and the callers use the eager engine. POSIX only
-(``fcntl``), like the compiler toolchain it needs.
+label smoothing's row sum and uniform gradient term fused in, and decoding's per-row top-k
+logits (``top_scores``), as vectorized C++ loops over rows on ATen's own thread pool
+(``at::parallel_for``; the extension links the OpenMP runtime torch already loaded). Built by
+``torch.utils.cpp_extension.load_inline`` at the first call, or ahead of time by
+:func:`arelu_cli.transforms.build_cpp`; a compile (not a load of the cached build, under
+``TORCH_EXTENSIONS_DIR`` or ``~/.cache/torch_extensions``, one folder per Python, torch,
+instruction set and source) is announced by one warning. Without a C++ compiler or ninja,
+or on any build error, :func:`ops` warns once and returns None and the callers use the eager
+engine. POSIX only (``fcntl``), like the compiler toolchain it needs.
 """
 
 from __future__ import annotations
@@ -28,6 +27,8 @@ import torch
 
 _SOURCE = Path(__file__).with_name("csrc") / "alpha_relu_cpu.cpp"
 _lock = threading.Lock()
+
+
 _state: dict = {"ops": None, "failed": False}
 
 
@@ -62,6 +63,9 @@ def _build():
     cpp_extension.verify_ninja_availability()
     isa = _isa_flags()
     folder = _build_directory(isa)
+    if not (folder / "arelu_alpha_relu_cpu.so").exists():
+        warnings.warn(f"arelu: compiling the C++ alpha-ReLU kernels into {folder} (about 10 s, "
+                      "once per machine)", stacklevel=4)
     with open(folder / "arelu.flock", "w") as lock:
         # An OS lock dies with its process; torch's own lock file, left behind by a build
         # that was killed, would make every later build wait forever.

@@ -1,37 +1,17 @@
 """The ``triton`` engine: GPU kernels for alpha-ReLU and its loss, one pass over the logits each.
 
-The paper's Section 2: alpha-ReLU is elementwise, ``p = ka [z - c]_+^e`` with
-``c = tau / (alpha - 1)``, ``e = 1 / (alpha - 1)``, ``ka = (alpha - 1)^e``. Its loss
-(eq. (sp_loss)) at the label-smoothed target ``q = (1 - eps) e_y + eps / V`` is::
-
-    k1 sum_j [z_j - c]_+^(e + 1) + k0 - (1 - eps) z_y - (eps / V) sum_j z_j
-
-(``k1 = (alpha - 1)^(e + 1) / alpha``, ``k0 = 1 / (alpha (alpha - 1)) + c``; ``eps = 0`` is the
-paper's loss) and its gradient is ``p - q`` (Lemma 1), elementwise given the row. Three
-memory-bound kernels, fp32 math on fp32/bf16/fp16 logits:
-
-* ``_loss_kernel``: one program per row reads the row once and writes the row's loss and,
-  when asked, its gradient ``s (p - q)`` (``s`` the row's factor, 1 when none is given):
-  into a buffer or into the logits' own memory (each element is read, then written, by one
-  program), as Liger-Kernel's cross-entropy does. The target is read inside the kernel; a
-  row whose target is ``ignore_index`` has loss 0 and gradient 0 and its logits are never
-  read; a target outside ``[0, V)`` makes its row's loss NaN (no out-of-bounds read). For
-  the fused linear layer it also marks each ``TILE x TILE`` tile of the gradient that holds
-  a nonzero (``_triton_linear``).
-* ``_scale_kernel``: multiplies a gradient in place by a per-row or a single factor read
-  from device memory; where the factor is exactly 1 (``reduction='sum'`` with upstream
-  gradient 1) the loads and stores are masked off on the device, with no host sync.
-* ``_probs_kernel``: the transform ``ka [z - c]_+^e``.
-
-Integer ``e`` in 1..4 (alpha = 2, 1.5, 4/3, 1.25) are exact products; other ``e`` go through
-``exp2(e log2 t)`` where ``t > 0``. NaN logits stay NaN. Offsets are 64-bit, so ``N x V``
-may exceed 2^31 elements. Every launch runs under ``torch.cuda.device(tensor.device)``, so a
-tensor on a GPU that is not the current one works. This module imports triton, so it is
-imported only when a kernel is needed; under ``TRITON_INTERPRET=1`` (set before the import)
-the kernels run on CPU tensors, which is how the test suite runs them. The kernels call
-only ``triton.language`` builtins and this module's own jit functions (no ``tl.sum`` /
-``tl.zeros``, which live in triton's jit-compiled standard library): the tests re-import
-this module under the interpreter in a process where triton is already loaded.
+With ``c = tau / (alpha - 1)``, ``e = 1 / (alpha - 1)``, ``ka = (alpha - 1)^e``, the transform
+is ``p = ka [z - c]_+^e`` and the loss (eq. (sp_loss), target ``q = (1 - eps) e_y + eps / V``) is
+``k1 sum_j [z_j - c]_+^(e + 1) + k0 - (1 - eps) z_y - (eps / V) sum_j z_j`` with
+``k1 = (alpha - 1)^(e + 1) / alpha``, ``k0 = 1 / (alpha (alpha - 1)) + c``; its gradient is
+``p - q`` (Lemma 1). ``_loss_kernel``: one program per row writes the row's loss and, if asked,
+``s (p - q)`` (into a buffer or the logits' own memory, as Liger-Kernel does; ``ignore_index``
+rows are never read, a target outside ``[0, V)`` gives NaN) and marks the nonzero ``TILE x
+TILE`` tiles for ``_triton_linear``. ``_scale_kernel`` scales a gradient in place by a factor
+read on the device (skipped at exactly 1, no host sync). ``_probs_kernel``: the transform.
+fp32 math on fp32/bf16/fp16; integer ``e`` in 1..4 are exact products; 64-bit offsets. Imported
+only when needed; under ``TRITON_INTERPRET=1`` the kernels run on CPU tensors (the tests), so
+they call no function of triton's jit-compiled standard library (``tl.sum``, ``tl.zeros``).
 """
 
 from __future__ import annotations

@@ -1,42 +1,17 @@
 """The fused linear + alpha-ReLU loss on the ``triton`` engine: no host sync, static shapes.
 
-The loss of the paper's eq. (sp_loss) on ``logits = hidden @ weight.T + bias``, with
-gradients (Lemma 1: ``G = s (p - q)`` with respect to the logits)::
-
-    grad_hidden = G @ weight,   grad_weight = G^T @ hidden,   grad_bias = G^T 1
-
-A loop over chunks of ``rows`` tokens (a multiple of ``TILE`` = 128, so every GEMM tile is
-whole) computes a chunk's logits into one reused ``rows x V`` buffer (cuBLAS), then one
-pass of ``_triton_kernels._loss_kernel`` writes the chunk's per-row losses and overwrites
-the buffer with ``G``, marking every ``128 x 128`` tile of ``G`` that holds a nonzero.
-alpha-ReLU is exactly zero where ``(alpha - 1) z - tau <= 0``, so a tile whose every logit
-is at or below the threshold and which holds no target contributes nothing, and the two
-gradient GEMMs below skip it by reading its mark on the device: nothing goes back to the
-host, the loop and every shape depend on ``N``, ``V`` and ``d`` only, so the loop runs
-under CUDA graph capture. Every skipped term is an exact zero: the result is the dense
-one up to summation order. (Cut Cross-Entropy skips a tile of the softmax gradient whose
-entries are all below a small epsilon inside its fused matmul kernel, an approximation
-for softmax; here the zeros are exact. It never writes the logits at all, recomputing each
-tile in registers in forward and backward; this loop keeps cuBLAS for the dense forward
-product and writes a ``rows x V`` chunk, which it reuses.)
-
-* ``_grad_hidden_kernel``: ``grad_hidden[chunk] = G @ W`` over the live vocabulary tiles
-  of each 128-row block, fp32 accumulation over the whole vocabulary, written once in
-  ``hidden``'s dtype.
-* ``_grad_weight_kernel``: ``grad_weight[tile] += G[:, tile]^T @ hidden[chunk]`` over the
-  live row blocks, fp32 accumulation within the chunk, added in fp32 to the gradient (in
-  ``weight``'s dtype, so a bf16/fp16 gradient is rounded once per chunk, as Liger-Kernel's
-  default accumulation does) and left untouched where the chunk has no live tile; its
-  first column block also sums ``G``'s columns into an fp32 bias gradient. No ``V x d``
-  temporary exists beside the gradient itself.
-
-bf16/fp16 products run on tensor cores with fp32 accumulation; fp32 products follow
-``torch.backends.cuda.matmul.allow_tf32`` as ``torch.mm`` does. Under the CPU interpreter
-(``TRITON_INTERPRET=1``, the tests) bf16 operands are widened to fp32 before ``tl.dot``,
-whose bf16 path is wrong there (exact products either way: a bf16 x bf16 product is exact
-in fp32). Like ``_triton_kernels`` the kernels call no function of triton's jit-compiled
-standard library (``tl.cdiv``, ``tl.sum``), for the tests' re-import under the interpreter.
-Tile sizes are not tuned on a GPU yet.
+Gradients of eq. (sp_loss) on ``logits = hidden @ weight.T + bias`` (Lemma 1,
+``G = s (p - q)``): ``grad_hidden = G @ weight``, ``grad_weight = G^T @ hidden``,
+``grad_bias = G^T 1``. A loop over chunks of ``rows`` tokens (a multiple of ``TILE`` = 128)
+computes a chunk's logits into one reused buffer (cuBLAS); one pass of
+``_triton_kernels._loss_kernel`` writes the losses, overwrites the buffer with ``G`` and marks
+each ``128 x 128`` tile of ``G`` holding a nonzero. The two gradient kernels
+(``_grad_hidden_kernel``, ``_grad_weight_kernel``, which also sums ``G``'s columns for the
+bias) skip the unmarked tiles, reading the marks on the device: every shape depends on
+``N``, ``V``, ``d`` only, so the loop runs under CUDA graph capture, and the skipped terms are
+exact zeros (Cut Cross-Entropy's skipped softmax tiles are approximations). fp32 accumulation;
+bf16/fp16 on tensor cores. Under the CPU interpreter (the tests) bf16 operands are widened to
+fp32 before ``tl.dot`` (exact); no function of triton's jit standard library is called.
 """
 
 from __future__ import annotations

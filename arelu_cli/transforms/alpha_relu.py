@@ -1,27 +1,18 @@
-"""alpha-ReLU and the alpha-ReLU loss (the paper's Section 2, eq. (sp_loss) and Lemma 1).
+"""alpha-ReLU and its loss (the paper's Section 2, eq. (sp_loss) and Lemma 1).
 
-alpha-ReLU maps logits ``z`` to non-negative scores with a *constant* threshold ``tau``::
+alpha-ReLU is alpha-entmax with its normalizing threshold frozen to a constant ``tau``::
 
-    alpha_relu_i(z) = [(alpha - 1) z_i - tau]_+ ** (1 / (alpha - 1)),   alpha in (1, 2]
+    alpha_relu(z)_i = [(alpha - 1) z_i - tau]_+ ** (1 / (alpha - 1)),   alpha in [1.05, 2]
+ (no sort, no reduction; no sum to one). With ``p = alpha_relu(z)``, Tsallis
+entropy ``H_alpha(p) = (1 - sum_j p_j^alpha) / (alpha (alpha - 1))`` and the label-smoothed
+target ``q = (1 - eps) e_y + eps / V`` (``eps = 0``: the paper's one-hot ``e_y``), the loss is::
 
-(1.5-ReLU is ``[z/2 - tau]_+^2``; 2-ReLU with ``tau = 0`` is the ordinary ReLU). It is
-alpha-entmax with the normalizing threshold ``tau(z)`` frozen, so it needs no sort and no
-reduction. Its paired loss, with ``p = alpha_relu(z)`` and Tsallis entropy
-``H_alpha(p) = (1 - sum_j p_j^alpha) / (alpha (alpha - 1))``, is::
+    loss(z, y) = (p - q)^T (z - tau / (alpha - 1) 1) + H_alpha(p),   d loss / d z = p - q
 
-    loss(z, y) = (p - e_y)^T (z - tau / (alpha - 1) 1) + H_alpha(p)
-
-whose gradient with respect to ``z`` is exactly ``p - e_y`` (Lemma 1). With label smoothing
-``eps`` in [0, 1) the one-hot ``e_y`` becomes the smoothed target
-``q = (1 - eps) e_y + eps / V`` (``V`` the vocabulary size, the last dimension)::
-
-    loss(z, y) = (p - q)^T (z - tau / (alpha - 1) 1) + H_alpha(p)
-
-with gradient exactly ``p - q``; like PyTorch's smoothed cross-entropy it does not subtract
-``H(q)``, so it is affine in ``eps``. ``eps = 0`` (the paper's setting) is the loss above,
-computed by the same code as without smoothing. The loss never builds ``p`` in forward;
-backward writes the gradient in one pass (see ``_alpha_relu_kernels``). Layers as in the
-``entmax`` package: private autograd Functions, plain functions, thin modules.
+(no ``- H(q)``, like PyTorch's). Forward never builds ``p``; backward writes the gradient in
+one pass (``_alpha_relu_kernels``, on the engine of ``engines``). Layers as in ``entmax``:
+autograd Functions, plain functions, thin modules. The paper's tau is the mean 1.5-entmax
+threshold of an untrained model's first batch, predicted by ``tau`` (``tau="analytic"``).
 """
 
 from __future__ import annotations
@@ -31,6 +22,7 @@ from torch import nn
 
 from arelu_cli.transforms import _alpha_relu_kernels as kernels
 from arelu_cli.transforms._single_pass_loss import single_pass_loss
+from arelu_cli.transforms.tau import tau_for
 from arelu_cli.transforms._checks import (check_alpha, check_label_smoothing,
                                           check_reduction, flatten_logits, log_with_zeros,
                                           reduce_rows, row_scale, split_ignored)
@@ -118,8 +110,9 @@ def alpha_relu_loss(logits: torch.Tensor, target: torch.Tensor, alpha: float = 1
     Args:
         logits: raw scores ``z``, any float dtype (math in fp32, fp64 for fp64 input).
         target: class indices; rows equal to ``ignore_index`` contribute nothing.
-        alpha: in (1, 2]. tau: the constant threshold (the paper takes the mean 1.5-entmax
-            threshold of an untrained model, see ``arelu estimate-tau``).
+        alpha: in [1.05, 2]. tau: the constant threshold, a number (the estimate:
+            :func:`arelu_cli.transforms.analytic_tau` or ``tau_for(first_logits)``; a tau
+            recomputed from every batch would not be a constant).
         reduction: ``none`` (shape of ``target``), ``sum`` or ``mean`` over counted rows.
         reuse_logits: write the gradient into the logits' own memory in backward, saving
             a whole ``N x V`` allocation (the fastest path). Only for logits that nothing
@@ -159,17 +152,24 @@ class AlphaReLU(nn.Module):
 
 
 class AlphaReLULoss(nn.Module):
-    """Module form of :func:`alpha_relu_loss`."""
+    """Module form of :func:`alpha_relu_loss`. ``tau="analytic"`` freezes tau at the first call
+    to ``tau_for(logits, alpha)``, the analytic estimate for that (untrained model's) batch:
+    ``V`` its last dimension, ``sigma`` its std; :attr:`tau` is None until then."""
 
-    def __init__(self, alpha: float = 1.5, tau: float = 0.0, ignore_index: int = -100,
+    def __init__(self, alpha: float = 1.5, tau: float | str = 0.0, ignore_index: int = -100,
                  reduction: str = "mean", reuse_logits: bool = False,
                  label_smoothing: float = 0.0):
         super().__init__()
-        self.alpha, self.tau = check_alpha(alpha), float(tau)
+        if isinstance(tau, str) and tau != "analytic":
+            raise ValueError(f"tau must be a number or 'analytic', got {tau!r}")
+        self.alpha = check_alpha(alpha)
+        self.tau = None if tau == "analytic" else float(tau)
         self.ignore_index, self.reduction = ignore_index, check_reduction(reduction)
         self.reuse_logits = reuse_logits
         self.label_smoothing = check_label_smoothing(label_smoothing)
 
     def forward(self, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        if self.tau is None:
+            self.tau = tau_for(logits, self.alpha)
         return alpha_relu_loss(logits, target, self.alpha, self.tau, self.ignore_index,
                                self.reduction, self.reuse_logits, self.label_smoothing)

@@ -1,35 +1,17 @@
 """The output projection fused with the alpha-ReLU loss: ``N x V`` logits never exist.
 
-The loss is the paper's eq. (sp_loss) of ``logits = hidden @ weight.T + bias``. By Lemma 1
-its gradient with respect to the logits is ``G = P - E`` (``P`` the scaled alpha-ReLU
-output, ``E`` the scaled one-hot targets), so the gradients of the projection are::
-
-    grad_hidden = G @ weight,   grad_weight = G^T @ hidden,   grad_bias = G^T 1
-
-A loop over chunks of tokens computes each chunk's logits into one reused buffer, its
-per-row losses (``_alpha_relu_kernels``), overwrites the buffer with ``G`` and adds the
-chunk's share of the three gradients. alpha-ReLU is exactly zero below its threshold
-``c = tau / (alpha - 1)``, so a vocabulary column of ``G`` is zero unless some logit of the
-chunk exceeds ``c`` there or it is some token's target; with the paper's tau a row has a
-few dozen such entries, and where the live columns are few enough (``LIVE_FRACTION``) the
-gradient matmuls run on them only (``G[:, live]``, ``weight[live]``): every skipped term is
-an exact zero, so the result is the dense one up to summation order (Cut Cross-Entropy
-filters small softmax gradients, an approximation; these are exact zeros).
-
-On the ``triton`` engine (CUDA tensors by default) the loop is ``_triton_linear``'s: chunks
-of a multiple of 128 tokens, one pass of a Triton kernel per chunk for the losses and
-``G``, and gradient GEMMs that skip each 128 x 128 tile of ``G`` that is exactly zero,
-decided on the device: no host sync and no data-dependent shape, so it can be captured in
-a CUDA graph. Elsewhere the skip is decided on the host (``nonzero``, free on CPU).
-
-For ``reduction`` ``sum``/``mean`` the gradients are computed in forward at unit upstream
-gradient and scaled in place in backward (as Liger-Kernel's fused linear cross-entropy), so
-the logits are computed once and a second backward through the same call is an error; for
-``none`` backward recomputes them with the per-row upstream gradients. bf16/fp16 inputs:
-matmuls in the input dtype, loss math in fp32; the weight gradient accumulates in fp32 on
-CPU and, on the ``triton`` engine, in fp32 within a chunk and in the weight's dtype across
-chunks (no ``V x d`` temporary beside it). Under autocast the inputs are cast as
-``F.linear`` casts them. Under ``torch.compile`` the loss runs eagerly (one graph break).
+The loss is eq. (sp_loss) of ``logits = hidden @ weight.T + bias``; by Lemma 1 its gradient in
+the logits is ``G = P - E`` (scaled alpha-ReLU output minus scaled one-hot targets), so
+``grad_hidden = G @ weight``, ``grad_weight = G^T @ hidden``, ``grad_bias = G^T 1``. A loop over
+chunks of tokens computes each chunk's logits into one reused buffer, its losses, overwrites
+the buffer with ``G`` and adds the chunk's share of the gradients. alpha-ReLU is exactly zero
+below ``c = tau / (alpha - 1)``, so a vocabulary column of ``G`` is zero unless a logit of the
+chunk exceeds ``c`` there or it is a target: the gradient products skip those columns (host
+decides, CPU) or ``128 x 128`` tiles (device decides, ``_triton_linear``, no sync): exact
+zeros, the dense result up to summation order. For ``sum``/``mean`` the gradients are computed
+in forward and scaled in backward (as Liger-Kernel's fused cross-entropy), so one call takes
+one backward; ``none`` recomputes in backward. bf16/fp16: matmuls in that dtype, loss math in
+fp32; autocast casts as ``F.linear``; under ``torch.compile`` the loss runs eagerly.
 """
 
 from __future__ import annotations
@@ -44,10 +26,9 @@ from arelu_cli.transforms import _alpha_relu_kernels as kernels
 from arelu_cli.transforms._checks import (check_alpha, check_reduction, reduce_rows,
                                           row_scale, split_ignored)
 
-# Logits elements per chunk, the memory the loop holds beyond the gradients themselves.
-# CPU: 2^22 (104 tokens at V = 40000) ran as fast as 2^23 and 2^24 and keeps the peak at
-# 1/10 of the unfused loss's at 8192 x 40000 x 512; CUDA (the least; the triton loop also
-# takes at least N * d, see ``_triton_linear.chunk_rows``): not yet measured.
+# Logits elements per chunk, the memory the loop holds beyond the gradients themselves (why
+# these sizes: results/bench/README.md; the triton loop also takes at least N * d, see
+# ``_triton_linear.chunk_rows``).
 CHUNK_ELEMENTS = {"cpu": 1 << 22, "cuda": 1 << 26}
 # Largest share of the vocabulary with a nonzero gradient in a chunk at which the gradient
 # matmuls run on those columns only (gathered) rather than on all of them.

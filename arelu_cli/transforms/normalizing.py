@@ -1,24 +1,17 @@
 """The normalizing baselines: softmax, sparsemax, 1.5-entmax and bisection alpha-entmax.
 
-alpha-entmax (Peters et al., 2019; the paper's eq. (entmax)) solves
-``max_p p^T z + H_alpha(p)`` over the simplex, giving
-``p_i = [(alpha - 1) z_i - tau(z)]_+ ** (1 / (alpha - 1))`` with ``tau(z)`` chosen so that
-``sum p = 1``; alpha -> 1 is softmax, alpha = 2 is sparsemax. Its loss (the Fenchel-Young
-loss) has gradient ``p - e_y``. These wrap the reference ``entmax`` package (exact sort,
-partial sort over the top ``k`` and bisection) and add what this project's losses share:
-``(..., V)`` inputs, ``ignore_index``, ``reduction``, label smoothing and low-precision
-inputs computed in float32.
+alpha-entmax (Peters et al., 2019; the paper's eq. (entmax)) solves ``max_p p^T z + H_alpha(p)``
+over the simplex: ``p_i = [(alpha - 1) z_i - tau(z)]_+ ** (1 / (alpha - 1))`` with ``tau(z)``
+making ``sum p = 1``; alpha -> 1 is softmax, alpha = 2 sparsemax. These wrap the reference
+``entmax`` package (exact sort, top-``k`` partial sort, bisection) and add ``(..., V)`` inputs,
+``ignore_index``, ``reduction``, label smoothing and float32 math for half-precision logits.
+With label smoothing ``eps`` the target is ``q = (1 - eps) e_y + eps / V``: softmax's loss is
+``F.cross_entropy(..., label_smoothing=eps)``, entmax's the Fenchel-Young loss at ``q``::
 
-Label smoothing ``eps`` in [0, 1) replaces the one-hot ``e_y`` by the smoothed target
-``q = (1 - eps) e_y + eps / V`` (``V`` the vocabulary size, the last dimension). For softmax
-that is ``F.cross_entropy(..., label_smoothing=eps)``, the cross-entropy to ``q``; for
-sparsemax and alpha-entmax it is the Fenchel-Young loss at ``q``::
+    loss(z, y) = [entmax package's loss at e_y] + eps * (z_y - mean_j z_j)
 
-    loss(z, y) = p^T z + H_alpha(p) - q^T z
-               = [entmax package's loss at e_y] + eps * (z_y - mean_j z_j)
-
-(like PyTorch's smoothed cross-entropy it does not subtract ``H(q)``). Every gradient is
-exactly ``p - q``. ``eps = 0`` (the paper's setting) runs the unsmoothed code unchanged.
+(no ``- H(q)``, like PyTorch's). Every gradient is exactly ``p - q``; ``eps = 0`` (the paper's
+setting) runs the unsmoothed code unchanged.
 """
 
 from __future__ import annotations

@@ -1,29 +1,16 @@
 """The k best decoding scores per row without the full log-score matrix: alpha-ReLU, softmax.
 
-Beam search keeps, for each live hypothesis, the ``k`` tokens of highest step score. With
-alpha-ReLU (the paper's Section 2: no normalizing reduction) a token's log-score
-``log([(alpha - 1) z - tau]_+) / (alpha - 1)`` (``-inf`` outside the support) depends on its
-own logit only and never decreases with it, so the ``k`` best scores are those of the ``k``
-largest logits. :func:`alpha_relu_top_log_scores` finds those in one read pass over the
-``(N, V)`` logits and takes the log of ``k`` per row, with :func:`alpha_relu_log_scores`
-itself, so every score is bit for bit the one the full matrix holds.
-
-Softmax's log-score ``(z_j - m) - log sum_i exp(z_i - m)`` (``m`` the row's largest logit)
-also ranks tokens by logit, so :func:`softmax_top_log_scores` takes the same ``k`` largest
-logits (whose first is ``m``) and then ``sum exp(z - m)`` through one ``(N, V)`` temporary
-exponentiated in place, instead of ``log_softmax(z).topk(k)``, which finds ``m``, sums,
-writes the ``(N, V)`` log-probabilities and runs ``topk`` over them. Decoding uses it, so
-that a speed comparison of the two transforms gives softmax a fast path too. Its scores
-agree with ``log_softmax`` to float32 rounding (the sum may be taken in another order).
-
-Ties: tokens rank by logit, larger first, equal logits lower index first (the rule of
-``argmax``). ``torch.topk`` on the scores leaves the order of equal scores open, so the two
-may order exact ties differently (and distinct logits whose float32 scores round equal rank
-by logit here). A row holding a NaN logit gets NaN scores, for the caller to refuse.
-
-Engines: the ``cpp`` engine's ``top_k_logits`` (see ``_cpp_kernels``); elsewhere, or without
-a compiler, :func:`top_k_logits`, which makes the same choices with ``torch.topk`` over
-unique int64 keys.
+A token's alpha-ReLU log-score ``log([(alpha - 1) z - tau]_+) / (alpha - 1)`` (``-inf`` off the
+support) depends on its own logit only and never decreases with it, so the ``k`` best are
+those of the ``k`` largest logits: :func:`alpha_relu_top_log_scores` finds them in one read
+pass and takes the log of ``k`` per row with :func:`alpha_relu_log_scores` itself (bit for bit
+the full matrix's). Softmax's ``(z_j - m) - log sum_i exp(z_i - m)`` ranks tokens the same way,
+so :func:`softmax_top_log_scores` takes the same ``k`` logits (the first is ``m``) and one
+``sum exp(z - m)``, instead of ``log_softmax(z).topk(k)``: decoding's fair fast path for
+softmax (agreeing with ``log_softmax`` to float32 rounding). Ties: larger logit first, equal
+logits lower index first (``argmax``'s rule); a row holding a NaN gets NaN scores. Engines:
+the ``cpp`` engine's ``top_k_logits``, else :func:`top_k_logits` (``torch.topk`` over unique
+int64 keys, the same choices).
 """
 
 from __future__ import annotations
@@ -57,13 +44,9 @@ def top_k_logits(logits: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tens
             torch.where(nan_rows, first, indices))
 
 
-def _uses_cpp(z: torch.Tensor) -> bool:
-    return kernels.engine_for(z) == "cpp"
-
-
 def engine(device: torch.device | str) -> str:
     """``cpp`` or ``eager``: the engine of :func:`alpha_relu_top_log_scores` on ``device``."""
-    return "cpp" if _uses_cpp(torch.empty(0, 1, device=device)) else "eager"
+    return "cpp" if kernels.engine_for(torch.empty(0, 1, device=device)) == "cpp" else "eager"
 
 
 def _top_k(logits: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -73,7 +56,8 @@ def _top_k(logits: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor, to
     if not 1 <= k <= vocab:
         raise ValueError(f"k must lie in [1, {vocab}] (the vocabulary size), got {k}")
     z = logits.float().reshape(-1, vocab).contiguous()                 # (N, V)
-    values, indices = _cpp_kernels.top_k_logits(z, k) if _uses_cpp(z) else top_k_logits(z, k)
+    values, indices = (_cpp_kernels.top_k_logits(z, k) if kernels.engine_for(z) == "cpp"
+                         else top_k_logits(z, k))
     return z, values, indices
 
 

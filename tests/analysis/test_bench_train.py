@@ -31,7 +31,7 @@ def test_fused_rows_follow_their_transform(tiny_corpus, tiny_config):
 
 
 def test_bad_transform_is_refused_before_timing(tiny_corpus, tiny_config):
-    with pytest.raises(UserError, match="unknown output transform"):
+    with pytest.raises(ValueError, match="unknown output transform"):
         bench_train(tiny_config(tiny_corpus), ["1.5-reluu"], repeats=1, device_name="cpu")
 
 

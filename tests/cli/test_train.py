@@ -72,7 +72,7 @@ def test_label_smoothing_set_on_the_command_line_reaches_the_loss(monkeypatch, c
 
 @pytest.mark.parametrize("args, message", [
     (["--tau", "big"], "--tau takes auto, analytic or a number"),
-    (["--transform", "2.5-relu"], "alpha 2.5 is outside (1, 2]"),
+    (["--transform", "2.5-relu"], "alpha 2.5 is outside [1.05, 2]"),
     (["--set", "train.warmpu=3"], "unknown key(s) warmpu in [train]"),
     (["--set", "train.label_smoothing=1.0"], "[train] label_smoothing must be in [0, 1)"),
     (["--set", "train.label_smoothing=-0.1"], "[train] label_smoothing must be in [0, 1)"),
@@ -90,8 +90,9 @@ def _one_line_error(code: int, captured, message: str) -> None:
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--transform", "1.0001-relu"], "alpha-ReLU needs alpha in [1.05, 2]: below it its float32 "
-                                     "loss overflows"),
+    (["--transform", "1.0001-relu"], "alpha 1.0001 is outside [1.05, 2]: alpha -> 1 is softmax "
+                                     "(use 'softmax'), 2 is sparsemax, and below 1.05 alpha-ReLU's "
+                                     "float32 loss overflows"),
     (["--transform", "1.5-relu", "--tau", "nan"], "[train] tau must be a finite number"),
     (["--transform", "1.5-relu", "--tau", "inf"], "[train] tau must be a finite number"),
     (["--transform", "1.5-relu", "--tau", "-inf"], "[train] tau must be a finite number"),
@@ -278,3 +279,19 @@ def test_resume_on_changed_data_is_one_line_unless_allowed(monkeypatch, capsys, 
     code, captured = _run(monkeypatch, capsys, "train", "--recipe", _recipe(tmp_path, data),
                           "--out", tmp_path / "new", "--allow-data-change")
     _one_line_error(code, captured, "--allow-data-change continues a run (--resume RUN)")
+
+
+@pytest.mark.parametrize("transform, device, engine, built", [
+    ("1.5-relu", "cpu", "auto", True), ("1.5-relu", "cpu", "cpp", True),
+    ("softmax", "cpu", "auto", False), ("1.5-relu", "cpu", "eager", False),
+    ("1.5-relu", "cuda", "auto", False)])
+def test_train_builds_the_cpp_engine_before_training_only_where_it_runs(monkeypatch, transform,
+                                                                         device, engine, built):
+    from arelu_cli.cli.train import _build_engine
+    from arelu_cli.transforms import engine as use_engine
+
+    calls = []
+    monkeypatch.setattr("arelu_cli.transforms.build_cpp", lambda: calls.append(1) or True)
+    with use_engine(engine):
+        _build_engine(device, transform)
+    assert calls == ([1] if built else [])

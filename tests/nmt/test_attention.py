@@ -12,7 +12,7 @@ from arelu_cli.nmt import checkpoint
 from arelu_cli.config import ModelConfig, from_dict
 from arelu_cli.errors import UserError
 from arelu_cli.nmt.model import Transformer
-from arelu_cli.tau import analytic_tau, entmax_threshold
+from arelu_cli.transforms.tau import analytic_tau, entmax_threshold
 
 SIGMA = 0.5
 # (registry name, alpha-ReLU variant, tau): every transform the attention accepts, by family.
@@ -231,7 +231,7 @@ def test_each_kind_takes_its_own_key_or_the_common_one():
 
 @pytest.mark.parametrize("model,message", [
     ({"attention": "relu"}, r"\[model\] attention: unknown output transform"),
-    ({"attention_cross": "3-entmax"}, r"\[model\] attention_cross: .*outside \(1, 2\]"),
+    ({"attention_cross": "3-entmax"}, r"\[model\] attention_cross: .*outside \[1.05, 2\]"),
     ({"attention": "1.5-relu", "attention_relu": "estimated", "attention_tau": 0.3},
      "estimated variant computes its own"),
     ({"attention_relu": "renormalized"}, "apply to alpha-ReLU attention"),

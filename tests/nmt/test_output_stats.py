@@ -10,7 +10,7 @@ from arelu_cli.data.prepared import load_prepared
 from arelu_cli.nmt.model import Transformer
 from arelu_cli.nmt.output_stats import batch_stats, first_batch, model_tau, resolve_tau
 from arelu_cli.registry import get_transform
-from arelu_cli.tau import analytic_tau, empirical_tau
+from arelu_cli.transforms.tau import analytic_tau, empirical_tau
 
 
 @pytest.fixture(scope="module")

@@ -1,10 +1,21 @@
-"""Fixtures of the transforms' tests: the Triton kernels under their CPU interpreter."""
+"""Fixtures of the transforms' tests: the engine restored after each test, and the Triton
+kernels under their CPU interpreter."""
 
 import importlib
 
 import pytest
 
+from arelu_cli.transforms import engine, get_engine, set_engine
+
 TRITON_MODULES = ("arelu_cli.transforms._triton_kernels", "arelu_cli.transforms._triton_linear")
+
+
+@pytest.fixture(autouse=True)
+def _restore_engine():
+    """Tests choose engines with ``set_engine``; each starts from the engine before it."""
+    before = get_engine()
+    yield
+    set_engine(before)
 
 
 @pytest.fixture(scope="module")
@@ -13,9 +24,8 @@ def interpreted():
     they run on CPU tensors) and alpha-ReLU's engine forced to them; afterwards the modules
     are reloaded as they were, for any later CUDA use. Yields ``_triton_kernels``."""
     pytest.importorskip("triton")
-    with pytest.MonkeyPatch.context() as patch:
+    with pytest.MonkeyPatch.context() as patch, engine("triton"):
         patch.setenv("TRITON_INTERPRET", "1")
-        patch.setenv("ARELU_ENGINE", "triton")
         modules = [importlib.reload(importlib.import_module(name)) for name in TRITON_MODULES]
         yield modules[0]
     for name in TRITON_MODULES:

@@ -9,6 +9,7 @@ import torch
 
 from arelu_cli.transforms import _alpha_relu_kernels as kernels
 from arelu_cli.transforms import _cpp_kernels, alpha_relu_loss
+from arelu_cli.transforms import set_engine
 
 pytestmark = pytest.mark.skipif(not _cpp_kernels.available(),
                                 reason="no C++ toolchain to build the cpp engine")
@@ -72,7 +73,7 @@ def test_nan_logits_give_nan_like_the_eager_engine(alpha, monkeypatch):
     y = torch.tensor([0, 1, 2])
     results = {}
     for engine in ("eager", "cpp"):
-        monkeypatch.setenv("ARELU_ENGINE", engine)
+        set_engine(engine)
         x = z.clone().requires_grad_(True)
         rows = alpha_relu_loss(x, y, alpha, 0.2, reduction="none")
         (grad,) = torch.autograd.grad(rows.sum(), x)
@@ -98,12 +99,12 @@ def test_a_failed_build_falls_back_to_eager_with_one_warning(monkeypatch):
 
     monkeypatch.setattr(_cpp_kernels, "_state", {"ops": None, "failed": False})
     monkeypatch.setattr(_cpp_kernels, "_build", no_compiler)
-    monkeypatch.delenv("ARELU_ENGINE", raising=False)
+    set_engine("auto")
     z, y = torch.randn(4, 30, requires_grad=True), torch.randint(0, 30, (4,))
     with pytest.warns(RuntimeWarning, match="no C.. compiler"):
         assert kernels.engine_for(z) == "eager"
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         loss = alpha_relu_loss(z, y, 1.5, 0.1)  # no second warning
-    monkeypatch.setenv("ARELU_ENGINE", "eager")
+    set_engine("eager")
     torch.testing.assert_close(loss, alpha_relu_loss(z, y, 1.5, 0.1))

@@ -11,6 +11,7 @@ import torch.nn.functional as F
 
 from arelu_cli.transforms import _alpha_relu_kernels as kernels
 from arelu_cli.transforms import alpha_relu, alpha_relu_loss, linear_alpha_relu_loss
+from arelu_cli.transforms import set_engine
 
 pytestmark = [pytest.mark.cuda,
               pytest.mark.skipif(not torch.cuda.is_available(), reason="needs an NVIDIA GPU")]
@@ -21,7 +22,7 @@ TOLERANCE = {torch.float32: 1e-5, torch.bfloat16: 2e-2, torch.float16: 2e-3}
 
 @pytest.fixture(autouse=True)
 def triton_engine(monkeypatch):
-    monkeypatch.setenv("ARELU_ENGINE", "auto")
+    set_engine("auto")
     pytest.importorskip("triton")
 
 
@@ -155,7 +156,7 @@ def test_fused_layer_matches_float64(dtype, tol, tied, bias, reduction, monkeypa
     """1000 tokens (chunks of 128 when asked), d = 96, V = 3001."""
     hidden, weight, b, target = fused_case(1000, 96, 3001, dtype, tied, bias)
     got = fused_run(hidden, weight, b, target, tied, True, reduction)
-    monkeypatch.setenv("ARELU_ENGINE", "eager")
+    set_engine("eager")
     expected = fused_run(hidden.double(), weight.double(), None if b is None else b.double(),
                          target, tied, False, reduction)
     torch.testing.assert_close(got[0].double(), expected[0], rtol=tol, atol=tol)

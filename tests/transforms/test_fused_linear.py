@@ -187,7 +187,7 @@ def test_module_matches_function():
     (dict(target=torch.zeros(3, 7)), "integer class indices"),
     (dict(weight=torch.zeros(50, 16, dtype=torch.float32)), "share a dtype"),
     (dict(chunk=0), "chunk must be"),
-    (dict(alpha=1.0), "alpha must"),
+    (dict(alpha=1.0), r"alpha 1.0 is outside \[1.05, 2\]"),
     (dict(reduction="avg"), "reduction must be"),
 ])
 def test_bad_arguments_say_what_is_wrong(change, match):

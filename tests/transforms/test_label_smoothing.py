@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from arelu_cli.transforms import (alpha_relu_loss, cross_entropy_loss, entmax15_loss,
                                   sparsemax_loss)
+from arelu_cli.transforms import set_engine
 
 TAU = 0.2
 # name -> (loss function, family, alpha); the paper's five and two more alpha-ReLUs.
@@ -91,7 +92,7 @@ def inputs(rows, vocab, seed):
 def use_engine(monkeypatch):
     def use(engine):
         if engine != "any":
-            monkeypatch.setenv("ARELU_ENGINE", engine)
+            set_engine(engine)
     return use
 
 
@@ -157,7 +158,7 @@ def test_float32_engines_agree_with_the_definition(name, monkeypatch):
     expected_grad = direct_probs(name, z) - smoothed_target(y, 700, 0.1)
     expected_grad[y == IGNORE] = 0
     for engine in ("eager", "cpp", "compiled"):
-        monkeypatch.setenv("ARELU_ENGINE", engine)
+        set_engine(engine)
         x = z.float().requires_grad_(True)
         rows = LOSSES[name][0](x, y, reduction="none", label_smoothing=0.1)
         (grad,) = torch.autograd.grad(rows.sum(), x)

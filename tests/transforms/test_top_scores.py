@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from arelu_cli.transforms import _cpp_kernels, alpha_relu_log_scores
 from arelu_cli.transforms.top_scores import (alpha_relu_top_log_scores, engine,
                                              softmax_top_log_scores, top_k_logits)
+from arelu_cli.transforms import set_engine, engine as use_engine
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -67,8 +68,7 @@ def test_scores_are_the_top_k_of_the_full_log_scores(case, alpha, tau):
     full = alpha_relu_log_scores(z, alpha, tau)                         # (N, V)
     ranked = torch.tensor([_ranked(row, k) for row in z.tolist()])
     for name in ("eager", "cpp") if HAS_CPP else ("eager",):
-        with pytest.MonkeyPatch.context() as patch:
-            patch.setenv("ARELU_ENGINE", name)
+        with use_engine(name):
             scores, indices = alpha_relu_top_log_scores(z, k, alpha, tau)
         assert torch.equal(indices, ranked), name
         assert torch.equal(scores, full.gather(1, ranked)), name      # bit for bit
@@ -78,7 +78,7 @@ def test_scores_are_the_top_k_of_the_full_log_scores(case, alpha, tau):
 
 @pytest.mark.parametrize("name", ENGINES)
 def test_distinct_scores_give_torch_topk_indices(name, monkeypatch):
-    monkeypatch.setenv("ARELU_ENGINE", name)
+    set_engine(name)
     z = torch.randn(64, 1003, generator=torch.Generator().manual_seed(3)) * 2
     full = alpha_relu_log_scores(z, 1.5, 0.3)
     for k in (1, 2, 5, 12):
@@ -91,7 +91,7 @@ def test_distinct_scores_give_torch_topk_indices(name, monkeypatch):
 def test_rows_with_an_empty_support_score_minus_inf(name, monkeypatch):
     """Every logit below tau / (alpha - 1): all k scores -inf, the tokens those of the k
     largest logits (decoding then drops them as it drops -inf candidates today)."""
-    monkeypatch.setenv("ARELU_ENGINE", name)
+    set_engine(name)
     z = torch.randn(3, 40, generator=torch.Generator().manual_seed(0))
     z[1] = -z[1].abs() - 1.0                                            # row 1: no support
     scores, indices = alpha_relu_top_log_scores(z, 4, 1.5, 0.2)
@@ -102,7 +102,7 @@ def test_rows_with_an_empty_support_score_minus_inf(name, monkeypatch):
 
 @pytest.mark.parametrize("name", ENGINES)
 def test_a_nan_logit_makes_its_row_nan_and_leaves_the_others(name, monkeypatch):
-    monkeypatch.setenv("ARELU_ENGINE", name)
+    set_engine(name)
     z = torch.randn(4, 100, generator=torch.Generator().manual_seed(1))
     clean = alpha_relu_top_log_scores(z, 3, 1.5, 0.1)
     z[1, 57] = math.nan
@@ -151,7 +151,7 @@ def test_without_the_cpp_engine_the_eager_one_answers_the_same(monkeypatch):
 
     monkeypatch.setattr(_cpp_kernels, "_state", {"ops": None, "failed": False})
     monkeypatch.setattr(_cpp_kernels, "_build", no_compiler)
-    monkeypatch.delenv("ARELU_ENGINE", raising=False)
+    set_engine("auto")
     with pytest.warns(RuntimeWarning, match="no C.. compiler"):
         assert engine("cpu") == "eager"
     with warnings.catch_warnings():
@@ -163,9 +163,9 @@ def test_without_the_cpp_engine_the_eager_one_answers_the_same(monkeypatch):
 
 @pytest.mark.skipif(not HAS_CPP, reason="no C++ toolchain to build the cpp engine")
 def test_the_cpp_engine_is_used_where_it_builds(monkeypatch):
-    monkeypatch.delenv("ARELU_ENGINE", raising=False)
+    set_engine("auto")
     assert engine("cpu") == "cpp"
-    monkeypatch.setenv("ARELU_ENGINE", "eager")
+    set_engine("eager")
     assert engine("cpu") == "eager"
 
 
@@ -181,8 +181,7 @@ def test_softmax_scores_are_the_top_k_of_log_softmax(case):
     ranked = torch.tensor([_ranked(row, k) for row in z.tolist()])
     plain = ~torch.isposinf(z).any(1)                                   # rows without +inf
     for name in ("eager", "cpp") if HAS_CPP else ("eager",):
-        with pytest.MonkeyPatch.context() as patch:
-            patch.setenv("ARELU_ENGINE", name)
+        with use_engine(name):
             scores, indices = softmax_top_log_scores(z, k)
         assert torch.equal(indices, ranked), name
         torch.testing.assert_close(scores[plain], full.gather(1, ranked)[plain], rtol=1e-6,

@@ -9,6 +9,7 @@ import torch.nn.functional as F
 
 from arelu_cli.transforms import _alpha_relu_kernels as kernels
 from arelu_cli.transforms import alpha_relu, alpha_relu_loss, linear_alpha_relu_loss
+from arelu_cli.transforms import set_engine
 
 pytest.importorskip("triton")
 
@@ -73,7 +74,7 @@ def test_fused_linear_loss_runs_on_the_triton_engine(interpreted, monkeypatch):
     y = torch.randint(0, 70, (6,))
     loss = linear_alpha_relu_loss(h, w, y, 1.5, 0.4, chunk=4)
     grads = torch.autograd.grad(loss, (h, w))
-    monkeypatch.setenv("ARELU_ENGINE", "eager")
+    set_engine("eager")
     ref = alpha_relu_loss(F.linear(h, w), y, 1.5, 0.4)
     torch.testing.assert_close(loss, ref)
     for a, b in zip(grads, torch.autograd.grad(ref, (h, w))):

@@ -7,6 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from arelu_cli.transforms import alpha_relu_loss, fused_linear, linear_alpha_relu_loss
+from arelu_cli.transforms import engine as use_engine
 
 pytest.importorskip("triton")
 
@@ -41,8 +42,7 @@ def run(hidden, weight, bias, target, tau, reduction, tied, fused, **kwargs):
 
 def reference(hidden, weight, bias, target, tau, reduction, tied, monkeypatch):
     """The unfused loss in float64 (the eager engine, itself checked against the paper)."""
-    with monkeypatch.context() as patch:
-        patch.setenv("ARELU_ENGINE", "eager")
+    with use_engine("eager"):
         return run(hidden.double(), weight.double(), None if bias is None else bias.double(),
                    target, tau, reduction, tied, fused=False)
 
