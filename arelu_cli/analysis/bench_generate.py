@@ -49,7 +49,7 @@ from arelu_cli.nmt.sampling import Decoding, next_tokens, sampling_probs
 from arelu_cli.options import parse_list
 from arelu_cli.registry import OutputTransform, get_transform
 from arelu_cli.results import machine, signature, write_rows
-from arelu_cli.tau import analytic_tau
+from arelu_cli.transforms.tau import analytic_tau
 from arelu_cli.transforms._checks import check_alpha
 
 SAMPLE, TOP_P = "softmax-sample", "softmax-top_p"

@@ -20,7 +20,8 @@ from arelu_cli.errors import UserError
 
 __all__ = ["app", "main"]
 # Modules whose ValueError is an argument error by contract (library code raises no UserError).
-LIBRARY = ("arelu_cli.transforms", "arelu_cli.registry", "arelu_cli.tau")
+LIBRARY = ("arelu_cli.transforms", "arelu_cli.registry", "arelu_cli.tau", "arelu_cli.nmt.sampling",
+           "arelu_cli.analysis.lm_metrics")
 
 
 def _from_library(error: BaseException) -> bool:

@@ -12,7 +12,7 @@ from torch import nn
 
 from arelu_cli.registry import OutputTransform, get_transform
 # The one import of the analytic tau in this package (re-point it here when it moves).
-from arelu_cli.tau import analytic_tau
+from arelu_cli.transforms.tau import analytic_tau
 
 
 def output_layer(model: nn.Module) -> nn.Linear:

@@ -15,7 +15,7 @@ import torch  # noqa: E402
 from transformers import BartForCausalLM, LlamaModel
 
 from arelu_cli.hf import use_transform
-from arelu_cli.tau import analytic_tau
+from arelu_cli.transforms.tau import analytic_tau
 
 from .conftest import TAU, VOCAB, _config, make_model, tokens
 
