@@ -90,7 +90,7 @@ CATALOG: dict[str, CsvSpec] = {
         "kwh": "hours * gpu_watts / 1000 * n_gpus; empty without --gpu-watts",
         "signature": SIGNATURE}),
     "fig_alpha_relu_curves.csv": CsvSpec("Figure fig:arelu: the graph of alpha-ReLU", {
-        "alpha": "alpha in (1, 2]", "tau": "threshold (the paper's figure: 0)",
+        "alpha": "alpha in [1.05, 2]", "tau": "threshold (the paper's figure: 0)",
         "x": "logit value", "y": "[(alpha-1) x - tau]_+^(1/(alpha-1))", "signature": SIGNATURE}),
     "fig_training_dynamics.csv": CsvSpec(
         "Figures fig:train_dyn_rel / fig:train_dyn_abs: BLEU and loss vs step and wall time", {

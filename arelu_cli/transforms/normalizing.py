@@ -53,7 +53,7 @@ def entmax15(logits: torch.Tensor, dim: int = -1, k: int | None = None) -> torch
 
 def entmax_bisect(logits: torch.Tensor, alpha: float = 1.5, dim: int = -1,
                   n_iter: int = 50) -> torch.Tensor:
-    """alpha-entmax for any alpha in (1, 2] by bisection on the threshold."""
+    """alpha-entmax for any alpha in [1.05, 2] by bisection on the threshold."""
     alpha = check_alpha(alpha)
     return _entmax.entmax_bisect(_acc(logits), alpha=alpha, dim=dim, n_iter=n_iter).to(logits.dtype)
 
@@ -113,7 +113,7 @@ def entmax15_loss(logits: torch.Tensor, target: torch.Tensor, k: int | None = No
 def entmax_bisect_loss(logits: torch.Tensor, target: torch.Tensor, alpha: float = 1.5,
                        n_iter: int = 50, ignore_index: int = -100, reduction: str = "mean",
                        label_smoothing: float = 0.0) -> torch.Tensor:
-    """The alpha-entmax loss for any alpha in (1, 2], threshold found by bisection."""
+    """The alpha-entmax loss for any alpha in [1.05, 2], threshold found by bisection."""
     alpha = check_alpha(alpha)
     return _reduced(lambda z, y: _entmax.entmax_bisect_loss(z, y, alpha, n_iter), logits, target,
                     ignore_index, reduction, label_smoothing)

@@ -43,8 +43,8 @@ class _Tokenizer:
 
 @pytest.mark.parametrize("make, name, kwargs, error, match", [
     (lambda: make_model("llama"), "1.5-rleu", {}, ValueError, "unknown output transform"),
-    (lambda: make_model("llama"), "1.0-relu", {}, ValueError, r"outside \(1, 2\]"),
-    (lambda: make_model("bart"), "0.8-entmax", {}, ValueError, r"outside \(1, 2\]"),
+    (lambda: make_model("llama"), "1.0-relu", {}, ValueError, r"outside \[1.05, 2\]"),
+    (lambda: make_model("bart"), "0.8-entmax", {}, ValueError, r"outside \[1.05, 2\]"),
     (lambda: make_model("llama"), 1.5, {}, TypeError, "name such as"),
     (lambda: make_model("llama"), "softmax", {"tau": 0.3}, ValueError, "takes none"),
     (lambda: LlamaModel(_config("llama")), "1.5-relu", {}, ValueError, "has no LM head"),
