@@ -57,9 +57,9 @@ def step_fn(model: Transformer, transform, batch, autocast, t: TrainConfig, fuse
     def step(_state: object) -> None:
         with autocast():
             if fused_loss is not None:
-                loss, _ = fused_loss(batch.src, batch.tgt_in, keep, target)
+                loss, _ = fused_loss(*batch.inputs, keep, target)
             else:
-                logits = model(batch.src, batch.tgt_in, keep)  # (N, V)
+                logits = model(*batch.inputs, keep)  # (N, V)
         if fused_loss is None:
             # fp32 only for the losses that need it, as the trainer does (no N x V copy for
             # alpha-ReLU, whose loss reads bf16 with fp32 math); per-token losses summed in
