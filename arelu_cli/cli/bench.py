@@ -1,4 +1,4 @@
-"""``arelu bench loss|fused-linear|train|translate``: speed and memory benchmarks, CSV."""
+"""``arelu bench loss|fused-linear|train|translate|generate``: speed and memory benchmarks, CSV."""
 
 from __future__ import annotations
 
@@ -172,3 +172,37 @@ def bench_translate(
     bench.print_table(write_rows(rows, out), console)
     _warn_if_busy(rows)
     console.print(f"wrote {out} and {plots.plot_inference_time(out, out.with_suffix('.png'), older_ok=False)}")
+
+
+@bench_app.command("generate")
+def bench_generate(
+    out: Path = typer.Option(Path("results/bench/generate.csv"), help="CSV file to write."),
+    quick: bool = typer.Option(False, "--quick", help="A seconds-long subset (V=1000, d=32)."),
+    vocabs: Optional[str] = typer.Option(None, help="Comma-separated synthetic vocabulary sizes "
+                                         "(default: 10000,50000)."),
+    batches: Optional[str] = typer.Option(None, help="Comma-separated batch sizes (default: 1,32)."),
+    d: Optional[int] = typer.Option(None, "--d", help="Model width d (default: 512)."),
+    steps: Optional[int] = typer.Option(None, help="Decoding steps per timing (default: 20)."),
+    repeats: Optional[int] = typer.Option(None, help="Interleaved timings per method (default: 15)."),
+    top_k: int = typer.Option(50, "--top-k", help="k of the softmax top-k row."),
+    top_p: float = typer.Option(0.9, "--top-p", help="p of the softmax top-p (nucleus) row."),
+    alpha: float = typer.Option(1.5, help="alpha of the alpha-entmax and alpha-ReLU rows."),
+    logit_std: float = typer.Option(2.0, help="Std of the synthetic logits."),
+    checkpoint: Optional[Path] = typer.Option(
+        None, help="Take the output layer from this trained checkpoint (V from it) instead of "
+        "synthetic weights."),
+    device: str = typer.Option("auto", help="cpu, cuda or auto."),
+) -> None:
+    """Time per generated token of pure alpha-ReLU sampling vs softmax sampling, top-k,
+    top-p, sparsemax and entmax sampling on the same output layer; write CSV."""
+    from arelu_cli.analysis import bench_generate as bench
+    from arelu_cli.analysis.timing import device_path
+
+    plan = bench.make_plan(quick=quick, vocabs=vocabs, batches=batches, width=d, steps=steps,
+                           repeats=repeats, top_k=top_k, top_p=top_p, alpha=alpha,
+                           logit_std=logit_std, device=device, checkpoint=checkpoint)
+    out = device_path(out, plan.device)
+    frame = bench.run(plan, out, log=console.log)
+    bench.print_table(frame, console)
+    _warn_if_busy(frame.to_dict("records"))
+    console.print(f"wrote {out}")

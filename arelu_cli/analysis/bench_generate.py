@@ -1,0 +1,231 @@
+"""``arelu bench generate``: time per generated token of one decoding step's output layer.
+
+The paper's motivation for alpha-ReLU in open-ended generation: sampling from it is already
+truncated, so it needs neither top-k's selection nor top-p's sort over the vocabulary, and
+(no normalizer) not even softmax's max and exp. Each case (vocabulary V, batch B, width d)
+times ``steps`` decoding steps of the output layer alone: hidden states ``(B, d) @ W.T``
+(``W (V, d)``), then :func:`arelu_cli.nmt.sampling.next_tokens` (the one implementation
+``arelu generate`` uses), for every method on the *same* weights and hidden states:
+
+* ``softmax-sample`` (pure sampling, the baseline of ``ratio_to_softmax_sample``),
+  ``softmax-top_k<k>``, ``softmax-top_p<p>`` (nucleus: a sort over V, the baseline of
+  ``ratio_to_softmax_top_p``);
+* ``sparsemax-sample``, ``<a>-entmax-sample`` (the sparse p, a sort each), ``<a>-relu-sample``
+  (alpha-ReLU's weights and one exponential race).
+
+Repetitions are paired and interleaved: each repeat times every method once, in an order
+rotated from repeat to repeat, and a ratio is the median over repeats of the method's time
+over the baseline's time *of the same repeat*. Synthetic weights ``W ~ N(0, s^2 / d)`` with
+hidden states ``N(0, 1)`` give logits ``N(0, s^2)`` (``--logit-std s``), and alpha-ReLU's tau
+is the paper's analytic estimate for V and s, so its support has the size the paper's
+estimate gives; ``--checkpoint`` takes ``W`` (and bias) from a trained model's output layer
+and alpha-ReLU's tau from it when it was trained with alpha-ReLU of the same alpha.
+
+Targets (issue 32; the ``meets_targets`` column of alpha-ReLU's rows): time per token at
+most 0.5x softmax top-p's and at most 1.0x softmax pure sampling's, at V = 50K and B = 32.
+They are checked here, never by a timed test.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+import torch
+import torch.nn.functional as F
+from rich.console import Console
+from rich.table import Table
+
+from arelu_cli.analysis import timing
+from arelu_cli.errors import UserError
+from arelu_cli.nmt.sampling import Decoding, next_tokens, sampling_probs
+from arelu_cli.options import parse_list
+from arelu_cli.registry import OutputTransform, get_transform
+from arelu_cli.results import machine, signature, write_rows
+from arelu_cli.tau import analytic_tau
+from arelu_cli.transforms._checks import check_alpha
+
+SAMPLE, TOP_P = "softmax-sample", "softmax-top_p"
+TARGETS = {"ratio_to_softmax_top_p": 0.5, "ratio_to_softmax_sample": 1.0}
+"""alpha-ReLU sampling's time per token over each baseline's, at most (issue 32)."""
+
+
+@dataclass(frozen=True)
+class GeneratePlan:
+    vocabs: tuple[int, ...] = (10000, 50000)
+    batches: tuple[int, ...] = (1, 32)
+    width: int = 512
+    steps: int = 20
+    repeats: int = 15
+    top_k: int = 50
+    top_p: float = 0.9
+    alpha: float = 1.5
+    logit_std: float = 2.0
+    device: str = "cpu"
+    checkpoint: Path | None = None
+    seed: int = 0
+
+
+def make_plan(quick: bool = False, vocabs: str | None = None, batches: str | None = None,
+              width: int | None = None, steps: int | None = None, repeats: int | None = None,
+              top_k: int = 50, top_p: float = 0.9, alpha: float = 1.5, logit_std: float = 2.0,
+              device: str = "auto", checkpoint: Path | None = None) -> GeneratePlan:
+    """Resolve the command-line options; bad values raise :class:`UserError`."""
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    if device not in ("cpu", "cuda") or (device == "cuda" and not torch.cuda.is_available()):
+        raise UserError(f"--device must be cpu, cuda or auto (and cuda needs a GPU), got {device!r}")
+    try:
+        Decoding(top_k=top_k, top_p=top_p)
+        alpha = check_alpha(alpha)
+    except ValueError as err:
+        raise UserError(f"--top-k/--top-p/--alpha: {err}") from None
+    if not logit_std > 0:
+        raise UserError(f"--logit-std must be positive, got {logit_std}")
+    for name, value in (("--d", width), ("--steps", steps), ("--repeats", repeats)):
+        if value is not None and value < 1:
+            raise UserError(f"{name} must be at least 1, got {value}")
+    sizes = {name: parse_list(text, int, name, example=example) if text else None
+             for name, text, example in (("--vocabs", vocabs, "10000,50000"),
+                                         ("--batches", batches, "1,32"))}
+    for name, values in sizes.items():
+        if values is not None and min(values) < 1:
+            raise UserError(f"{name} must list positive sizes, got {values}")
+    if checkpoint is not None and sizes["--vocabs"]:
+        raise UserError("--vocabs does not apply with --checkpoint, whose output layer fixes V")
+    return GeneratePlan(
+        vocabs=tuple(sizes["--vocabs"] or ((1000,) if quick else GeneratePlan.vocabs)),
+        batches=tuple(sizes["--batches"] or ((1, 4) if quick else GeneratePlan.batches)),
+        width=width or (32 if quick else 512), steps=steps or (2 if quick else 20),
+        repeats=repeats or (3 if quick else 15), top_k=top_k, top_p=top_p, alpha=alpha,
+        logit_std=logit_std, device=device, checkpoint=checkpoint)
+
+
+def methods(plan: GeneratePlan, tau: float) -> dict[str, tuple[OutputTransform, Decoding]]:
+    """Every timed method by name: its transform (alpha-ReLU at ``tau``) and decoding."""
+    a = f"{plan.alpha:g}"
+    return {SAMPLE: (get_transform("softmax"), Decoding()),
+            f"softmax-top_k{plan.top_k}": (get_transform("softmax"), Decoding(top_k=plan.top_k)),
+            f"{TOP_P}{plan.top_p:g}": (get_transform("softmax"), Decoding(top_p=plan.top_p)),
+            "sparsemax-sample": (get_transform("sparsemax"), Decoding()),
+            f"{a}-entmax-sample": (get_transform(f"{a}-entmax"), Decoding()),
+            f"{a}-relu-sample": (get_transform(f"{a}-relu", tau=tau), Decoding())}
+
+
+def output_layer(plan: GeneratePlan, vocab: int | None
+                 ) -> tuple[torch.Tensor, torch.Tensor | None, float, str]:
+    """``(W (V, d), bias or None, tau, source)``: synthetic (module docstring) or the
+    ``--checkpoint``'s output layer."""
+    device = torch.device(plan.device)
+    if plan.checkpoint is None:
+        gen = torch.Generator().manual_seed(plan.seed)
+        weight = torch.randn(vocab, plan.width, generator=gen) * (plan.logit_std / plan.width ** 0.5)
+        tau = analytic_tau(vocab, sigma=plan.logit_std, alpha=plan.alpha).tau
+        return weight.to(device), None, tau, f"randn{vocab}x{plan.width}-std{plan.logit_std:g}"
+    from arelu_cli.nmt.checkpoint import load
+
+    ckpt = load(plan.checkpoint)
+    state = ckpt["average"] if ckpt.get("average") is not None else ckpt["model"]
+    if "output.weight" not in state:
+        raise UserError(f"{plan.checkpoint} has no output layer (output.weight); give a "
+                        "checkpoint that arelu train wrote")
+    weight, bias = state["output.weight"].float(), state.get("output.bias")
+    own = get_transform(ckpt["transform"], tau=ckpt["tau"] or 0.0)
+    if own.family == "relu" and own.alpha == plan.alpha:
+        tau = own.tau
+    else:
+        tau = analytic_tau(weight.shape[0], d_model=weight.shape[1], alpha=plan.alpha).tau
+    return (weight.to(device), None if bias is None else bias.float().to(device), tau,
+            str(plan.checkpoint))
+
+
+def _step_loop(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
+               transform: OutputTransform, decoding: Decoding, seed: int) -> Callable:
+    """A call that decodes ``len(hidden)`` steps: projection and next-token selection."""
+    generator = torch.Generator(device=hidden.device)
+
+    def run(_state: object) -> None:
+        generator.manual_seed(seed)
+        for h in hidden:
+            next_tokens(F.linear(h, weight, bias), transform, decoding, generator)
+    return run
+
+
+def _support(hidden, weight, bias, transform, decoding) -> float:
+    """Mean number of tokens of positive probability per step (first step's rows)."""
+    return float((sampling_probs(F.linear(hidden[0], weight, bias), transform, decoding) > 0)
+                 .sum(-1).float().mean())
+
+
+def case_rows(plan: GeneratePlan, vocab: int | None, batch: int, log=None) -> list[dict]:
+    """The rows of one V x B case: every method, paired and interleaved (module docstring)."""
+    device = torch.device(plan.device)
+    weight, bias, tau, source = output_layer(plan, vocab)
+    vocab, width = weight.shape
+    gen = torch.Generator().manual_seed(plan.seed + 1)
+    hidden = torch.randn(plan.steps, batch, width, generator=gen).to(device)
+    chosen = methods(plan, tau)
+    loops = {name: _step_loop(hidden, weight, bias, t, d, plan.seed)
+             for name, (t, d) in chosen.items()}
+    names = list(loops)
+    for name in names:                       # warm-up (and the C++/compile builds)
+        loops[name](None)
+    times: dict[str, list[float]] = {name: [] for name in names}
+    with timing.OtherLoad() as load:
+        for r in range(plan.repeats):
+            if log:
+                log(f"V={vocab} B={batch}: repeat {r + 1}/{plan.repeats}")
+            for name in names[r % len(names):] + names[:r % len(names)]:
+                times[name].append(timing.time_once(loops[name], lambda: None, device))
+    top_p = f"{TOP_P}{plan.top_p:g}"
+    rows = []
+    for name, (transform, decoding) in chosen.items():
+        ms = times[name]
+        row = dict(method=name, transform=transform.name, decoding=decoding.label(), v=vocab,
+                   batch=batch, d=width, steps=plan.steps, repeats=plan.repeats,
+                   alpha=transform.alpha, tau=transform.tau, source=source,
+                   ms_per_step=statistics.median(ms) / plan.steps,
+                   us_per_token=1000 * statistics.median(ms) / (plan.steps * batch),
+                   ratio_to_softmax_sample=statistics.median(
+                       a / b for a, b in zip(ms, times[SAMPLE])),
+                   ratio_to_softmax_top_p=statistics.median(
+                       a / b for a, b in zip(ms, times[top_p])),
+                   support=_support(hidden, weight, bias, transform, decoding))
+        row["meets_targets"] = (all(row[k] <= v for k, v in TARGETS.items())
+                                if transform.family == "relu" else None)
+        row |= dict(device=plan.device, machine=machine(device),
+                    threads=torch.get_num_threads(), other_cpu=load.cores,
+                    ms_all=" ".join(f"{x:.4g}" for x in ms))
+        row["signature"] = signature(transform=transform.name, alpha=transform.alpha,
+                                     tau=transform.tau, data=source, seed=plan.seed,
+                                     decoding=decoding.label(), v=vocab, batch=batch, d=width,
+                                     steps=plan.steps, repeats=plan.repeats,
+                                     device=plan.device, threads=torch.get_num_threads())
+        rows.append(row)
+    return rows
+
+
+def run(plan: GeneratePlan, out: Path, log=None) -> pd.DataFrame:
+    """Every case of ``plan``; the CSV is rewritten (atomically) after each case."""
+    rows: list[dict] = []
+    for vocab in ((None,) if plan.checkpoint else plan.vocabs):
+        for batch in plan.batches:
+            rows += case_rows(plan, vocab, batch, log)
+            write_rows(rows, out)
+    return pd.DataFrame(rows)
+
+
+def print_table(frame: pd.DataFrame, console: Console) -> None:
+    table = Table(title="time per generated token (output layer + next-token selection)")
+    for col in ("method", "V", "B", "support", "us/token", "x sample", "x top-p", "targets"):
+        table.add_column(col, justify="left" if col == "method" else "right")
+    for r in frame.to_dict("records"):
+        met = r["meets_targets"]
+        table.add_row(r["method"], str(r["v"]), str(r["batch"]), f"{r['support']:.0f}",
+                      f"{r['us_per_token']:.1f}", f"{r['ratio_to_softmax_sample']:.2f}",
+                      f"{r['ratio_to_softmax_top_p']:.2f}",
+                      "" if met is None or pd.isna(met) else ("met" if met else "MISSED"))
+    console.print(table)

@@ -1,0 +1,252 @@
+"""Next-token selection for open-ended generation: one decoding step's logits -> tokens.
+
+The paper's motivation (its introduction, after Holtzman et al. 2020) is that softmax puts
+mass on every token, so pure sampling from it wanders into the long tail and people truncate
+it with top-k or nucleus (top-p) sampling, which costs a sort over the vocabulary. alpha-ReLU
+is sparse by construction: sampling from it is already truncated, with no k or p to tune and
+no sort. This module says exactly which distribution each decoding samples from
+(:func:`sampling_probs`) and draws from it quickly (:func:`next_tokens`).
+
+The distribution of a row of logits ``z`` (``T`` the temperature; it scales the logits of
+every transform, before the transform, so for the sparse ones it moves the support too):
+
+* softmax: ``softmax(z / T)``, then top-k (the ``k`` largest logits) and/or top-p (the
+  smallest prefix of tokens by decreasing probability whose mass reaches ``p``, Holtzman et
+  al. 2020; top-k first when both are given), renormalized;
+* sparsemax / alpha-entmax: the transform's own sparse ``p`` of ``z / T``;
+* alpha-ReLU: ``w = [(alpha - 1) z / T - (tau + tau_shift)]_+ ^ (1 / (alpha - 1))`` divided by
+  its sum on its support. ``tau_shift`` is alpha-ReLU's own sparsity knob at decode time
+  (a larger threshold, a smaller support). A row whose support is empty (every logit at or
+  below the threshold) falls back to the arg-max token: the point mass on it (see
+  :func:`empty_support` to count such rows). The arg-max token is in the support whenever the
+  support is not empty, so the fallback never picks a token of probability 0.
+
+top-k and top-p are softmax's truncations and are refused (ValueError) on the sparse
+transforms, which are truncated already (alpha-ReLU has ``tau_shift`` for that); ``tau_shift``
+is refused on every transform but alpha-ReLU. ``greedy`` takes the arg-max logit (the same
+token for every transform, all being monotone in the logits) and takes none of the sampling
+options.
+
+Sampling is an exponential race: token ``i`` of weights ``w`` wins ``argmax_i w_i / E_i``
+with ``E_i ~ Exp(1)`` independent, which picks ``i`` with probability ``w_i / sum_j w_j``
+without ever normalizing ``w``, and never picks a weight 0. It is computed as
+``argmax_i log(U_i) / w_i`` with ``U_i ~ U[0, 1)`` (``-log U_i`` is the exponential): a zero
+weight scores ``-inf`` and a positive one a finite value. (``U_i = 0`` (probability 2^-24 per
+entry in float32) makes entry ``i`` lose its race as well: a bias far below float32's
+rounding of ``w``.) So alpha-ReLU sampling is its elementwise weights and one race, with no
+sort, no max and no sum; softmax's pure sampling is a max, an exp and the same race; top-p
+needs a sort over the vocabulary (softmax's cost, the baseline of ``arelu bench generate``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+
+from arelu_cli.registry import OutputTransform
+
+METHODS = ("sample", "greedy")
+
+
+@dataclass(frozen=True)
+class Decoding:
+    """How the next token is chosen from one step's logits (module docstring)."""
+
+    method: Literal["sample", "greedy"] = "sample"
+    """``sample``: draw from :func:`sampling_probs`; ``greedy``: the arg-max logit."""
+    top_k: int | None = None
+    """Softmax only: sample among the ``top_k`` largest logits (None: all)."""
+    top_p: float | None = None
+    """Softmax only: nucleus sampling, in (0, 1] (1 or None: no truncation)."""
+    temperature: float = 1.0
+    """Divides the logits before the transform, for every transform; > 0."""
+    tau_shift: float = 0.0
+    """alpha-ReLU only: added to its threshold tau at decode time (> 0: sparser)."""
+
+    def __post_init__(self) -> None:
+        if self.method not in METHODS:
+            raise ValueError(f"decoding method must be one of {', '.join(METHODS)}, "
+                             f"got {self.method!r}")
+        if self.top_k is not None and (isinstance(self.top_k, bool)
+                                       or not isinstance(self.top_k, int) or self.top_k < 1):
+            raise ValueError(f"top-k must be a whole number of at least 1, got {self.top_k!r}")
+        if self.top_p is not None and not (isinstance(self.top_p, (int, float))
+                                           and 0.0 < self.top_p <= 1.0):
+            raise ValueError(f"top-p must lie in (0, 1] (1: no truncation), got {self.top_p!r}")
+        if not (isinstance(self.temperature, (int, float)) and math.isfinite(self.temperature)
+                and self.temperature > 0):
+            raise ValueError(f"temperature must be a positive number, got {self.temperature!r}")
+        if not (isinstance(self.tau_shift, (int, float)) and math.isfinite(self.tau_shift)):
+            raise ValueError(f"tau shift must be a finite number, got {self.tau_shift!r}")
+        if self.method == "greedy" and self._sampling_options():
+            raise ValueError(f"greedy decoding takes the arg-max and no "
+                             f"{', '.join(self._sampling_options())}: drop them or sample")
+
+    def _sampling_options(self) -> list[str]:
+        given = [("top-k", self.top_k is not None), ("top-p", self.top_p is not None),
+                 ("temperature", self.temperature != 1.0), ("tau shift", self.tau_shift != 0)]
+        return [name for name, on in given if on]
+
+    def label(self) -> str:
+        """A name for CSVs: ``greedy``, ``sample``, ``sample-top_p0.9``, ``sample-tau+0.1``,
+        ``sample-top_k50-T0.8``."""
+        if self.method == "greedy":
+            return "greedy"
+        parts = ["sample"]
+        if self.top_k is not None:
+            parts.append(f"top_k{self.top_k}")
+        if self.top_p is not None:
+            parts.append(f"top_p{self.top_p:g}")
+        if self.temperature != 1.0:
+            parts.append(f"T{self.temperature:g}")
+        if self.tau_shift != 0:
+            parts.append(f"tau{self.tau_shift:+g}")
+        return "-".join(parts)
+
+    def check(self, transform: OutputTransform) -> Decoding:
+        """This decoding if it applies to ``transform``, else a ValueError saying why."""
+        if self.tau_shift != 0 and transform.family != "relu":
+            raise ValueError(f"a tau shift applies only to alpha-ReLU, not {transform.name}: "
+                             "drop it")
+        truncations = [n for n, on in (("top-k", self.top_k is not None),
+                                       ("top-p", self.top_p is not None)) if on]
+        if truncations and transform.family != "softmax":
+            raise ValueError(f"{' and '.join(truncations)} truncate softmax; {transform.name} "
+                             "is sparse already (alpha-ReLU: use a tau shift): drop them")
+        return self
+
+
+def _check_logits(logits: torch.Tensor) -> None:
+    if not torch.is_floating_point(logits) or logits.dim() != 2 or logits.shape[1] < 1:
+        raise ValueError(f"logits must be a floating-point (B, V) tensor, got "
+                         f"{tuple(logits.shape)} {logits.dtype}")
+
+
+def _refuse_nan(values: torch.Tensor) -> None:
+    if bool(torch.isnan(values).any()):
+        raise ValueError("the logits hold NaN (a model whose weights are not finite?): "
+                         "check the checkpoint")
+
+
+def _scaled(logits: torch.Tensor, decoding: Decoding) -> torch.Tensor:
+    z = logits if logits.dtype == torch.float64 else logits.float()
+    return z if decoding.temperature == 1.0 else z / decoding.temperature
+
+
+def _relu_weights(z: torch.Tensor, transform: OutputTransform, shift: float) -> torch.Tensor:
+    """alpha-ReLU's unnormalized output ``[(alpha - 1) z - (tau + shift)]_+^(1/(alpha-1))``."""
+    t = torch.mul(z, transform.alpha - 1.0).sub_(transform.tau + shift).clamp_min_(0.0)
+    exponent = 1.0 / (transform.alpha - 1.0)
+    return t if exponent == 1.0 else (t.square_() if exponent == 2.0 else t.pow_(exponent))
+
+
+def _softmax_candidates(z: torch.Tensor, decoding: Decoding
+                        ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Softmax's unnormalized weights over its candidate tokens: ``(weights (B, K),
+    indices (B, K))`` after top-k/top-p (weights 0 outside the nucleus), or ``(weights (B, V),
+    None)`` without truncation. Sampling and :func:`sampling_probs` both use it, so both
+    keep the same tokens to the last bit."""
+    top_k = decoding.top_k if decoding.top_k is not None and decoding.top_k < z.shape[1] else None
+    top_p = decoding.top_p if decoding.top_p is not None and decoding.top_p < 1.0 else None
+    if top_k is None and top_p is None:
+        return torch.sub(z, z.amax(-1, keepdim=True)).exp_(), None
+    if top_k is not None:
+        values, indices = z.topk(top_k, dim=-1)                # best first
+    else:
+        values, indices = z.sort(dim=-1, descending=True, stable=True)
+    if top_p is None:
+        return torch.sub(values, values[:, :1]).exp_(), indices
+    probs = torch.softmax(values, dim=-1)
+    before = probs.cumsum(-1) - probs                          # mass of the better tokens
+    return probs.masked_fill_(before >= top_p, 0.0), indices
+
+
+def _one_hot(index: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    return torch.zeros_like(like).scatter_(1, index.unsqueeze(1), 1.0)
+
+
+def _normalized(weights: torch.Tensor, fallback: torch.Tensor) -> torch.Tensor:
+    """``weights`` divided by their row sums; rows summing to 0 become ``e_fallback``."""
+    sums = weights.sum(-1, keepdim=True)
+    empty = sums == 0
+    probs = weights / torch.where(empty, torch.ones_like(sums), sums)
+    return torch.where(empty, _one_hot(fallback, weights), probs)
+
+
+def sampling_probs(logits: torch.Tensor, transform: OutputTransform,
+                   decoding: Decoding = Decoding()) -> torch.Tensor:
+    """The distribution ``(B, V)`` that :func:`next_tokens` samples from, for each row of
+    ``logits (B, V)`` (module docstring); float32 (float64 for float64 logits), rows sum
+    to 1, exact zeros outside the support. NaN logits raise ValueError."""
+    _check_logits(logits)
+    decoding.check(transform)
+    _refuse_nan(logits)
+    z = _scaled(logits, decoding)
+    if decoding.method == "greedy":
+        return _one_hot(z.argmax(-1), z)
+    if transform.family == "entmax":
+        return transform.probs(z).to(z.dtype)
+    if transform.family == "relu":
+        return _normalized(_relu_weights(z, transform, decoding.tau_shift), z.argmax(-1))
+    weights, indices = _softmax_candidates(z, decoding)
+    if indices is not None:
+        weights = torch.zeros_like(z).scatter_(1, indices, weights)
+    return weights / weights.sum(-1, keepdim=True)
+
+
+def empty_support(logits: torch.Tensor, transform: OutputTransform,
+                  decoding: Decoding = Decoding()) -> torch.Tensor:
+    """``(B,)`` bool: the rows whose alpha-ReLU support is empty, where sampling falls back
+    to the arg-max token (all False for the other transforms, whose support never is)."""
+    _check_logits(logits)
+    decoding.check(transform)
+    if transform.family != "relu" or decoding.method == "greedy":
+        return torch.zeros(logits.shape[0], dtype=torch.bool, device=logits.device)
+    top = _scaled(logits, decoding).amax(-1)
+    return top * (transform.alpha - 1.0) - (transform.tau + decoding.tau_shift) <= 0
+
+
+def race(weights: torch.Tensor, generator: torch.Generator | None = None,
+         fallback: Callable[[], torch.Tensor] | None = None) -> torch.Tensor:
+    """One index per row of non-negative ``weights (B, V)``, drawn with probability
+    ``w_i / sum_j w_j`` by an exponential race (module docstring), without normalizing;
+    a weight 0 never wins. A row where nothing won (all weights 0, or every positive one
+    drew ``U = 0``) takes ``fallback()`` (default: its largest weight); NaN raises."""
+    scores = torch.rand(weights.shape, generator=generator, device=weights.device,
+                        dtype=weights.dtype).log_().div_(weights)
+    best, index = scores.max(-1)
+    _refuse_nan(best)
+    lost = best == -math.inf
+    if bool(lost.any()):
+        index = torch.where(lost, fallback() if fallback else weights.argmax(-1), index)
+    return index
+
+
+def next_tokens(logits: torch.Tensor, transform: OutputTransform,
+                decoding: Decoding = Decoding(),
+                generator: torch.Generator | None = None) -> torch.Tensor:
+    """The next token ``(B,)`` of each row of ``logits (B, V)``: a draw from
+    :func:`sampling_probs` (reproducible for a seeded ``generator`` on the logits' device),
+    or the arg-max for greedy. Never a token of probability 0 under :func:`sampling_probs`;
+    NaN logits raise ValueError."""
+    _check_logits(logits)
+    decoding.check(transform)
+    if decoding.method == "greedy":
+        best, index = logits.max(-1)
+        _refuse_nan(best)
+        return index
+    z = _scaled(logits, decoding)
+    if transform.family == "relu":
+        # The arg-max logit is in the support whenever the support is not empty.
+        return race(_relu_weights(z, transform, decoding.tau_shift), generator,
+                    fallback=lambda: z.argmax(-1))
+    if transform.family == "entmax":
+        _refuse_nan(z.amax(-1))  # entmax's threshold search would hide NaN
+        return race(transform.probs(z).to(z.dtype), generator)
+    weights, indices = _softmax_candidates(z, decoding)
+    chosen = race(weights, generator)
+    return chosen if indices is None else indices.gather(1, chosen.unsqueeze(1)).squeeze(1)
