@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -120,3 +122,26 @@ def lm_runs(tiny_lm_corpus, tmp_path_factory) -> dict[str, Path]:
         runs[name] = train(config, tmp_path_factory.mktemp("lm-runs") / name).out
     torch.set_num_threads(threads)
     return runs
+
+
+@dataclass
+class Ran:
+    code: int
+    out: str
+    err: str
+
+
+@pytest.fixture
+def cli(monkeypatch, capsys):
+    """Run ``arelu ARGS...`` through its console entry point; returns exit code and output."""
+    def run(*args: str | Path) -> Ran:
+        from arelu_cli.cli import main
+
+        monkeypatch.setattr(sys, "argv", ["arelu", *map(str, args)])
+        with pytest.raises(SystemExit) as exited:
+            main()
+        captured = capsys.readouterr()
+        return Ran(exited.value.code or 0, captured.out, captured.err)
+    return run
+
+
