@@ -13,6 +13,10 @@ times ``steps`` decoding steps of the output layer alone: hidden states ``(B, d)
 * ``sparsemax-sample``, ``<a>-entmax-sample`` (the sparse p, a sort each), ``<a>-relu-sample``
   (alpha-ReLU's weights and one exponential race).
 
+Each method is also timed on the same steps' precomputed logits (the ``select_*`` columns):
+the selection alone, without the projection that every method shares (on a CPU at d = 512
+the projection takes most of a step and pulls every full-step ratio towards 1).
+
 Repetitions are paired and interleaved: each repeat times every method once, in an order
 rotated from repeat to repeat, and a ratio is the median over repeats of the method's time
 over the baseline's time *of the same repeat*. Synthetic weights ``W ~ N(0, s^2 / d)`` with
@@ -142,63 +146,84 @@ def output_layer(plan: GeneratePlan, vocab: int | None
             str(plan.checkpoint))
 
 
-def _step_loop(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
+def _step_loop(hidden: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None,
                transform: OutputTransform, decoding: Decoding, seed: int) -> Callable:
-    """A call that decodes ``len(hidden)`` steps: projection and next-token selection."""
+    """A call that decodes ``len(hidden)`` steps: the projection ``hidden[t] @ weight.T``
+    and next-token selection; with ``weight`` None, ``hidden`` holds the steps' logits and
+    the call times the selection alone."""
     generator = torch.Generator(device=hidden.device)
 
     def run(_state: object) -> None:
         generator.manual_seed(seed)
         for h in hidden:
-            next_tokens(F.linear(h, weight, bias), transform, decoding, generator)
+            logits = h if weight is None else F.linear(h, weight, bias)
+            next_tokens(logits, transform, decoding, generator)
     return run
 
 
-def _support(hidden, weight, bias, transform, decoding) -> float:
-    """Mean number of tokens of positive probability per step (first step's rows)."""
-    return float((sampling_probs(F.linear(hidden[0], weight, bias), transform, decoding) > 0)
-                 .sum(-1).float().mean())
+def _support(logits: torch.Tensor, transform: OutputTransform, decoding: Decoding) -> float:
+    """Mean number of tokens of positive probability per row of one step's ``logits``."""
+    return float((sampling_probs(logits, transform, decoding) > 0).sum(-1).float().mean())
 
 
-def case_rows(plan: GeneratePlan, vocab: int | None, batch: int, log=None) -> list[dict]:
-    """The rows of one V x B case: every method, paired and interleaved (module docstring)."""
-    device = torch.device(plan.device)
-    weight, bias, tau, source = output_layer(plan, vocab)
-    vocab, width = weight.shape
-    gen = torch.Generator().manual_seed(plan.seed + 1)
-    hidden = torch.randn(plan.steps, batch, width, generator=gen).to(device)
-    chosen = methods(plan, tau)
-    loops = {name: _step_loop(hidden, weight, bias, t, d, plan.seed)
-             for name, (t, d) in chosen.items()}
+def _interleaved(loops: dict[str, Callable], repeats: int, device: torch.device,
+                 log=None) -> tuple[dict[str, list[float]], float | None]:
+    """Milliseconds of each loop per repeat, every loop once per repeat in an order rotated
+    from repeat to repeat, after one warm-up call each; and the other processes' load."""
     names = list(loops)
     for name in names:                       # warm-up (and the C++/compile builds)
         loops[name](None)
     times: dict[str, list[float]] = {name: [] for name in names}
     with timing.OtherLoad() as load:
-        for r in range(plan.repeats):
+        for r in range(repeats):
             if log:
-                log(f"V={vocab} B={batch}: repeat {r + 1}/{plan.repeats}")
+                log(f"repeat {r + 1}/{repeats}")
             for name in names[r % len(names):] + names[:r % len(names)]:
                 times[name].append(timing.time_once(loops[name], lambda: None, device))
+    return times, load.cores
+
+
+def _paired(ms: list[float], base: list[float]) -> float:
+    return statistics.median(a / b for a, b in zip(ms, base))
+
+
+def case_rows(plan: GeneratePlan, vocab: int | None, batch: int, log=None) -> list[dict]:
+    """The rows of one V x B case: every method, paired and interleaved (module docstring);
+    ``select_*`` columns time the selection alone, on the same steps' precomputed logits."""
+    device = torch.device(plan.device)
+    weight, bias, tau, source = output_layer(plan, vocab)
+    vocab, width = weight.shape
+    gen = torch.Generator().manual_seed(plan.seed + 1)
+    hidden = torch.randn(plan.steps, batch, width, generator=gen).to(device)
+    logits = F.linear(hidden, weight, bias)                  # (steps, B, V)
+    chosen = methods(plan, tau)
+    loops = {}
+    for name, (t, d) in chosen.items():
+        loops[name] = _step_loop(hidden, weight, bias, t, d, plan.seed)
+        loops[f"select:{name}"] = _step_loop(logits, None, None, t, d, plan.seed)
+    times, other_cpu = _interleaved(loops, plan.repeats, device,
+                                    log and (lambda m: log(f"V={vocab} B={batch}: {m}")))
     top_p = f"{TOP_P}{plan.top_p:g}"
     rows = []
     for name, (transform, decoding) in chosen.items():
-        ms = times[name]
+        ms, select = times[name], times[f"select:{name}"]
         row = dict(method=name, transform=transform.name, decoding=decoding.label(), v=vocab,
                    batch=batch, d=width, steps=plan.steps, repeats=plan.repeats,
                    alpha=transform.alpha, tau=transform.tau, source=source,
                    ms_per_step=statistics.median(ms) / plan.steps,
                    us_per_token=1000 * statistics.median(ms) / (plan.steps * batch),
-                   ratio_to_softmax_sample=statistics.median(
-                       a / b for a, b in zip(ms, times[SAMPLE])),
-                   ratio_to_softmax_top_p=statistics.median(
-                       a / b for a, b in zip(ms, times[top_p])),
-                   support=_support(hidden, weight, bias, transform, decoding))
+                   ratio_to_softmax_sample=_paired(ms, times[SAMPLE]),
+                   ratio_to_softmax_top_p=_paired(ms, times[top_p]),
+                   select_us_per_token=1000 * statistics.median(select) / (plan.steps * batch),
+                   select_ratio_to_softmax_sample=_paired(select, times[f"select:{SAMPLE}"]),
+                   select_ratio_to_softmax_top_p=_paired(select, times[f"select:{top_p}"]),
+                   support=_support(logits[0], transform, decoding))
         row["meets_targets"] = (all(row[k] <= v for k, v in TARGETS.items())
                                 if transform.family == "relu" else None)
         row |= dict(device=plan.device, machine=machine(device),
-                    threads=torch.get_num_threads(), other_cpu=load.cores,
-                    ms_all=" ".join(f"{x:.4g}" for x in ms))
+                    threads=torch.get_num_threads(), other_cpu=other_cpu,
+                    ms_all=" ".join(f"{x:.4g}" for x in ms),
+                    select_ms_all=" ".join(f"{x:.4g}" for x in select))
         row["signature"] = signature(transform=transform.name, alpha=transform.alpha,
                                      tau=transform.tau, data=source, seed=plan.seed,
                                      decoding=decoding.label(), v=vocab, batch=batch, d=width,
@@ -220,12 +245,16 @@ def run(plan: GeneratePlan, out: Path, log=None) -> pd.DataFrame:
 
 def print_table(frame: pd.DataFrame, console: Console) -> None:
     table = Table(title="time per generated token (output layer + next-token selection)")
-    for col in ("method", "V", "B", "support", "us/token", "x sample", "x top-p", "targets"):
+    for col in ("method", "V", "B", "support", "us/token", "x sample", "x top-p", "targets",
+                "select us/token", "x sample", "x top-p"):
         table.add_column(col, justify="left" if col == "method" else "right")
     for r in frame.to_dict("records"):
         met = r["meets_targets"]
         table.add_row(r["method"], str(r["v"]), str(r["batch"]), f"{r['support']:.0f}",
                       f"{r['us_per_token']:.1f}", f"{r['ratio_to_softmax_sample']:.2f}",
                       f"{r['ratio_to_softmax_top_p']:.2f}",
-                      "" if met is None or pd.isna(met) else ("met" if met else "MISSED"))
+                      "" if met is None or pd.isna(met) else ("met" if met else "MISSED"),
+                      f"{r['select_us_per_token']:.1f}",
+                      f"{r['select_ratio_to_softmax_sample']:.2f}",
+                      f"{r['select_ratio_to_softmax_top_p']:.2f}")
     console.print(table)

@@ -52,6 +52,10 @@ from arelu_cli.registry import OutputTransform
 METHODS = ("sample", "greedy")
 
 
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
 @dataclass(frozen=True)
 class Decoding:
     """How the next token is chosen from one step's logits (module docstring)."""
@@ -71,16 +75,15 @@ class Decoding:
         if self.method not in METHODS:
             raise ValueError(f"decoding method must be one of {', '.join(METHODS)}, "
                              f"got {self.method!r}")
-        if self.top_k is not None and (isinstance(self.top_k, bool)
-                                       or not isinstance(self.top_k, int) or self.top_k < 1):
+        if self.top_k is not None and not (_is_number(self.top_k)
+                                           and isinstance(self.top_k, int) and self.top_k >= 1):
             raise ValueError(f"top-k must be a whole number of at least 1, got {self.top_k!r}")
-        if self.top_p is not None and not (isinstance(self.top_p, (int, float))
-                                           and 0.0 < self.top_p <= 1.0):
+        if self.top_p is not None and not (_is_number(self.top_p) and 0.0 < self.top_p <= 1.0):
             raise ValueError(f"top-p must lie in (0, 1] (1: no truncation), got {self.top_p!r}")
-        if not (isinstance(self.temperature, (int, float)) and math.isfinite(self.temperature)
+        if not (_is_number(self.temperature) and math.isfinite(self.temperature)
                 and self.temperature > 0):
             raise ValueError(f"temperature must be a positive number, got {self.temperature!r}")
-        if not (isinstance(self.tau_shift, (int, float)) and math.isfinite(self.tau_shift)):
+        if not (_is_number(self.tau_shift) and math.isfinite(self.tau_shift)):
             raise ValueError(f"tau shift must be a finite number, got {self.tau_shift!r}")
         if self.method == "greedy" and self._sampling_options():
             raise ValueError(f"greedy decoding takes the arg-max and no "
@@ -137,9 +140,15 @@ def _scaled(logits: torch.Tensor, decoding: Decoding) -> torch.Tensor:
     return z if decoding.temperature == 1.0 else z / decoding.temperature
 
 
-def _relu_weights(z: torch.Tensor, transform: OutputTransform, shift: float) -> torch.Tensor:
-    """alpha-ReLU's unnormalized output ``[(alpha - 1) z - (tau + shift)]_+^(1/(alpha-1))``."""
+def _relu_weights(z: torch.Tensor, transform: OutputTransform, shift: float,
+                  scaled: bool = False) -> torch.Tensor:
+    """alpha-ReLU's unnormalized output ``[(alpha - 1) z - (tau + shift)]_+^(1/(alpha-1))``;
+    ``scaled``: the bracket divided by its row maximum first (the same distribution once
+    normalized, and no overflow of the power for large alpha-ReLU outputs)."""
     t = torch.mul(z, transform.alpha - 1.0).sub_(transform.tau + shift).clamp_min_(0.0)
+    if scaled:
+        top = t.amax(-1, keepdim=True)
+        t = t.div_(torch.where(top > 0, top, torch.ones_like(top)))
     exponent = 1.0 / (transform.alpha - 1.0)
     return t if exponent == 1.0 else (t.square_() if exponent == 2.0 else t.pow_(exponent))
 
@@ -191,7 +200,8 @@ def sampling_probs(logits: torch.Tensor, transform: OutputTransform,
     if transform.family == "entmax":
         return transform.probs(z).to(z.dtype)
     if transform.family == "relu":
-        return _normalized(_relu_weights(z, transform, decoding.tau_shift), z.argmax(-1))
+        return _normalized(_relu_weights(z, transform, decoding.tau_shift, scaled=True),
+                           z.argmax(-1))
     weights, indices = _softmax_candidates(z, decoding)
     if indices is not None:
         weights = torch.zeros_like(z).scatter_(1, indices, weights)
@@ -219,9 +229,9 @@ def race(weights: torch.Tensor, generator: torch.Generator | None = None,
     scores = torch.rand(weights.shape, generator=generator, device=weights.device,
                         dtype=weights.dtype).log_().div_(weights)
     best, index = scores.max(-1)
-    _refuse_nan(best)
-    lost = best == -math.inf
-    if bool(lost.any()):
+    if not bool(torch.isfinite(best).all()):  # one synchronization on the common path
+        _refuse_nan(best)
+        lost = best == -math.inf
         index = torch.where(lost, fallback() if fallback else weights.argmax(-1), index)
     return index
 
