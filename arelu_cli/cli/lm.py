@@ -1,4 +1,5 @@
-"""``arelu generate``: open-ended generation with a trained language model."""
+"""``arelu generate`` and ``arelu lm-eval``: open-ended generation with a trained language
+model, and its metrics."""
 
 from __future__ import annotations
 
@@ -97,3 +98,59 @@ def generate(
                  f"{result.meta['generated_tokens']} tokens in {result.seconds:.2f} s"
                  + (f"; wrote {escape(str(out))}" if to_file else ""), highlight=False,
                  soft_wrap=True)
+
+
+@app.command("lm-eval")
+def lm_eval(
+    checkpoint: list[Path] = typer.Option([], "--checkpoint", help="Language-model checkpoints "
+                                          "or run folders (repeatable); default: the latest run."),
+    split: str = typer.Option("test", help="Split measured and prompted from."),
+    dev_split: str = typer.Option("dev", help="Split on which epsilon is tuned."),
+    decoding: str = typer.Option("sample", help="sample or greedy (as for arelu generate)."),
+    top_k: Optional[int] = typer.Option(None, help="softmax only: top-k."),
+    top_p: Optional[float] = typer.Option(None, help="softmax only: nucleus p in (0, 1]."),
+    temperature: float = typer.Option(1.0, help="Divide the logits by this (> 0)."),
+    tau: float = typer.Option(0.0, help="alpha-ReLU only: decode-time shift of tau."),
+    prefix_tokens: int = typer.Option(5, help="Prompt tokens per line of the split."),
+    max_prompts: int = typer.Option(0, help="Generate from the first N prompts only (0: all)."),
+    max_tokens: int = typer.Option(100, help="New tokens per continuation at most."),
+    seed: int = typer.Option(0, help="Seed of the generation draws."),
+    batch_size: int = typer.Option(32, help="Prompts generated together."),
+    eval_tokens: int = typer.Option(2048, help="Tokens per teacher-forced batch."),
+    out: Path = typer.Option(Path("results/lm/lm_eval.csv"), help="CSV to add the rows to (a "
+                             "row of the same checkpoint, decoding, split and seed is replaced)."),
+    generations: Path = typer.Option(Path("results/lm/generations"),
+                                     help="Folder of the generation files."),
+    device: str = typer.Option("auto", help=DECODE_HELP["device"]),
+) -> None:
+    """Perplexity, epsilon-perplexity, sparsemax score, JSD, rep/wrep, support size (teacher-
+    forced) and distinct-n, looping, Zipf, self-BLEU, length vs the human text (generated),
+    one CSV row per checkpoint for one decoding (Martins et al., 2020)."""
+    from arelu_cli.analysis import lm_eval as ev
+    from arelu_cli.nmt.inference import open_checkpoint
+
+    chosen = _decoding(decoding, top_k, top_p, temperature, tau)
+    for option, value in (("--prefix-tokens", prefix_tokens), ("--max-tokens", max_tokens),
+                          ("--batch-size", batch_size), ("--eval-tokens", eval_tokens)):
+        if value < 1:
+            raise UserError(f"{option} must be at least 1, got {value}")
+    if max_prompts < 0:
+        raise UserError(f"--max-prompts must be >= 0 (0: all), got {max_prompts}")
+    settings = ev.EvalSettings(split, dev_split, prefix_tokens, max_prompts, max_tokens, seed,
+                               batch_size, eval_tokens)
+    decoders = [open_checkpoint(path, None, device, task="lm")
+                for path in checkpoint_paths(checkpoint)]
+    frame = ev.run(decoders, chosen, settings, out, generations)
+    shown = frame.tail(len(decoders))
+    for _, row in shown.iterrows():
+        ppl = "" if pd_isna(row["ppl"]) else f"ppl {row['ppl']:.2f}, "
+        Console(stderr=True).print(
+            f"{row['transform']} {row['decoding']} on {split}: {ppl}eps-ppl {row['eps_ppl']:.2f} "
+            f"(eps {row['eps']:g}), sp {row['sp']:.4f}, jsd {row['jsd']:.4f}, distinct-4 "
+            f"{row['distinct_4']:.3f}", highlight=False, soft_wrap=True)
+    Console(stderr=True).print(f"wrote {escape(str(out))} and {len(decoders)} generation "
+                               f"file(s) in {escape(str(generations))}", highlight=False)
+
+
+def pd_isna(value: object) -> bool:
+    return value is None or (isinstance(value, float) and value != value)
