@@ -5,7 +5,8 @@ beside theirs).
 **Teacher-forced**, from each step's distribution ``probs (N, V)`` (the one sampled from,
 :func:`arelu_cli.nmt.sampling.sampling_probs`: alpha-ReLU's output divided by its sum on its
 support, the arg-max's point mass where the support is empty), its targets ``(N,)`` and the
-previous gold tokens of the same item (:func:`previous_tokens`). :func:`step_values` reduces
+previous gold tokens of the same item (:func:`previous_tokens`; :func:`batch_step_values` does
+all of it for an LM batch of logits and padded targets). :func:`step_values` reduces
 each batch to a few numbers per step (never keeping ``N x V``); concatenate them over batches
 (:func:`concat`) and summarize (:func:`summarize`) or sum per item (:func:`per_item`, for the
 paired bootstrap over test sentences). Natural logarithms throughout.
@@ -23,6 +24,9 @@ from collections import Counter
 from collections.abc import Hashable, Mapping, Sequence
 
 import torch
+
+from arelu_cli.nmt.sampling import Decoding, sampling_probs
+from arelu_cli.registry import OutputTransform
 
 WINDOWS = (16, 32, 128)
 """The rep/wrep context lengths of Martins et al. (2020)."""
@@ -91,6 +95,26 @@ def step_values(probs: torch.Tensor, targets: torch.Tensor,
         gold_seen = (recent == targets.unsqueeze(1)).any(1)
         values[f"rep_{window}"] = mass
         values[f"wrep_{window}"] = mass - torch.where(gold_seen, p_target, 0.0)
+    return values
+
+
+def batch_step_values(logits: torch.Tensor, targets: torch.Tensor, transform: OutputTransform,
+                      decoding: Decoding = Decoding(), ignore_index: int = -100,
+                      windows: Sequence[int] = WINDOWS) -> dict[str, torch.Tensor]:
+    """:func:`step_values` of one teacher-forced LM batch, ``logits (B, T, V)`` and
+    ``targets (B, T)`` (``ignore_index`` where padded), under the distribution sampled from
+    (:func:`arelu_cli.nmt.sampling.sampling_probs`), with each row's previous gold tokens as
+    context; ``item`` is each counted step's row ``b`` (add the batch's offset for
+    :func:`per_item`)."""
+    if logits.dim() != 3 or targets.shape != logits.shape[:2]:
+        raise ValueError(f"logits must be (B, T, V) and targets (B, T), got "
+                         f"{tuple(logits.shape)} and {tuple(targets.shape)}")
+    keep = targets != ignore_index
+    previous = previous_tokens(targets.masked_fill(~keep, -1), max(windows))
+    probs = sampling_probs(logits[keep], transform, decoding)
+    values = step_values(probs, targets[keep], previous[keep], windows)
+    rows = torch.arange(targets.shape[0], device=targets.device).unsqueeze(1)
+    values["item"] = rows.expand_as(targets)[keep]
     return values
 
 

@@ -32,8 +32,8 @@ with ``E_i ~ Exp(1)`` independent, which picks ``i`` with probability ``w_i / su
 without ever normalizing ``w``, and never picks a weight 0. It is computed as
 ``argmax_i log(U_i) / w_i`` with ``U_i ~ U[0, 1)`` (``-log U_i`` is the exponential): a zero
 weight scores ``-inf`` and a positive one a finite value. (``U_i = 0`` (probability 2^-24 per
-entry in float32) makes entry ``i`` lose its race as well: a bias far below float32's
-rounding of ``w``.) So alpha-ReLU sampling is its elementwise weights and one race, with no
+entry in float32) makes entry ``i`` lose its race as well: a relative bias of about 6e-8,
+the size of float32's rounding of ``w``.) So alpha-ReLU sampling is its elementwise weights and one race, with no
 sort, no max and no sum; softmax's pure sampling is a max, an exp and the same race; top-p
 needs a sort over the vocabulary (softmax's cost, the baseline of ``arelu bench generate``).
 """
@@ -140,12 +140,19 @@ def _scaled(logits: torch.Tensor, decoding: Decoding) -> torch.Tensor:
     return z if decoding.temperature == 1.0 else z / decoding.temperature
 
 
+def _relu_threshold(transform: OutputTransform, shift: float) -> float:
+    """``c = (tau + shift) / (alpha - 1)``: alpha-ReLU's support is ``z > c``."""
+    return (transform.tau + shift) / (transform.alpha - 1.0)
+
+
 def _relu_weights(z: torch.Tensor, transform: OutputTransform, shift: float,
                   scaled: bool = False) -> torch.Tensor:
-    """alpha-ReLU's unnormalized output ``[(alpha - 1) z - (tau + shift)]_+^(1/(alpha-1))``;
-    ``scaled``: the bracket divided by its row maximum first (the same distribution once
-    normalized, and no overflow of the power for large alpha-ReLU outputs)."""
-    t = torch.mul(z, transform.alpha - 1.0).sub_(transform.tau + shift).clamp_min_(0.0)
+    """``[z - c]_+^(1/(alpha-1))`` (:func:`_relu_threshold`): alpha-ReLU's output
+    ``[(alpha - 1) z - (tau + shift)]_+^(1/(alpha-1))`` over the constant
+    ``(alpha - 1)^(1/(alpha-1))``, which neither the race nor normalizing sees (one pass
+    fewer). ``scaled``: the bracket divided by its row maximum first (the same distribution
+    once normalized, and no overflow of the power for large alpha-ReLU outputs)."""
+    t = torch.sub(z, _relu_threshold(transform, shift)).clamp_min_(0.0)
     if scaled:
         top = t.amax(-1, keepdim=True)
         t = t.div_(torch.where(top > 0, top, torch.ones_like(top)))
@@ -217,7 +224,7 @@ def empty_support(logits: torch.Tensor, transform: OutputTransform,
     if transform.family != "relu" or decoding.method == "greedy":
         return torch.zeros(logits.shape[0], dtype=torch.bool, device=logits.device)
     top = _scaled(logits, decoding).amax(-1)
-    return top * (transform.alpha - 1.0) - (transform.tau + decoding.tau_shift) <= 0
+    return top - _relu_threshold(transform, decoding.tau_shift) <= 0
 
 
 def race(weights: torch.Tensor, generator: torch.Generator | None = None,

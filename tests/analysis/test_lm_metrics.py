@@ -5,6 +5,8 @@ import math
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy.spatial.distance import jensenshannon
 
 from arelu_cli.analysis import lm_metrics as M
@@ -189,3 +191,42 @@ def test_self_bleu_equals_sacrebleus_sentence_bleu_against_the_others():
     expected = [bleu.sentence_score(line, lines[:i] + lines[i + 1:]).score
                 for i, line in enumerate(lines)]
     assert M.self_bleu_per_item(texts, sample=15) == pytest.approx(expected)
+
+
+@settings(max_examples=30, deadline=None)
+@given(seed=st.integers(0, 2**31 - 1), sparsity=st.floats(0.0, 0.95))
+def test_bounds_on_random_sparse_distributions(seed, sparsity):
+    """0 <= wrep <= rep <= 1, sp in [0, 1], JSD in [0, log 2], support as counted."""
+    gen = torch.Generator().manual_seed(seed)
+    probs = torch.rand(12, 30, generator=gen) * (torch.rand(12, 30, generator=gen) > sparsity)
+    probs[:, 0] += 1e-3                                   # no empty row
+    probs = probs / probs.sum(-1, keepdim=True)
+    targets = torch.randint(0, 30, (1, 12), generator=gen)
+    v = M.step_values(probs, targets[0], M.previous_tokens(targets)[0])
+    for window in M.WINDOWS:
+        rep, wrep = v[f"rep_{window}"], v[f"wrep_{window}"]
+        assert (wrep >= -1e-12).all() and (wrep <= rep + 1e-12).all() and (rep <= 1 + 1e-9).all()
+    sp = M.sparsemax_score(v["p_target"], v["sq_norm"])
+    assert (sp >= -1e-9).all() and (sp <= 1 + 1e-9).all()
+    jsd = M.jsd_to_target(v["p_target"])
+    assert (jsd >= -1e-12).all() and (jsd <= math.log(2) + 1e-12).all()
+    assert torch.equal(v["support"], (probs > 0).sum(-1).double())
+
+
+def test_batch_step_values_flatten_the_counted_steps_with_their_item():
+    from arelu_cli.nmt.sampling import sampling_probs
+    from arelu_cli.registry import get_transform
+
+    gen = torch.Generator().manual_seed(2)
+    logits = torch.randn(2, 3, 5, generator=gen) * 3
+    targets = torch.tensor([[1, 2, 1], [4, 0, -100]])
+    relu = get_transform("1.5-relu", tau=0.5)
+    got = M.batch_step_values(logits, targets, relu, windows=(2,))
+    assert got["item"].tolist() == [0, 0, 0, 1, 1]
+    probs = torch.cat([sampling_probs(logits[0], relu), sampling_probs(logits[1, :2], relu)])
+    previous = torch.tensor([[-1, -1], [-1, 1], [1, 2], [-1, -1], [-1, 4]])
+    expected = M.step_values(probs, torch.tensor([1, 2, 1, 4, 0]), previous, windows=(2,))
+    for key, value in expected.items():
+        assert torch.allclose(got[key], value), key
+    with pytest.raises(ValueError, match=r"\(B, T, V\)"):
+        M.batch_step_values(logits[0], targets[0], relu)
