@@ -35,7 +35,7 @@ from arelu_cli.errors import UserError
 from arelu_cli.nmt.generate import (Generated, check_out, generate, split_prompts,
                                     write_generation)
 from arelu_cli.nmt.inference import Decoder
-from arelu_cli.nmt.sampling import Decoding, sampling_probs
+from arelu_cli.nmt.sampling import Decoding
 from arelu_cli.results import atomic_write_text, csv_header
 
 TEXT_STATS = ("distinct_1", "distinct_2", "distinct_3", "distinct_4", "loop", "zipf",
@@ -70,21 +70,20 @@ class EvalSettings:
 
 @torch.no_grad()
 def step_values(decoder: Decoder, split: str, decoding: Decoding, eval_tokens: int) -> dict:
-    """Teacher-forced per-step values of the split (:func:`lm_metrics.step_values`)."""
+    """Teacher-forced per-step values of the split's blocks
+    (:func:`arelu_cli.analysis.lm_metrics.batch_step_values`)."""
     data, model = decoder.data, decoder.model
     block = decoder.config.data.block_size
     found = []
     for batch in token_batches(data, split, max_tokens=max(eval_tokens, block), shuffle=False,
                                block_size=block):
         batch = batch.to(decoder.device)
-        keep = batch.tgt_out != data.pad_id
         try:
-            probs = sampling_probs(model(batch.tgt_in, keep), decoder.transform, decoding)
+            values = M.batch_step_values(model(batch.tgt_in), batch.tgt_out, decoder.transform,
+                                         decoding, ignore_index=data.pad_id)
         except ValueError as err:  # NaN logits
             raise UserError(str(err)) from None
-        previous = M.previous_tokens(batch.tgt_out.masked_fill(~keep, -1))[keep]
-        found.append({k: v.cpu() for k, v in M.step_values(probs, batch.tgt_out[keep],
-                                                           previous).items()})
+        found.append({k: v.cpu() for k, v in values.items()})
     return M.concat(found)
 
 
