@@ -65,3 +65,14 @@ def test_resume_gives_the_same_losses(tiny_lm_corpus, tiny_lm_config, tmp_path, 
     assert whole["train_loss"].tolist() == parts["train_loss"].tolist()
     assert torch.equal(torch.load(tmp_path / "whole" / "last.pt")["model"]["output.bias"],
                        torch.load(tmp_path / "parts" / "last.pt")["model"]["output.bias"])
+
+
+def test_fused_output_trains_like_logits_and_loss(tiny_lm_corpus, tiny_lm_config, tmp_path,
+                                                  one_thread):
+    losses = []
+    for fused in (False, True):
+        config = tiny_lm_config(tiny_lm_corpus, transform="1.5-relu", tau=0.2, max_steps=3,
+                                log_every=1, valid_every=3, save_every=3, fused_output=fused)
+        train(config, tmp_path / str(fused))
+        losses.append(read_log(tmp_path / str(fused) / "log.csv")["train_loss"].dropna().tolist())
+    assert losses[1] == pytest.approx(losses[0], rel=1e-4)
