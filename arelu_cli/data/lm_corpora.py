@@ -85,19 +85,28 @@ def document_split(lines: list[str]) -> tuple[dict[str, list[str]], dict[str, li
     return {split: lines[a:b] for split, (a, b) in bounds.items()}, bounds
 
 
+def source_files(spec: LMSpec, source: Path | None) -> list[Path]:
+    """The files ``spec`` reads from ``source`` (none for toy-lm); a one-line error naming
+    what is missing."""
+    if spec.name == "toy-lm":
+        return []
+    names = sorted(set(spec.files.values()))
+    if source is None:
+        raise UserError(f"{spec.name} needs --source: the folder holding {', '.join(names)}")
+    missing = [str(source / name) for name in names if not (source / name).is_file()]
+    if missing:
+        raise UserError(f"{spec.name}: missing {', '.join(missing)}; --source must hold "
+                        f"{', '.join(names)}")
+    return [source / name for name in names]
+
+
 def read_lm(spec: LMSpec, source: Path | None, config: toy.ToyConfig | None
             ) -> tuple[dict[str, list[str]], dict]:
-    """Normalized lines per split, and what the split was (meta.json's ``split``)."""
+    """Normalized lines per split, and what the split was (meta.json's ``split``); the
+    files are those :func:`source_files` found."""
     if spec.name == "toy-lm":
         generated = toy.generate(config)
         return {s: normalize_all(generated[s][1]) for s in SPLITS}, {"kind": "generated"}
-    if source is None:
-        raise UserError(f"{spec.name} needs --source: the folder holding "
-                        f"{', '.join(sorted(set(spec.files.values())))}")
-    missing = sorted({name for name in spec.files.values() if not (source / name).is_file()})
-    if missing:
-        raise UserError(f"{spec.name}: missing {', '.join(str(source / m) for m in missing)}; "
-                        f"--source must hold {', '.join(sorted(set(spec.files.values())))}")
     if len(set(spec.files.values())) == 1:
         lines, bounds = document_split(normalize_all(read_lines(source / spec.files["train"])))
         return lines, {"kind": "document", "shares": list(SHARES), "lines": bounds,

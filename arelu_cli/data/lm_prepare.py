@@ -22,7 +22,7 @@ from rich.table import Table
 from rich.text import Text
 
 from arelu_cli.data import bpe, toy
-from arelu_cli.data.lm_corpora import LM_CORPORA, LMSpec, read_lm
+from arelu_cli.data.lm_corpora import LM_CORPORA, LMSpec, read_lm, source_files
 from arelu_cli.data.prepare import Log, PrepareRequest, PrepareResult, check_out
 from arelu_cli.data.prepared import (FORMAT, atomic_dir, clean_leftovers, read_meta, write_ids,
                                      write_meta, write_text)
@@ -67,12 +67,6 @@ def _toy_config(spec: LMSpec, req: PrepareRequest) -> toy.ToyConfig | None:
     return toy.ToyConfig(seed=req.seed, **{k: v for k, v in given.items() if v is not None})
 
 
-def _source_files(spec: LMSpec, source: Path | None) -> list[Path]:
-    if source is None:
-        return []
-    return [source / name for name in sorted(set(spec.files.values()))]
-
-
 def _check_inputs_kept(out: Path, files: list[Path]) -> None:
     target = out.resolve()
     for path in files:
@@ -113,14 +107,8 @@ def prepare_lm(req: PrepareRequest, log: Log) -> PrepareResult:
     clean_leftovers(req.out)
     old_meta = check_out(req.out, spec.name, req.force)
     config = _toy_config(spec, req)
-    files = _source_files(spec, req.source)
+    files = source_files(spec, req.source)
     _check_inputs_kept(req.out, files)
-    if spec.name != "toy-lm" and req.source is None:
-        read_lm(spec, None, None)  # the one-line error that says what --source must hold
-    missing = [str(path) for path in files if not path.is_file()]
-    if missing:
-        raise UserError(f"{spec.name}: missing {', '.join(missing)}; --source must hold "
-                        f"{', '.join(p.name for p in files)}")
     checksums = {path.name: sha256_file(path) for path in files}
     options = {"corpus": spec.name, "tokens": spec.tokens, "seed": req.seed,
                "merges": (req.merges or spec.merges) if spec.tokens == "bpe" else None,
