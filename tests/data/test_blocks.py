@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
 
 from arelu_cli.data.blocks import block_batches, block_lengths, collate_blocks, stream
 from arelu_cli.data.batching import token_batches
