@@ -129,6 +129,9 @@ def generate(decoder: Decoder, prompts: Sequence[Sequence[int]], decoding: Decod
              seed: int, batch_size: int, max_tokens: int, source: dict) -> Generated:
     """Continuations of every prompt, in order, ``batch_size`` at a time; ``source`` says
     where the prompts came from (recorded)."""
+    if not prompts:
+        raise UserError("no prompts to continue (an empty file?): give one prompt a line, an "
+                        "empty line for an unconditional sample, or --unconditional N")
     if batch_size < 1:
         raise UserError(f"--batch-size must be at least 1, got {batch_size}")
     if max_tokens < 1:

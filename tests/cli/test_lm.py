@@ -88,6 +88,12 @@ def test_nan_logits(cli, lm_runs, tmp_path):
            match="the logits hold NaN")
 
 
+def test_an_empty_prompts_file(cli, lm_runs, tmp_path):
+    (tmp_path / "none.txt").write_text("")
+    _fails(cli, tmp_path, "--checkpoint", lm_runs["softmax"], "--prompts", tmp_path / "none.txt",
+           match="no prompts to continue")
+
+
 def test_prompt_source_is_exactly_one(cli, lm_runs, tmp_path):
     _fails(cli, tmp_path, "--checkpoint", lm_runs["softmax"], "--unconditional", "2", "--split",
            "test", match="give exactly one of --prompts FILE")
