@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -68,3 +70,78 @@ def toy_runs(tiny_corpus, tmp_path_factory) -> dict[str, Path]:
         runs[name] = train(config, tmp_path_factory.mktemp("runs") / name).out
     torch.set_num_threads(threads)
     return runs
+
+
+TINY_LM_MODEL = {"d_model": 32, "decoder_layers": 2, "heads": 2, "d_ff": 64, "dropout": 0.0,
+                 "attention_dropout": 0.0, "tie_output": True, "max_positions": 32}
+
+
+@pytest.fixture(scope="session")
+def tiny_lm_corpus(tmp_path_factory) -> Path:
+    """A prepared toy-lm corpus: 300 training lines, 30 dev/test lines, ~640 words."""
+    out = tmp_path_factory.mktemp("lm-corpus") / "toy-lm"
+    prepare(PrepareRequest("toy-lm", out, train_size=300, eval_size=30))
+    return out
+
+
+def _tiny_lm_config(corpus: Path, **train: object) -> Config:
+    """A tiny language model on ``corpus`` (blocks of 16, 128-token batches); ``train``
+    overrides [train] keys."""
+    overrides = {("data", "path"): str(corpus), ("data", "task"): "lm",
+                 ("data", "block_size"): 16, ("data", "max_tokens"): 128,
+                 ("decode", "max_tokens"): 1024}
+    overrides |= {("model", k): v for k, v in TINY_LM_MODEL.items()}
+    defaults = {"transform": "softmax", "accum": 1, "max_steps": 6, "warmup": 4, "lr": 1.0,
+                "log_every": 2, "valid_every": 3, "save_every": 3, "stats_rows": 32,
+                "device": "cpu", "threads": 1}
+    overrides |= {("train", k): v for k, v in (defaults | train).items()}
+    return load_config(None, overrides)
+
+
+@pytest.fixture(scope="session")
+def tiny_lm_config():
+    """``tiny_lm_config(corpus, **train)``: a tiny language model on ``corpus``."""
+    return _tiny_lm_config
+
+
+LM_TRANSFORMS = ("softmax", "1.5-entmax", "1.5-relu")
+
+
+@pytest.fixture(scope="session")
+def lm_runs(tiny_lm_corpus, tmp_path_factory) -> dict[str, Path]:
+    """Run folders of tiny language models trained for 40 steps on ``tiny_lm_corpus``."""
+    from arelu_cli.nmt.train import train
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    runs = {}
+    for name in LM_TRANSFORMS:
+        config = _tiny_lm_config(tiny_lm_corpus, transform=name, tau="auto", max_steps=40,
+                                 lr=2.0, warmup=10, log_every=40, valid_every=40,
+                                 save_every=40)
+        runs[name] = train(config, tmp_path_factory.mktemp("lm-runs") / name).out
+    torch.set_num_threads(threads)
+    return runs
+
+
+@dataclass
+class Ran:
+    code: int
+    out: str
+    err: str
+
+
+@pytest.fixture
+def cli(monkeypatch, capsys):
+    """Run ``arelu ARGS...`` through its console entry point; returns exit code and output."""
+    def run(*args: str | Path) -> Ran:
+        from arelu_cli.cli import main
+
+        monkeypatch.setattr(sys, "argv", ["arelu", *map(str, args)])
+        with pytest.raises(SystemExit) as exited:
+            main()
+        captured = capsys.readouterr()
+        return Ran(exited.value.code or 0, captured.out, captured.err)
+    return run
+
+

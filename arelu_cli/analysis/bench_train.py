@@ -34,7 +34,8 @@ from arelu_cli.data.prepared import load_prepared
 from arelu_cli.nmt.distributed import pick_device
 from arelu_cli.errors import UserError
 from arelu_cli.nmt.fused_output import FusedOutputLoss
-from arelu_cli.nmt.model import Transformer
+from arelu_cli.nmt.lm_model import build_model
+from arelu_cli.nmt.model import TokenModel
 from arelu_cli.nmt.output_stats import first_batch, resolve_tau
 from arelu_cli.registry import PAPER_TRANSFORMS, get_transform
 from arelu_cli.results import machine, signature
@@ -45,7 +46,7 @@ BASELINE = "softmax"
 DEFAULT_TRANSFORMS = PAPER_TRANSFORMS
 
 
-def step_fn(model: Transformer, transform, batch, autocast, t: TrainConfig, fused: bool):
+def step_fn(model: TokenModel, transform, batch, autocast, t: TrainConfig, fused: bool):
     """A closure doing one optimizer step of ``model`` on ``batch`` (Adam at the first
     step's learning rate), as the trainer does it (``fused``: with ``fused_output``)."""
     optimizer = torch.optim.Adam(model.parameters(), lr=noam_lr(1, t.lr, model.cfg.d_model, t.warmup),
@@ -57,9 +58,9 @@ def step_fn(model: Transformer, transform, batch, autocast, t: TrainConfig, fuse
     def step(_state: object) -> None:
         with autocast():
             if fused_loss is not None:
-                loss, _ = fused_loss(batch.src, batch.tgt_in, keep, target)
+                loss, _ = fused_loss(*batch.inputs, keep, target)
             else:
-                logits = model(batch.src, batch.tgt_in, keep)  # (N, V)
+                logits = model(*batch.inputs, keep)  # (N, V)
         if fused_loss is None:
             # fp32 only for the losses that need it, as the trainer does (no N x V copy for
             # alpha-ReLU, whose loss reads bf16 with fp32 math); per-token losses summed in
@@ -107,10 +108,11 @@ def bench_train(config: Config, transforms: list[str], repeats: int, device_name
     smoothing = _smoothing(config, names, label_smoothing, fused)
     device = pick_device(device_name)
     data = load_prepared(config.data.path)
-    batch = first_batch(data, config.data.max_tokens, config.train.seed).to(device)
+    batch = first_batch(data, config.data.max_tokens, config.train.seed,
+                        config.data.block_size).to(device)
     tokens = int((batch.src != data.pad_id).sum()) + batch.n_tgt_tokens
     torch.manual_seed(config.train.seed)
-    initial = Transformer(config.model, data.src_vocab_size, data.tgt_vocab_size, data.pad_id).to(device)
+    initial = build_model(config, data.src_vocab_size, data.tgt_vocab_size, data.pad_id).to(device)
     precision = config.train.precision
     bf16 = precision == "bf16" or (precision == "auto" and device.type == "cuda")
     autocast = ((lambda: torch.autocast(device.type, dtype=torch.bfloat16)) if bf16
@@ -118,7 +120,7 @@ def bench_train(config: Config, transforms: list[str], repeats: int, device_name
     steps = {}
     for name in names:
         tau = resolve_tau(config.train.tau, get_transform(name), initial, data,
-                          config.data.max_tokens, config.train.seed)
+                          config.data.max_tokens, config.train.seed, config.data.block_size)
         transform = get_transform(name, tau=tau or 0.0)
         train = dataclasses.replace(config.train, label_smoothing=smoothing[name])
         for with_fused in (False, True) if fused and transform.family == "relu" else (False,):

@@ -21,7 +21,7 @@ from arelu_cli.transforms import tau as tau_lib
 from arelu_cli.config import Config
 from arelu_cli.data.prepared import load_prepared
 from arelu_cli.errors import UserError
-from arelu_cli.nmt.model import Transformer
+from arelu_cli.nmt.lm_model import build_model
 from arelu_cli.nmt.output_stats import first_batch_taus
 from arelu_cli.results import signature
 
@@ -107,9 +107,9 @@ def _first_batch_taus(config: Config, alphas: Sequence[float], batches: int):
     what ``tau = "auto"`` trains with); the prepared corpus and the number of positions."""
     data = load_prepared(config.data.path)
     torch.manual_seed(config.train.seed)
-    model = Transformer(config.model, data.src_vocab_size, data.tgt_vocab_size, data.pad_id)
+    model = build_model(config, data.src_vocab_size, data.tgt_vocab_size, data.pad_id)
     taus, rows = first_batch_taus(model, data, config.data.max_tokens, config.train.seed,
-                                  list(alphas), batches)
+                                  list(alphas), batches, config.data.block_size)
     return data, taus, rows
 
 

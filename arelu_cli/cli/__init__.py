@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.markup import escape
 
 # Each module registers its commands on `app` when imported, in the order `arelu --help` lists them.
-from arelu_cli.cli import data, train, pipeline, human_eval, analysis, bench  # noqa: F401
+from arelu_cli.cli import data, train, lm, pipeline, human_eval, analysis, bench  # noqa: F401
 from arelu_cli.cli.app import app
 from arelu_cli.errors import UserError
 

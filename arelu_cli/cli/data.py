@@ -12,7 +12,8 @@ from arelu_cli.cli.app import app, console
 
 @app.command()
 def prepare(
-    corpus: str = typer.Argument(..., help="toy, multi30k, iwslt14, wmt14-en-de, wmt13-en-ru or custom."),
+    corpus: str = typer.Argument(..., help="toy, multi30k, iwslt14, wmt14-en-de, wmt13-en-ru or custom; language "
+                                "modelling: ptb, tinyshakespeare, text (your {train,dev,test}.txt) or toy-lm."),
     out: Optional[Path] = typer.Option(None, help="Prepared folder to write (default: data/CORPUS)."),
     source: Optional[Path] = typer.Option(
         None, help="Folder with the corpus files in the publisher's layout; without it, download."),
@@ -25,8 +26,9 @@ def prepare(
     joint: bool = typer.Option(True, "--joint/--separate", help="One BPE vocabulary for both languages, or one each."),
     seed: int = typer.Option(0, help="Seed of the toy generator."),
     train_size: Optional[int] = typer.Option(
-        None, help="Toy: training pairs to generate (50000); others: keep the first N cleaned pairs."),
-    eval_size: Optional[int] = typer.Option(None, help="Toy: dev and test pairs each, at least 1 (1000)."),
+        None, help="Toy: training pairs (toy-lm: lines) to generate (50000); others: keep the first N "
+        "cleaned pairs (lines)."),
+    eval_size: Optional[int] = typer.Option(None, help="Toy and toy-lm: dev and test pairs (lines) each, at least 1 (1000)."),
     toy_vocab: Optional[int] = typer.Option(None, help="Toy: content words per language, at least 100 (400)."),
     max_words: Optional[int] = typer.Option(None, help="Drop training pairs with a side longer than this."),
     max_ratio: Optional[float] = typer.Option(None, help="Drop training pairs whose word-count ratio exceeds this."),

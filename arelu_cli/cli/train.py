@@ -158,6 +158,8 @@ def train(
         raise typer.Exit(stopped.code) from None
     if summary.rank == 0:
         tau_text = "" if summary.tau is None else f", tau {summary.tau:.4f}"
+        best = (f"best validation loss {-summary.best_bleu:.4f}" if config.data.task == "lm"
+                else f"best validation BLEU {summary.best_bleu:.2f}")
         console.print(f"{summary.steps} steps in {summary.seconds / 60:.1f} min "
-                      f"({summary.tokens_per_s:,.0f} tok/s{tau_text}); best validation BLEU "
-                      f"{summary.best_bleu:.2f} at step {summary.best_step}; wrote {summary.out}")
+                      f"({summary.tokens_per_s:,.0f} tok/s{tau_text}); {best} at step "
+                      f"{summary.best_step}; wrote {summary.out}")

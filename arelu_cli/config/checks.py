@@ -18,6 +18,19 @@ def _positive(where: str, value: float) -> None:
         raise UserError(f"{where} must be positive and finite, got {value}")
 
 
+def _check_lm(config: Config) -> None:
+    data, m = config.data, config.model
+    _positive("[data] block_size", data.block_size)
+    if data.task != "lm":
+        return
+    if data.block_size > m.max_positions:
+        raise UserError(f"[data] block_size ({data.block_size}) is longer than [model] "
+                        f"max_positions ({m.max_positions}); raise max_positions or lower it")
+    if data.block_size > data.max_tokens:
+        raise UserError(f"[data] block_size ({data.block_size}) is more than [data] max_tokens "
+                        f"({data.max_tokens}), the tokens of a batch; raise max_tokens")
+
+
 def check_config(config: Config) -> Config:
     """Check values that are well typed but impossible; return ``config`` unchanged."""
     m, t, d = config.model, config.train, config.decode
@@ -61,6 +74,7 @@ def check_config(config: Config) -> Config:
         raise UserError(f"[train] threads must be 'auto' or a positive integer (torch's CPU "
                         f"threads), got {t.threads!r}")
     _positive("[data] max_tokens", config.data.max_tokens)
+    _check_lm(config)
     _positive("[decode] max_length_ratio", d.max_length_ratio)
     _positive("[decode] max_tokens", d.max_tokens)
     if d.max_length_offset < 0:

@@ -21,7 +21,14 @@ class DataConfig:
     max_tokens: int = 4096
     """Token budget of one training batch (padded size, per process and micro-batch)."""
     valid_split: str = "dev"
-    """Split used for validation loss and BLEU."""
+    """Split used for validation loss and BLEU (a language model's: loss and perplexity)."""
+    task: Literal["translation", "lm"] = "translation"
+    """``translation``: the encoder-decoder on sentence pairs; ``lm``: a decoder-only language
+    model (:mod:`arelu_cli.nmt.lm_model`) on a language-modelling folder (``arelu prepare
+    ptb|tinyshakespeare|text|toy-lm``), trained on fixed-length blocks of its token stream."""
+    block_size: int = 128
+    """``lm`` only: tokens per training and evaluation block (:mod:`arelu_cli.data.blocks`);
+    at most ``[model] max_positions``. A batch is ``max_tokens // block_size`` blocks."""
 
 
 @dataclass(frozen=True)

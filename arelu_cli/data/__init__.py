@@ -13,6 +13,13 @@ One job per module, imports flowing downward:
 - :mod:`~arelu_cli.data.prepared`  the prepared folder: writing it atomically, reading it
 - :mod:`~arelu_cli.data.batching`  token-budget, length-bucketed, seeded, shardable batches
 
+Language modelling (``"task": "lm"`` folders, one text per split):
+
+- :mod:`~arelu_cli.data.lm_corpora`  ptb, tinyshakespeare, text, toy-lm: files, splits, reading
+- :mod:`~arelu_cli.data.lm_prepare`  ``arelu prepare`` for them
+- :mod:`~arelu_cli.data.words`       word-level tokenization (PTB)
+- :mod:`~arelu_cli.data.blocks`      the token stream cut into fixed-length blocks, batched
+
 Training and decoding need two calls::
 
     from arelu_cli.data.batching import token_batches

@@ -47,6 +47,12 @@ class Batch:
     pad_id: int
 
     @property
+    def inputs(self) -> tuple[torch.Tensor, ...]:
+        """What the model reads: ``(src, tgt_in)``, or ``(tgt_in,)`` for a language-model
+        batch, whose ``src`` is empty (B, 0): a translation source always holds its eos."""
+        return (self.tgt_in,) if self.src.shape[1] == 0 else (self.src, self.tgt_in)
+
+    @property
     def n_tgt_tokens(self) -> int:
         """Non-pad target tokens (eos included): the usual loss normalizer."""
         return int((self.tgt_out != self.pad_id).sum())
@@ -122,9 +128,16 @@ def collate(split: EncodedSplit, indices: np.ndarray, *, pad_id: int, bos_id: in
 
 
 def token_batches(data: Prepared, split: str, max_tokens: int = 4096, *, seed: int = 0,
-                  epoch: int = 0, shuffle: bool = True, rank: int = 0,
-                  world_size: int = 1) -> Iterator[Batch]:
-    """This rank's padded batches of ``split`` for one epoch (see the module docstring)."""
+                  epoch: int = 0, shuffle: bool = True, rank: int = 0, world_size: int = 1,
+                  block_size: int = 0) -> Iterator[Batch]:
+    """This rank's padded batches of ``split`` for one epoch (see the module docstring); for
+    a language-modelling folder, batches of blocks of ``block_size`` tokens
+    (:mod:`arelu_cli.data.blocks`)."""
+    if data.task == "lm":
+        from arelu_cli.data.blocks import block_batches  # it builds on this module
+        yield from block_batches(data, split, max_tokens, block_size, seed=seed, epoch=epoch,
+                                 shuffle=shuffle, rank=rank, world_size=world_size)
+        return
     encoded = data.split(split)
     sizes = example_sizes(encoded.src_lengths, encoded.tgt_lengths)
     for indices in batch_indices(sizes, max_tokens, seed=seed, epoch=epoch, shuffle=shuffle,

@@ -109,7 +109,9 @@ CORPORA: dict[str, CorpusSpec] = {spec.name: spec for spec in (
 def get_spec(name: str) -> CorpusSpec:
     """The spec of a corpus by name; a one-line error listing the known names."""
     if name not in CORPORA:
-        raise UserError(f"unknown corpus {name!r}; choose one of {', '.join(CORPORA)}")
+        from arelu_cli.data.lm_corpora import LM_CORPORA  # it builds on this module
+        raise UserError(f"unknown corpus {name!r}; choose one of {', '.join(CORPORA)} "
+                        f"(translation) or {', '.join(LM_CORPORA)} (language modelling)")
     return CORPORA[name]
 
 

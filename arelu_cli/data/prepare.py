@@ -29,6 +29,7 @@ from rich.text import Text
 
 from arelu_cli.data import bpe, download, iwslt, toy
 from arelu_cli.data.clean import CleanRules, clean_train, normalize_all
+from arelu_cli.data.lm_corpora import is_lm
 from arelu_cli.data.corpora import (SPLITS, CorpusSpec, Resolved, direction, get_spec, read_split,
                                     resolve_files)
 from arelu_cli.data.prepared import (FORMAT, atomic_dir, clean_leftovers, foreign_files, read_meta,
@@ -114,7 +115,7 @@ def _check_request(spec: CorpusSpec, req: PrepareRequest) -> None:
                         f"corpus files in the publisher's layout")
 
 
-def _check_out(out: Path, corpus: str, force: bool) -> dict | None:
+def check_out(out: Path, corpus: str, force: bool) -> dict | None:
     """The meta of the prepared folder ``out`` (None when there is none yet); refuses an
     ``out`` that is not a prepared folder or holds other files, and (unless forced) one of
     another corpus."""
@@ -275,12 +276,15 @@ def _encode_all(folder: Path, texts: Texts, langs: tuple[str, str], merges: int,
 
 def prepare(req: PrepareRequest, log: Log = _quiet) -> PrepareResult:
     """Build (or find up to date) the prepared folder ``req.out`` for ``req.corpus``."""
+    if is_lm(req.corpus):  # a language-modelling corpus: its own, smaller pipeline
+        from arelu_cli.data.lm_prepare import prepare_lm
+        return prepare_lm(req, log)
     start = time.perf_counter()
     spec = get_spec(req.corpus)
     _check_request(spec, req)
     src, tgt = direction(spec, req.src_lang, req.tgt_lang)
     clean_leftovers(req.out)
-    old_meta = _check_out(req.out, spec.name, req.force)
+    old_meta = check_out(req.out, spec.name, req.force)
     rules = replace(spec.clean, **{k: v for k, v in (("max_words", req.max_words),
                                                      ("max_ratio", req.max_ratio)) if v is not None})
     merges = req.merges or spec.merges
@@ -321,6 +325,9 @@ def parse_split_file(text: str) -> tuple[str, tuple[Path, Path]]:
 def summary_table(result: PrepareResult) -> Group:
     """What was written: a headline (vocabulary, size, time), then pairs and tokens per split."""
     meta = result.meta
+    if meta.get("task") == "lm":
+        from arelu_cli.data.lm_prepare import lm_summary_table
+        return lm_summary_table(result)
     size_mb = sum(f.stat().st_size for f in result.path.iterdir()) / 1e6
     vocab = meta["vocab"]
     headline = (f"{meta['corpus']} {meta['src_lang']}->{meta['tgt_lang']} in {result.path}: "

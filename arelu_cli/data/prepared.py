@@ -104,6 +104,11 @@ class Prepared:
         return self.meta["corpus"]
 
     @property
+    def task(self) -> str:
+        """``translation`` or ``lm`` (a language-modelling folder, :mod:`arelu_cli.data.lm_prepare`)."""
+        return self.meta.get("task", "translation")
+
+    @property
     def src_lang(self) -> str:
         return self.meta["src_lang"]
 
@@ -137,11 +142,19 @@ class Prepared:
             raise UserError(f"{self.path} has no split {name!r}; it has {', '.join(self.split_names)}")
 
     def split(self, name: str) -> EncodedSplit:
-        """The encoded split, memory-mapped."""
+        """The encoded split, memory-mapped (a translation folder's)."""
         self._check(name)
+        if self.task == "lm":
+            raise UserError(f"{self.path} is a language-modelling corpus; it has no sentence pairs")
         arrays = [np.load(self.path / f"{name}.{side}.{kind}.npy", mmap_mode="r")
                   for side in ("src", "tgt") for kind in ("ids", "offsets")]
         return EncodedSplit(*arrays)
+
+    def text_ids(self, name: str) -> tuple[np.ndarray, np.ndarray]:
+        """A language-modelling split's ids and offsets: line i is ids[offsets[i]:offsets[i+1]]."""
+        self._check(name)
+        return tuple(np.load(self.path / f"{name}.tgt.{kind}.npy", mmap_mode="r")
+                     for kind in ("ids", "offsets"))
 
     def sources(self, name: str) -> list[str]:
         """Cleaned raw source sentences of a split."""

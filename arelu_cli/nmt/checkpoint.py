@@ -26,7 +26,8 @@ import torch
 from arelu_cli.config import Config, from_dict, saved_tables
 from arelu_cli.data.prepared import Prepared
 from arelu_cli.errors import UserError
-from arelu_cli.nmt.model import Transformer
+from arelu_cli.nmt.lm_model import build_model
+from arelu_cli.nmt.model import TokenModel
 from arelu_cli.registry import OutputTransform, get_transform
 from arelu_cli.results import open_temp
 
@@ -111,12 +112,12 @@ def check_compatible(ckpt: dict, path: str | Path, *, data: Prepared, transform:
 
 
 def load_model(path: str | Path, device: torch.device | str = "cpu"
-               ) -> tuple[Transformer, Config, OutputTransform]:
+               ) -> tuple[TokenModel, Config, OutputTransform]:
     """The model of a checkpoint (its averaged weights when it has them), in eval mode,
     with its resolved config and output transform."""
     ckpt = load(path)
     config = from_dict(ckpt["config"])
-    model = Transformer(config.model, ckpt["vocab"]["src_size"], ckpt["vocab"]["tgt_size"])
+    model = build_model(config, ckpt["vocab"]["src_size"], ckpt["vocab"]["tgt_size"])
     model.load_state_dict(ckpt["average"] if ckpt.get("average") is not None else ckpt["model"])
     transform = get_transform(ckpt["transform"], tau=ckpt["tau"] or 0.0)
     return model.to(device).eval(), config, transform

@@ -29,13 +29,22 @@ class Validation:
     """The transform's own loss per target token (eos included), unsmoothed: ``[train]
     label_smoothing`` changes only the training loss, so validation losses compare across
     smoothing settings."""
-    bleu: float
+    bleu: float | None
+    """Greedy BLEU; None for a language model."""
     hypotheses: list[str]
+    ppl: float | None = None
+    """A softmax language model's perplexity, ``exp(loss)``; None otherwise (the other losses
+    are not log-likelihoods: ``arelu lm-eval`` gives their epsilon-perplexity)."""
+
+    @property
+    def score(self) -> float:
+        """Higher is better: BLEU, or minus the loss for a language model."""
+        return -self.loss if self.bleu is None else self.bleu
 
 
 @torch.no_grad()
 def split_loss(model: Transformer, data: Prepared, split: str, transform: OutputTransform,
-               max_tokens: int, device: torch.device) -> float:
+               max_tokens: int, device: torch.device, block_size: int = 0) -> float:
     """Mean per-token loss of ``transform`` over a split, teacher-forced, in eval mode;
     always without label smoothing (the one-hot target). NaN as soon as a batch's logits
     are not finite (a diverged model): the sort-based entmax losses index out of range on
@@ -43,10 +52,11 @@ def split_loss(model: Transformer, data: Prepared, split: str, transform: Output
     was_training = model.training
     model.eval()
     total, tokens = 0.0, 0
-    for batch in token_batches(data, split, max_tokens=max_tokens, shuffle=False):
+    for batch in token_batches(data, split, max_tokens=max_tokens, shuffle=False,
+                               block_size=block_size):
         batch = batch.to(device)
         keep = batch.tgt_out != data.pad_id
-        logits = transform.loss_input(model(batch.src, batch.tgt_in, keep))  # (N, V)
+        logits = transform.loss_input(model(*batch.inputs, keep))  # (N, V)
         if not torch.isfinite(logits.sum(dtype=torch.float32)):
             model.train(was_training)
             return float("nan")
@@ -64,7 +74,11 @@ def validate(model: Transformer, data: Prepared, transform: OutputTransform, con
     """Loss and greedy BLEU of ``model`` on ``[data] valid_split``, in eval mode (its mode is
     restored after); a diverged model (NaN loss) gets BLEU 0 without decoding."""
     split = config.data.valid_split
-    loss = split_loss(model, data, split, transform, config.decode.max_tokens, device)
+    loss = split_loss(model, data, split, transform, config.decode.max_tokens, device,
+                      config.data.block_size)
+    if data.task == "lm":
+        return Validation(loss, None, [], math.exp(loss) if transform.family == "softmax"
+                          and math.isfinite(loss) else None)
     if math.isnan(loss):  # a diverged model, whose greedy search would fail the same way
         return Validation(loss, 0.0, [])
     was_training = model.training

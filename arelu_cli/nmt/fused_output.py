@@ -23,7 +23,8 @@ _fused_loss = torch.compiler.disable(linear_alpha_relu_loss)
 
 
 class FusedOutputLoss(nn.Module):
-    """``(src, tgt_in, keep, target) -> (loss, hidden)``: the alpha-ReLU loss summed over the
+    """``(*inputs, keep, target) -> (loss, hidden)``, ``inputs`` the model's (``src, tgt_in``,
+    or a language model's ``tokens``): the alpha-ReLU loss summed over the
     N positions where ``keep`` (B, T) is True, at ``target`` (N,), and the detached hidden
     states (N, D) it was computed from (for :func:`arelu_cli.nmt.output_stats.hidden_stats`)."""
 
@@ -34,9 +35,9 @@ class FusedOutputLoss(nn.Module):
         self.model = model
         self.alpha, self.tau = transform.alpha, transform.tau
 
-    def forward(self, src: torch.Tensor, tgt_in: torch.Tensor, keep: torch.Tensor,
-                target: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        hidden = self.model.features(src, tgt_in, keep)  # (N, D)
+    def forward(self, *args: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        *inputs, keep, target = args
+        hidden = self.model.features(*inputs, keep)  # (N, D)
         output = self.model.output
         # In the weight's dtype (fp32 in training) even where autocast made hidden bf16, so
         # the loss comes back in fp32 as logits.float() gives it unfused; under autocast the

@@ -115,11 +115,19 @@ def latest_run(root: str | Path = RUNS) -> Path:
 
 
 def open_checkpoint(path: str | Path, data: str | Path | None = None,
-                    device: str = "auto") -> Decoder:
+                    device: str = "auto", task: str = "translation") -> Decoder:
     """Load a checkpoint in eval mode with its prepared corpus (``data``, default the one it
-    was trained on); a corpus with another vocabulary is a UserError."""
+    was trained on); a corpus with another vocabulary, or a model of another ``task``
+    (``translation``, or ``lm`` for ``arelu generate``), is a UserError."""
     path = resolve_checkpoint(path)
     ckpt = checkpoint.load(path)
+    found = ckpt["config"].get("data", {}).get("task", "translation")
+    if found != task:
+        use = ("arelu generate or arelu lm-eval" if found == "lm" else
+               "arelu translate and the translation analyses")
+        raise UserError(f"{path} is a {'language' if found == 'lm' else 'translation'} model's "
+                        f"checkpoint; use it with {use}, or give a "
+                        f"{'language' if task == 'lm' else 'translation'} model's checkpoint")
     folder = Path(data if data is not None else ckpt["vocab"]["path"])
     if data is None and not folder.is_dir():
         raise UserError(f"the corpus {folder} that {path} was trained on is not there; pass "

@@ -215,7 +215,34 @@ class DecoderState:
                             [pick(kv) for kv in self.self_kv], self.step)
 
 
-class Transformer(nn.Module):
+class TokenModel(nn.Module):
+    """What the translation model and the language model share: Glorot initialization, the
+    scaled embedding plus sinusoidal positions (``tgt_embed``, ``positions``, ``drop`` and
+    ``cfg`` are the subclass's), and the parameter count."""
+
+    cfg: ModelConfig
+
+    def reset_parameters(self) -> None:
+        """Glorot/Xavier-uniform matrices (OpenNMT-py's default), zero biases, unit norms."""
+        for name, param in self.named_parameters():
+            if param.dim() > 1:
+                nn.init.xavier_uniform_(param)
+            elif name.endswith("bias"):
+                nn.init.zeros_(param)
+
+    def _embed(self, table: nn.Embedding, ids: torch.Tensor, offset: int = 0) -> torch.Tensor:
+        length = ids.shape[1] + offset
+        if length > self.cfg.max_positions:
+            raise UserError(f"a sequence of {length} tokens is longer than [model] max_positions "
+                            f"= {self.cfg.max_positions}; raise it or filter long sentences")
+        x = table(ids) * math.sqrt(self.cfg.d_model) + self.positions[offset:length]
+        return self.drop(x)
+
+    def num_parameters(self) -> int:
+        return sum(p.numel() for p in self.parameters())
+
+
+class Transformer(TokenModel):
     """Encoder-decoder Transformer: ``model(src, tgt_in) -> logits (B, T, V)``."""
 
     def __init__(self, cfg: ModelConfig, src_vocab: int, tgt_vocab: int, pad_id: int = 0):
@@ -235,22 +262,6 @@ class Transformer(nn.Module):
         self.reset_parameters()
         if cfg.tie_output:
             self.output.weight = self.tgt_embed.weight
-
-    def reset_parameters(self) -> None:
-        """Glorot/Xavier-uniform matrices (OpenNMT-py's default), zero biases, unit norms."""
-        for name, param in self.named_parameters():
-            if param.dim() > 1:
-                nn.init.xavier_uniform_(param)
-            elif name.endswith("bias"):
-                nn.init.zeros_(param)
-
-    def _embed(self, table: nn.Embedding, ids: torch.Tensor, offset: int = 0) -> torch.Tensor:
-        length = ids.shape[1] + offset
-        if length > self.cfg.max_positions:
-            raise UserError(f"a sequence of {length} tokens is longer than [model] max_positions "
-                            f"= {self.cfg.max_positions}; raise it or filter long sentences")
-        x = table(ids) * math.sqrt(self.cfg.d_model) + self.positions[offset:length]
-        return self.drop(x)
 
     def encode(self, src: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """src (B, S) -> memory (B, S, D) and the key mask (B, 1, 1, S), True at real tokens."""
@@ -299,6 +310,3 @@ class Transformer(nn.Module):
             x, state.self_kv[i] = layer.step(x, state.memory_kv[i], state.src_mask, state.self_kv[i])
         state.step += 1
         return self.output(self.decoder_norm(x))[:, 0]
-
-    def num_parameters(self) -> int:
-        return sum(p.numel() for p in self.parameters())

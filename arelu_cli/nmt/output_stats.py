@@ -32,7 +32,7 @@ def _thresholds(model: Transformer, batch: Batch, alphas: list[float]) -> list[t
     was_training = model.training
     model.eval()
     batch = batch.to(next(model.parameters()).device)
-    logits = model(batch.src, batch.tgt_in, batch.tgt_out != batch.pad_id)  # (N, V)
+    logits = model(*batch.inputs, batch.tgt_out != batch.pad_id)  # (N, V)
     model.train(was_training)
     return [entmax_threshold(logits, alpha) for alpha in alphas]
 
@@ -43,18 +43,22 @@ def model_tau(model: Transformer, batch: Batch, alpha: float = 1.5) -> float:
     return float(_thresholds(model, batch, [alpha])[0].mean())
 
 
-def first_batch(data: Prepared, max_tokens: int, seed: int) -> Batch:
-    """The first training batch of epoch 0 (the same on every process)."""
-    return next(token_batches(data, "train", max_tokens=max_tokens, seed=seed, epoch=0))
+def first_batch(data: Prepared, max_tokens: int, seed: int, block_size: int = 0) -> Batch:
+    """The first training batch of epoch 0 (the same on every process); ``block_size``: a
+    language model's (:mod:`arelu_cli.data.blocks`)."""
+    return next(token_batches(data, "train", max_tokens=max_tokens, seed=seed, epoch=0,
+                              block_size=block_size))
 
 
 def first_batch_taus(model: Transformer, data: Prepared, max_tokens: int, seed: int,
-                     alphas: list[float], batches: int = 1) -> tuple[list[float], int]:
+                     alphas: list[float], batches: int = 1,
+                     block_size: int = 0) -> tuple[list[float], int]:
     """The paper's tau-tilde per alpha: the mean threshold over the target positions of the
     first ``batches`` training batches of epoch 0 (one batch: what ``tau = "auto"`` trains
     with, :func:`resolve_tau`), and the number of positions."""
     found: list[list[torch.Tensor]] = [[] for _ in alphas]
-    stream = token_batches(data, "train", max_tokens=max_tokens, seed=seed, epoch=0)
+    stream = token_batches(data, "train", max_tokens=max_tokens, seed=seed, epoch=0,
+                           block_size=block_size)
     for _, batch in zip(range(batches), stream):
         for taus, one in zip(found, _thresholds(model, batch, list(alphas))):
             taus.append(one)
@@ -62,7 +66,8 @@ def first_batch_taus(model: Transformer, data: Prepared, max_tokens: int, seed: 
 
 
 def resolve_tau(spec: str | float, transform: OutputTransform, model: Transformer,
-                data: Prepared, max_tokens: int, seed: int) -> float | None:
+                data: Prepared, max_tokens: int, seed: int,
+                block_size: int = 0) -> float | None:
     """alpha-ReLU's tau from ``spec`` (a number, ``auto`` or ``analytic``); None for the
     other transforms, which have no fixed threshold. ``auto`` uses alpha-entmax of the
     transform's own alpha (1.5 for 1.5-ReLU, as in the paper)."""
@@ -74,7 +79,8 @@ def resolve_tau(spec: str | float, transform: OutputTransform, model: Transforme
         return analytic_tau(d_vocab=data.vocab_size, d_model=model.cfg.d_model,
                             alpha=transform.alpha).tau
     if spec == "auto":
-        return first_batch_taus(model, data, max_tokens, seed, [transform.alpha])[0][0]
+        return first_batch_taus(model, data, max_tokens, seed, [transform.alpha],
+                                block_size=block_size)[0][0]
     raise UserError(f"tau must be a number, 'auto' or 'analytic', got {spec!r}")
 
 

@@ -43,7 +43,8 @@ from arelu_cli.nmt.attention import describe as describe_attention
 from arelu_cli.config import Config
 from arelu_cli.data.prepared import Prepared, data_fingerprint, load_prepared
 from arelu_cli.nmt.fused_output import FusedOutputLoss
-from arelu_cli.nmt.model import Transformer
+from arelu_cli.nmt.lm_model import build_model, check_task
+from arelu_cli.nmt.model import TokenModel
 from arelu_cli.nmt.output_stats import resolve_tau
 from arelu_cli.registry import OutputTransform, get_transform
 from arelu_cli.results import atomic_write_text, machine, signature
@@ -114,6 +115,7 @@ def train(config: Config, out: str | Path, *, resume: bool = False, recipe: str 
 def _setup(config: Config, out: Path, ctx: distributed.Context, resume: bool,
            recipe: str | None, allow_data_change: bool = False) -> tuple[Session, State]:
     data = load_prepared(config.data.path)
+    check_task(config, data)
     t = config.train
     transform = get_transform(t.transform)
     ckpt, change = (load_for_resume(out, config, data, transform, allow_data_change, ctx.is_main)
@@ -123,10 +125,11 @@ def _setup(config: Config, out: Path, ctx: distributed.Context, resume: bool,
                        config.data.max_tokens)  # before building any model
     recipe = _claim_folder(out, ctx, ckpt, recipe)
     torch.manual_seed(t.seed)
-    model = Transformer(config.model, data.src_vocab_size, data.tgt_vocab_size, data.pad_id)
+    model = build_model(config, data.src_vocab_size, data.tgt_vocab_size, data.pad_id)
     model.to(ctx.device)
     tau = ckpt["tau"] if ckpt else resolve_tau(t.tau, transform, model, data,
-                                               config.data.max_tokens, t.seed)
+                                               config.data.max_tokens, t.seed,
+                                               config.data.block_size)
     if tau is not None and not ckpt:  # auto and analytic too: a broken model gives NaN
         check_relu_tau(tau, transform.name, transform.alpha, data.tgt_vocab_size,
                        config.data.max_tokens)
@@ -142,7 +145,7 @@ def _setup(config: Config, out: Path, ctx: distributed.Context, resume: bool,
 
 
 def _session(config: Config, out: Path, ctx: distributed.Context, data: Prepared,
-             model: Transformer, transform: OutputTransform, tau: float | None,
+             model: TokenModel, transform: OutputTransform, tau: float | None,
              recipe: str | None) -> Session:
     """The optimizer, the average and what the step calls around ``model``."""
     t = config.train
@@ -209,11 +212,11 @@ def _validate(s: Session, state: State) -> dict:
         model = s.average if s.average is not None else s.model
         with autocast(s):
             result = validate(model, s.data, s.transform, s.config, s.ctx.device)
-        if is_finite(result.loss) and result.bleu > state.best_bleu:
-            state.best_bleu, state.best_step = result.bleu, state.step
+        if is_finite(result.loss) and (result.score > state.best_bleu or not state.best_step):
+            state.best_bleu, state.best_step = result.score, state.step
             checkpoint.save(payload(s, state, "best"), s.out / checkpoint.BEST)
         state.valid_seconds = time.perf_counter() - began
-        fields = {"val_loss": result.loss, "val_bleu": result.bleu}
+        fields = {"val_loss": result.loss, "val_bleu": result.bleu, "val_ppl": result.ppl}
     distributed.barrier(s.ctx)
     # Finite weights can still give non-finite logits; every process stops alike.
     if distributed.any_true(s.ctx, not is_finite(fields.get("val_loss", 0.0))):
@@ -251,7 +254,12 @@ def _show(bar, task, s: Session, state: State, row: dict) -> None:
     fields = {"eta": train_log.format_eta(eta)}
     if "tokens_per_s" in row:
         fields.update(speed=f"{row['tokens_per_s']:,.0f}", loss=f"{row['train_loss']:.3f}")
-    if "val_bleu" in row:
+    if row.get("val_bleu") is None and "val_loss" in row:  # a language model
+        ppl = "" if row["val_ppl"] is None else f", perplexity {row['val_ppl']:.2f}"
+        bar.console.print(f"step {state.step}: validation loss {row['val_loss']:.4f}{ppl} (best "
+                          f"{-state.best_bleu:.4f} at step {state.best_step}), "
+                          f"{clock(s, state) / 60:.1f} min")
+    elif "val_bleu" in row:
         fields["bleu"] = f"{row['val_bleu']:.2f}"
         bar.console.print(f"step {state.step}: validation loss {row['val_loss']:.4f}, BLEU "
                           f"{row['val_bleu']:.2f} (best {state.best_bleu:.2f} at step "

@@ -23,11 +23,12 @@ from arelu_cli.errors import UserError
 from arelu_cli.results import atomic_write_text, signature_field
 
 COLUMNS = ("step", "epoch", "wall_s", "tokens_per_s", "threads", "train_loss", "lr", "tau",
-           "tau_z", "logit_norm", "sum_p", "nnz", "val_loss", "val_bleu", "signature")
+           "tau_z", "logit_norm", "sum_p", "nnz", "val_loss", "val_bleu", "val_ppl", "signature")
 """``tokens_per_s`` counts source and target tokens (padding excluded), all processes,
 over the logging interval's training time (validation excluded); ``threads`` is torch's
 intra-op thread count of the row's step (``[train] threads``: the governor may change it);
-``wall_s`` is the run's wall-clock time so far, validation included."""
+``wall_s`` is the run's wall-clock time so far, validation included; a language model
+logs ``val_ppl`` (softmax only) where a translation model logs ``val_bleu``."""
 
 
 def append_row(path: Path, row: dict) -> None:

@@ -26,7 +26,7 @@ from arelu_cli.config import Config, from_dict
 from arelu_cli.data.prepared import Prepared
 from arelu_cli.errors import UserError
 from arelu_cli.nmt import checkpoint, distributed
-from arelu_cli.nmt.model import Transformer
+from arelu_cli.nmt.model import TokenModel
 from arelu_cli.nmt.schedule import noam_lr
 from arelu_cli.nmt.train_guard import DataChange, check_same_data, read_last
 from arelu_cli.registry import OutputTransform
@@ -45,7 +45,9 @@ class State:
     elapsed: float = 0.0
     """Wall-clock seconds of the run before this process started (validation included)."""
     best_bleu: float = -1.0
+    """The best validation score: BLEU, or for a language model minus the validation loss."""
     best_step: int = 0
+    """The step of ``best_bleu``; 0 before the first validation."""
     valid_seconds: float = 0.0
     """Duration of the last validation: the time the budget keeps for a final one."""
     interval: dict = field(default_factory=lambda: {"loss": 0.0, "tgt": 0.0, "tokens": 0.0,
@@ -62,7 +64,7 @@ class Session:
     out: Path
     ctx: distributed.Context
     data: Prepared
-    model: Transformer
+    model: TokenModel
     """The plain model (weights, checkpoints, validation without an average)."""
     forward: torch.nn.Module
     """What the training step calls: the model (or, with ``fused_output``, the model and its
@@ -70,7 +72,7 @@ class Session:
     and/or compiled."""
     transform: OutputTransform
     optimizer: torch.optim.Optimizer
-    average: Transformer | None
+    average: TokenModel | None
     signature: str
     started: float = field(default_factory=time.perf_counter)
     saved_step: int | None = None

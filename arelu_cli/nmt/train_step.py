@@ -19,11 +19,12 @@ A step with a non-finite loss or gradient norm is never applied
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import torch
 
 from arelu_cli.data.batching import Batch, batch_indices, collate, example_sizes
+from arelu_cli.data.blocks import block_lengths, collate_blocks, split_stream
 from arelu_cli.nmt import distributed
 from arelu_cli.nmt.output_stats import batch_stats, hidden_stats
 from arelu_cli.nmt.schedule import average_weight, noam_lr, update_average
@@ -33,17 +34,34 @@ from arelu_cli.nmt.train_state import Session, State
 
 def micro_batches(s: Session, state: State) -> Iterator[Batch]:
     """This process's training batches from the current data position on, epoch after epoch."""
-    encoded = s.data.split("train")
-    sizes = example_sizes(encoded.src_lengths, encoded.tgt_lengths)
     while True:
-        plan = batch_indices(sizes, s.config.data.max_tokens, seed=s.config.train.seed,
-                             epoch=state.epoch, rank=s.ctx.rank, world_size=s.ctx.world_size)
+        plan, make = _epoch_plan(s, state.epoch)
         state.epoch_batches = len(plan)
         while state.position < len(plan):
             state.position += 1
-            yield collate(encoded, plan[state.position - 1], pad_id=s.data.pad_id,
-                          bos_id=s.data.bos_id, eos_id=s.data.eos_id)
+            yield make(plan[state.position - 1])
         state.epoch, state.position = state.epoch + 1, 0
+
+
+def _epoch_plan(s: Session, epoch: int) -> tuple[list, Callable[[object], Batch]]:
+    """One epoch's batches (example indices) for this process, and what makes a batch of them:
+    sentence pairs, or blocks of the token stream for a language model."""
+    d, data = s.config.data, s.data
+    if data.task == "lm":
+        tokens = split_stream(data, "train")
+        sizes = block_lengths(len(tokens), d.block_size)
+        budget = d.max_tokens // d.block_size * d.block_size
+        def make(indices):
+            return collate_blocks(tokens, indices, d.block_size, data.pad_id)
+    else:
+        encoded = data.split("train")
+        sizes, budget = example_sizes(encoded.src_lengths, encoded.tgt_lengths), d.max_tokens
+        def make(indices):
+            return collate(encoded, indices, pad_id=data.pad_id, bos_id=data.bos_id,
+                           eos_id=data.eos_id)
+    plan = batch_indices(sizes, budget, seed=s.config.train.seed, epoch=epoch, rank=s.ctx.rank,
+                         world_size=s.ctx.world_size)
+    return plan, make
 
 
 def autocast(s: Session):
@@ -63,11 +81,11 @@ def micro_loss(s: Session, batch: Batch, with_stats: bool) -> tuple[torch.Tensor
     target, rows = batch.tgt_out[keep], s.config.train.stats_rows
     if s.config.train.fused_output:
         with autocast(s):
-            loss, hidden = s.forward(batch.src, batch.tgt_in, keep, target)  # (), (N, D)
+            loss, hidden = s.forward(*batch.inputs, keep, target)  # (), (N, D)
         stats = hidden_stats(hidden, s.model.output, s.transform, rows) if with_stats else None
         return loss, stats
     with autocast(s):
-        logits = s.forward(batch.src, batch.tgt_in, keep)  # (N, V)
+        logits = s.forward(*batch.inputs, keep)  # (N, V)
     logits = s.transform.loss_input(logits)  # e.g. softmax's cross-entropy would compute in bf16
     stats = batch_stats(logits, s.transform, rows) if with_stats else None
     # The sort-based entmax losses index out of range on NaN logits, so for them a NaN

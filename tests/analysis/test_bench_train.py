@@ -30,6 +30,14 @@ def test_fused_rows_follow_their_transform(tiny_corpus, tiny_config):
     assert "fused_output" not in rows[1]["signature"]
 
 
+def test_a_language_model_recipe(tiny_lm_corpus, tiny_lm_config):
+    rows = bench_train(tiny_lm_config(tiny_lm_corpus), ["1.5-relu"], repeats=1,
+                       device_name="cpu", warmup=1, fused=True)
+    assert [(r["transform"], r["fused_output"]) for r in rows] == [
+        ("softmax", False), ("1.5-relu", False), ("1.5-relu", True)]
+    assert rows[0]["tokens"] == 128 and all(r["tokens_per_s"] > 0 for r in rows)  # 8 blocks of 16
+
+
 def test_bad_transform_is_refused_before_timing(tiny_corpus, tiny_config):
     with pytest.raises(ValueError, match="unknown output transform"):
         bench_train(tiny_config(tiny_corpus), ["1.5-reluu"], repeats=1, device_name="cpu")

@@ -105,7 +105,7 @@ def test_impossible_alpha_and_tau_are_refused_before_any_model(monkeypatch, caps
     def no_model(*_, **__):
         raise AssertionError("a model was built")
 
-    monkeypatch.setattr("arelu_cli.nmt.train.Transformer", no_model)
+    monkeypatch.setattr("arelu_cli.nmt.train.build_model", no_model)
     code, captured = _run(monkeypatch, capsys, "train", "--recipe", _recipe(tmp_path, tiny_corpus),
                           "--out", tmp_path / "x", *args)
     _one_line_error(code, captured, message)

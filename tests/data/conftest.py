@@ -1,32 +1,8 @@
-"""A way to run the ``arelu`` CLI in-process, and a machine with no network."""
+"""A machine with no network (the in-process ``cli`` fixture is the suite's, tests/conftest.py)."""
 
 from __future__ import annotations
 
-import sys
-from dataclasses import dataclass
-
 import pytest
-
-from arelu_cli.cli import main
-
-
-@dataclass
-class Ran:
-    code: int
-    out: str
-    err: str
-
-
-@pytest.fixture
-def cli(monkeypatch, capsys):
-    """Run ``arelu ARGS...`` through its console entry point; returns exit code and output."""
-    def run(*args: str | Path) -> Ran:
-        monkeypatch.setattr(sys, "argv", ["arelu", *map(str, args)])
-        with pytest.raises(SystemExit) as exited:
-            main()
-        captured = capsys.readouterr()
-        return Ran(exited.value.code or 0, captured.out, captured.err)
-    return run
 
 
 @pytest.fixture

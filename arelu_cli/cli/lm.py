@@ -1,0 +1,156 @@
+"""``arelu generate`` and ``arelu lm-eval``: open-ended generation with a trained language
+model, and its metrics."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from arelu_cli.cli.app import DECODE_HELP, app, checkpoint_paths, stdin_is_piped
+from arelu_cli.errors import UserError
+
+
+def _decoding(method: str, top_k: Optional[int], top_p: Optional[float], temperature: float,
+              tau: float):
+    from arelu_cli.nmt.sampling import Decoding
+
+    try:
+        return Decoding(method, top_k, top_p, temperature, tau)
+    except ValueError as err:
+        raise UserError(f"{err} (--decoding, --top-k, --top-p, --temperature, --tau)") from None
+
+
+@app.command()
+def generate(
+    checkpoint: Optional[Path] = typer.Option(None, help=DECODE_HELP["checkpoint"]),
+    prompts: Optional[Path] = typer.Option(
+        None, help="Prompts, one a line (an empty line: an unconditional sample); - reads stdin "
+        "(the default when it is a pipe)."),
+    split: Optional[str] = typer.Option(
+        None, help="Prompt with the first --prefix-tokens tokens of each longer line of this "
+        "split of the prepared corpus (Martins et al., 2020)."),
+    prefix_tokens: int = typer.Option(5, help="With --split: prompt tokens per line."),
+    unconditional: Optional[int] = typer.Option(None, help="Generate N samples from no prompt."),
+    decoding: str = typer.Option("sample", help="sample (from the transform's own distribution; "
+                                 "alpha-ReLU's divided by its sum) or greedy."),
+    top_k: Optional[int] = typer.Option(None, help="softmax only: sample among the k most likely."),
+    top_p: Optional[float] = typer.Option(None, help="softmax only: nucleus sampling, p in (0, 1]."),
+    temperature: float = typer.Option(1.0, help="Divide the logits by this (> 0) before the transform."),
+    tau: float = typer.Option(0.0, help="alpha-ReLU only: add this to its tau at decode time "
+                              "(> 0: sparser)."),
+    seed: int = typer.Option(0, help="Seed of the draws: the same seed and batch size give the "
+                             "same text."),
+    batch_size: int = typer.Option(32, help="Prompts generated together."),
+    max_tokens: int = typer.Option(100, help="New tokens per continuation at most (it also stops "
+                                   "at the end of the sentence)."),
+    out: Optional[Path] = typer.Option(None, help="Output file, or - for stdout (the default); "
+                                       "OUT.json records the run."),
+    data: Optional[Path] = typer.Option(None, help=DECODE_HELP["data"]),
+    device: str = typer.Option("auto", help=DECODE_HELP["device"]),
+) -> None:
+    """Continue prompts (--prompts, --split) or sample unconditionally (--unconditional N)
+    with a language model; one continuation per line.
+
+    Prompts longer than the model's positions keep their last tokens (a warning says how
+    many; OUT.json counts them).
+    """
+    from arelu_cli.data.textio import STDIO, read_text_lines
+    from arelu_cli.nmt import generate as gen
+    from arelu_cli.nmt.inference import open_checkpoint
+
+    if prompts is None and split is None and unconditional is None and stdin_is_piped():
+        prompts = Path(STDIO)
+    given = [name for name, value in (("--prompts", prompts), ("--split", split),
+                                      ("--unconditional", unconditional)) if value is not None]
+    if len(given) != 1:
+        raise UserError("give exactly one of --prompts FILE (- for stdin), --split NAME and "
+                        f"--unconditional N{'' if not given else ', not ' + ' and '.join(given)}")
+    if unconditional is not None and unconditional < 1:
+        raise UserError(f"--unconditional must be at least 1, got {unconditional}")
+    chosen = _decoding(decoding, top_k, top_p, temperature, tau)
+    decoder = open_checkpoint(checkpoint_paths([checkpoint] if checkpoint else [])[0], data,
+                              device, task="lm")
+    gen.check_out(out, None if prompts is None else str(prompts))
+    if prompts is not None:
+        ids = gen.encode_prompts(decoder.data, read_text_lines(prompts))
+        source = {"prompts_file": str(prompts)}
+    elif split is not None:
+        ids, _ = gen.split_prompts(decoder.data, split, prefix_tokens)
+        source = {"split": split, "prefix_tokens": prefix_tokens,
+                  "split_sha256": decoder.data.split_checksum(split)}
+    else:
+        ids, source = [[] for _ in range(unconditional)], {"unconditional": unconditional}
+    result = gen.generate(decoder, ids, chosen, seed=seed, batch_size=batch_size,
+                          max_tokens=max_tokens, source=source)
+    gen.write_generation(result, out)
+    stderr = Console(stderr=True)
+    if result.truncated:
+        stderr.print(f"[bold yellow]warning:[/] {len(result.truncated)} of {len(ids)} prompts "
+                     f"were longer than the model's {result.meta['truncated_to_tokens']} tokens "
+                     "([model] max_positions less one) and kept only their last tokens",
+                     highlight=False, soft_wrap=True)
+    to_file = out is not None and str(out) != STDIO
+    stderr.print(f"{decoder.transform.name}, {chosen.label()}: {len(ids)} continuations, "
+                 f"{result.meta['generated_tokens']} tokens in {result.seconds:.2f} s"
+                 + (f"; wrote {escape(str(out))}" if to_file else ""), highlight=False,
+                 soft_wrap=True)
+
+
+@app.command("lm-eval")
+def lm_eval(
+    checkpoint: list[Path] = typer.Option([], "--checkpoint", help="Language-model checkpoints "
+                                          "or run folders (repeatable); default: the latest run."),
+    split: str = typer.Option("test", help="Split measured and prompted from."),
+    dev_split: str = typer.Option("dev", help="Split on which epsilon is tuned."),
+    decoding: str = typer.Option("sample", help="sample or greedy (as for arelu generate)."),
+    top_k: Optional[int] = typer.Option(None, help="softmax only: top-k."),
+    top_p: Optional[float] = typer.Option(None, help="softmax only: nucleus p in (0, 1]."),
+    temperature: float = typer.Option(1.0, help="Divide the logits by this (> 0)."),
+    tau: float = typer.Option(0.0, help="alpha-ReLU only: decode-time shift of tau."),
+    prefix_tokens: int = typer.Option(5, help="Prompt tokens per line of the split."),
+    max_prompts: int = typer.Option(0, help="Generate from the first N prompts only (0: all)."),
+    max_tokens: int = typer.Option(100, help="New tokens per continuation at most."),
+    seed: int = typer.Option(0, help="Seed of the generation draws."),
+    batch_size: int = typer.Option(32, help="Prompts generated together."),
+    eval_tokens: int = typer.Option(2048, help="Tokens per teacher-forced batch."),
+    out: Path = typer.Option(Path("results/lm/lm_eval.csv"), help="CSV to add the rows to (a "
+                             "row of the same checkpoint, decoding, split and seed is replaced)."),
+    generations: Path = typer.Option(Path("results/lm/generations"),
+                                     help="Folder of the generation files."),
+    device: str = typer.Option("auto", help=DECODE_HELP["device"]),
+) -> None:
+    """Perplexity, epsilon-perplexity, sparsemax score, JSD, rep/wrep, support size (teacher-
+    forced) and distinct-n, looping, Zipf, self-BLEU, length vs the human text (generated),
+    one CSV row per checkpoint for one decoding (Martins et al., 2020)."""
+    from arelu_cli.analysis import lm_eval as ev
+    from arelu_cli.nmt.inference import open_checkpoint
+
+    chosen = _decoding(decoding, top_k, top_p, temperature, tau)
+    for option, value in (("--prefix-tokens", prefix_tokens), ("--max-tokens", max_tokens),
+                          ("--batch-size", batch_size), ("--eval-tokens", eval_tokens)):
+        if value < 1:
+            raise UserError(f"{option} must be at least 1, got {value}")
+    if max_prompts < 0:
+        raise UserError(f"--max-prompts must be >= 0 (0: all), got {max_prompts}")
+    settings = ev.EvalSettings(split, dev_split, prefix_tokens, max_prompts, max_tokens, seed,
+                               batch_size, eval_tokens)
+    decoders = [open_checkpoint(path, None, device, task="lm")
+                for path in checkpoint_paths(checkpoint)]
+    frame = ev.run(decoders, chosen, settings, out, generations)
+    shown = frame.tail(len(decoders))
+    for _, row in shown.iterrows():
+        ppl = "" if pd_isna(row["ppl"]) else f"ppl {row['ppl']:.2f}, "
+        Console(stderr=True).print(
+            f"{row['transform']} {row['decoding']} on {split}: {ppl}eps-ppl {row['eps_ppl']:.2f} "
+            f"(eps {row['eps']:g}), sp {row['sp']:.4f}, jsd {row['jsd']:.4f}, distinct-4 "
+            f"{row['distinct_4']:.3f}", highlight=False, soft_wrap=True)
+    Console(stderr=True).print(f"wrote {escape(str(out))} and {len(decoders)} generation "
+                               f"file(s) in {escape(str(generations))}", highlight=False)
+
+
+def pd_isna(value: object) -> bool:
+    return value is None or (isinstance(value, float) and value != value)
