@@ -45,6 +45,7 @@ from arelu_cli.data.prepared import Prepared, data_fingerprint, load_prepared
 from arelu_cli.nmt.fused_output import FusedOutputLoss
 from arelu_cli.nmt.model import Transformer
 from arelu_cli.nmt.output_stats import resolve_tau
+from arelu_cli.nmt.run_record import differences, record_setting_changes
 from arelu_cli.registry import OutputTransform, get_transform
 from arelu_cli.results import atomic_write_text, machine, signature
 from arelu_cli.tau import check_relu_tau
@@ -166,12 +167,17 @@ def _session(config: Config, out: Path, ctx: distributed.Context, data: Prepared
 
 def _resumed(s: Session, state: State, ckpt: dict, change: DataChange | None) -> None:
     """Continue from ``last.pt``: its state back, the log cut to its step, and (main
-    process) a change of data recorded."""
+    process) a change of data or of settings recorded in ``config.json``."""
     restore(s, state, ckpt)
     s.saved_step = state.step
     if s.ctx.is_main:
         train_log.truncate_after(s.out / "log.csv", state.step)
         (s.out / DIVERGED).unlink(missing_ok=True)  # an earlier attempt's, now taken up again
+        changes = differences(ckpt["config"], s.config)
+        if changes:  # a longer budget is the ordinary way to go on: recorded, not announced
+            note = record_setting_changes(s.out, s.config, state.step, changes)
+            if set(changes) != {"train.max_steps"}:
+                print(note, file=sys.stderr)
         if change is not None:
             print(record_data_change(s.out, change), file=sys.stderr)
 

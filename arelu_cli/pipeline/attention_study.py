@@ -51,6 +51,7 @@ from arelu_cli.nmt.attention import RENORM_EPS, VARIANTS
 from arelu_cli.nmt.train import snapshot_path, train
 from arelu_cli.nmt.train_guard import DIVERGED, Diverged
 from arelu_cli.pipeline.grid import results_folder
+from arelu_cli.pipeline.reuse import SAME, reuse
 from arelu_cli.pipeline.study import check_budget, warn_if_busy_file
 from arelu_cli.pipeline.study_runs import TEST, trained, translation_path
 from arelu_cli.registry import get_transform
@@ -159,10 +160,11 @@ def train_variant(trainer: Trainer, config: Config, variant: Variant, console: C
     """Train (or resume) one run; a divergence is recorded by the trainer and reported, not
     raised, and a diverged run is never retrained."""
     folder = variant.folder
+    same = reuse(folder, run_config(config, variant)) == SAME  # else refused, or longer
     if variant.diverged:
         return
-    if trained(folder) and ((folder / checkpoint.LAST).is_file()
-                            or all(p.is_file() for p in outputs(config, variant))):
+    if same and trained(folder) and ((folder / checkpoint.LAST).is_file()
+                                     or all(p.is_file() for p in outputs(config, variant))):
         return
     resume = (folder / checkpoint.LAST).is_file()
     console.rule(f"{'resume' if resume else 'train'} {folder} (attention {variant.label})")
@@ -249,6 +251,8 @@ def attention_study(config: Config, out: Path, console: Console | None = None,
         cfg, folder, resume=resume, recipe=recipe, console=console,
         allow_data_change=allow_data_change))
     runs = variants(config, out)
+    for variant in runs:  # every run's settings checked before any is trained
+        reuse(variant.folder, run_config(config, variant))
     for variant in runs:
         train_variant(trainer, config, variant, console)
         if not variant.diverged:

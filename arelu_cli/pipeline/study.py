@@ -50,8 +50,10 @@ from arelu_cli.errors import UserError
 from arelu_cli.registry import get_transform
 from arelu_cli.results import atomic_write_text
 from arelu_cli.pipeline.grid import results_folder, up_to_date
+from arelu_cli.pipeline.reuse import LONGER, reuse
 from arelu_cli.pipeline.study_report import write_report
-from arelu_cli.pipeline.study_runs import (BENCH, FIRST, TEST, Run, axes, borrowed, compared,
+from arelu_cli.pipeline.study_runs import (BENCH, FIRST, TEST, Run, axes, borrowed, check_runs,
+                                           compared, run_config,
                                            equal_time_budget_ms, keep_first, run_folder, scores,
                                            trained, translation_path)
 from arelu_cli.pipeline.sweep import Point, plan
@@ -70,16 +72,6 @@ def done(folder: Path, needs: list[Path] = ()) -> bool:
     be rebuilt without training, while a run whose outputs are missing trains again."""
     return trained(folder) and ((folder / checkpoint.LAST).is_file()
                                 or (bool(needs) and all(p.is_file() for p in needs)))
-
-
-def run_config(config: Config, transform: str, point: Point, seed: int,
-               max_steps: int | None = None) -> Config:
-    """The recipe with one run's transform, configuration, seed and step budget."""
-    train_cfg = dataclasses.replace(
-        config.train, transform=transform, lr=point.lr, warmup=point.warmup,
-        label_smoothing=point.label_smoothing, seed=seed, max_minutes=0.0,
-        max_steps=max_steps or config.train.max_steps)
-    return dataclasses.replace(config, train=train_cfg)
 
 
 def check_budget(config: Config, what: str = "a study") -> None:
@@ -108,7 +100,7 @@ def check(config: Config) -> None:
 
 def _train(trainer: Trainer, config: Config, folder: Path, console: Console,
            needs: list[Path] = ()) -> None:
-    if done(folder, needs):
+    if reuse(folder, config) != LONGER and done(folder, needs):
         return
     resume = (folder / checkpoint.LAST).is_file()
     if trained(folder) and not resume:
@@ -377,6 +369,7 @@ def study(config: Config, out: Path, console: Console | None = None,
     --resume --allow-data-change``)."""
     console = console or Console()
     check(config)
+    check_runs(config, out)
     results_folder(out)
     trainer = trainer or (lambda cfg, folder, resume: train(
         cfg, folder, resume=resume, recipe=recipe, console=console,

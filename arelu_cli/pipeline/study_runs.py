@@ -6,6 +6,7 @@ by its tables (:mod:`arelu_cli.pipeline.study_report`).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -14,7 +15,8 @@ from pathlib import Path
 
 from arelu_cli.config import Config
 from arelu_cli.nmt.train import SUMMARY
-from arelu_cli.pipeline.sweep import Point, visited
+from arelu_cli.pipeline.reuse import LONGER, reuse
+from arelu_cli.pipeline.sweep import Point, grid_points, visited
 
 TEST = "test"
 BENCH = "bench_train.csv"
@@ -92,6 +94,37 @@ def run_folder(out: Path, transform: str, point: Point, seed: int, base_seed: in
     return out / "runs" / transform / f"{point.name}{suffix}"
 
 
+def run_config(config: Config, transform: str, point: Point, seed: int,
+               max_steps: int | None = None) -> Config:
+    """The recipe with one run's transform, configuration, seed and step budget."""
+    train_cfg = dataclasses.replace(
+        config.train, transform=transform, lr=point.lr, warmup=point.warmup,
+        label_smoothing=point.label_smoothing, seed=seed, max_minutes=0.0,
+        max_steps=max_steps or config.train.max_steps)
+    return dataclasses.replace(config, train=train_cfg)
+
+
+def planned_runs(config: Config, out: Path) -> list[tuple[Path, Config]]:
+    """Every run folder the study may use, whatever the sweep selects, with the configuration
+    it trains there: each sweep point of each compared transform at each seed, and each
+    tuned transform's convergence run at each point."""
+    base, points = config.train.seed, grid_points(axes(config))
+    found = [(run_folder(out, name, point, seed, base), run_config(config, name, point, seed))
+             for name in compared(config) for point in points
+             for seed in dict.fromkeys([base, *config.study.seeds])]
+    steps = config.study.convergence_steps
+    return found + [(out / "convergence" / name / point.name,
+                     run_config(config, name, point, base, steps))
+                    for name in config.sweep.transforms for point in points if steps]
+
+
+def check_runs(config: Config, out: Path) -> None:
+    """Refuse, before any training, a run folder of the study trained with other settings
+    than the study would train it with now (:func:`arelu_cli.pipeline.reuse.reuse`)."""
+    for folder, planned in planned_runs(config, out):
+        reuse(folder, planned)
+
+
 def translation_path(run: Path, step: int, beam: int) -> Path:
     return run / "translations" / f"{TEST}.step-{step}.beam-{beam}.txt"
 
@@ -99,12 +132,15 @@ def translation_path(run: Path, step: int, beam: int) -> Path:
 def scores(config: Config, out: Path, name: str) -> dict[Point, float]:
     """Dev BLEU (best validation) of every finished sweep run of ``name`` that the sweep's
     order asks for, given the scores before it; a run's first training's (``FIRST``), so
-    that training a selected run again can never change the selection."""
+    that training a selected run again can never change the selection. A run trained with
+    other settings than the sweep's now is refused; one trained for fewer steps is not
+    scored yet (the sweep continues it)."""
     grid, base, found = axes(config), config.train.seed, {}
     while True:
         new = {p: sweep_summary(folder)["best_bleu"]
                for p in visited(grid, config.sweep.order, found)
-               if p not in found and scored(folder := run_folder(out, name, p, base, base))}
+               if p not in found and scored(folder := run_folder(out, name, p, base, base))
+               and reuse(folder, run_config(config, name, p, base)) != LONGER}
         if not new:
             return found
         found |= new

@@ -17,7 +17,8 @@ from arelu_cli.nmt import checkpoint
 from arelu_cli.config import load_config
 from arelu_cli.errors import UserError
 from arelu_cli.pipeline.study import (bench, continue_copy, done, equal_time_steps, evaluate,
-                                      record_selection, run_folder, study, sweep, train_all,
+                                      record_selection, run_config, run_folder, study, sweep,
+                                      train_all,
                                       translation_path)
 from arelu_cli.pipeline.study_runs import Run
 from arelu_cli.pipeline.study_report import _sweep_table, machines_sentence, sweep_rows
@@ -46,6 +47,7 @@ def _fake_trainer(bleu_of, calls):
         folder.mkdir(parents=True, exist_ok=True)
         (folder / checkpoint.LAST).write_bytes(b"")
         (folder / "log.csv").write_text("step\n", encoding="utf-8")
+        (folder / "config.json").write_text(json.dumps({**config.to_dict(), "resolved": {}}))
         t = config.train
         (folder / SUMMARY).write_text(json.dumps(
             {"best_bleu": bleu_of(t), "steps": t.max_steps, "best_step": t.max_steps}))
@@ -75,9 +77,11 @@ def test_an_unfinished_sweep_run_is_resumed(tmp_path):
     calls = []
     folder = run_folder(tmp_path, "softmax", Point(1.0, 4, 0.0), 1, 1)
     folder.mkdir(parents=True)
+    config = _config(**{"sweep": {"transforms": ["softmax"]}})
+    planned = run_config(config, "softmax", Point(1.0, 4, 0.0), 1)
+    (folder / "config.json").write_text(json.dumps({**planned.to_dict(), "resolved": {}}))
     (folder / checkpoint.LAST).write_bytes(b"")  # killed: no summary
-    sweep(_config(**{"sweep": {"transforms": ["softmax"]}}), tmp_path,
-          _fake_trainer(lambda t: 1.0, calls), QUIET)
+    sweep(config, tmp_path, _fake_trainer(lambda t: 1.0, calls), QUIET)
     assert calls[0][0] == folder and calls[0][1] is True
 
 
@@ -377,3 +381,23 @@ def test_the_report_names_the_machines_the_runs_trained_on(tmp_path):
                            "a machine the summary does not name (an earlier version's) (2 runs); "
                            "Intel Xeon, 2 CPUs (1 run)")
     assert machines_sentence([]) == ""
+
+
+@pytest.mark.parametrize("section, key, value", [
+    ("model", "dropout", 0.0), ("train", "clip_norm", 1.0), ("train", "accum", 2)])
+def test_a_run_trained_with_other_settings_is_never_reused(tmp_path, section, key, value):
+    """Issue 30, BAD 1: an edited [model] or [train] (not a [sweep] axis) after the sweep
+    trained is refused before anything trains, naming the setting, not silently reused."""
+    calls = []
+    config = _config(**{"sweep": {"transforms": ["softmax"], "label_smoothing": [0.0]}})
+    trainer = _fake_trainer(lambda t: t.lr, calls)
+    sweep(config, tmp_path, trainer, QUIET)
+    edited = _config(**{"sweep": {"transforms": ["softmax"], "label_smoothing": [0.0]},
+                        section: {key: value}})
+    calls.clear()
+    with pytest.raises(UserError, match=rf"was trained with {section}\.{key} = "):
+        study(edited, tmp_path, QUIET, trainer)
+    with pytest.raises(UserError, match=rf"{section}\.{key}"):  # the stage alone, too
+        sweep(edited, tmp_path, trainer, QUIET)
+    assert calls == []
+    assert sweep(config, tmp_path, trainer, QUIET) and calls == []  # the recipe as it was
