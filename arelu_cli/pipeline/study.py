@@ -82,8 +82,10 @@ def check_budget(config: Config, what: str = "a study") -> None:
         raise UserError(f"{what} trains for [train] max_steps steps, never against the clock: "
                         "set [train] max_minutes = 0")
     if not t.keep_every or t.max_steps % t.keep_every:
+        divisors = [d for d in range(1, t.max_steps + 1) if t.max_steps % d == 0]
+        example = min(divisors, key=lambda d: (abs(d - t.max_steps / 4), -d))
         raise UserError(f"{what} evaluates kept weights: set [train] keep_every to a divisor "
-                        f"of max_steps ({t.max_steps}), e.g. 50")
+                        f"of max_steps ({t.max_steps}), e.g. {example}")
 
 
 def check(config: Config) -> None:
@@ -96,6 +98,9 @@ def check(config: Config) -> None:
                         f"({t.max_steps}) and be a multiple of keep_every ({t.keep_every}), or 0")
     for name in compared(config):
         get_transform(name)
+    if config.study.baseline not in compared(config):
+        raise UserError(f"[study] baseline {config.study.baseline!r} is not a transform the "
+                        f"study trains ({', '.join(compared(config))}); name one of them")
 
 
 def _train(trainer: Trainer, config: Config, folder: Path, console: Console,

@@ -292,10 +292,20 @@ def test_equal_time_steps_round_down_to_kept_snapshots():
     ({"train": {"max_minutes": 5.0}}, "max_minutes = 0"),
     ({"train": {"keep_every": 4}}, "keep_every"),
     ({"study": {"convergence_steps": 5}}, "convergence_steps"),
+    # issue 30: an example that fits the budget, not "e.g. 50" for 6 steps
+    ({"train": {"keep_every": 4}}, r"divisor of max_steps \(6\), e\.g\. 2$"),
+    # issue 30, BAD 2: a baseline the study does not train would drop every comparison
+    ({"study": {"baseline": "softmx"}}, r"baseline 'softmx' is not a transform the study "
+                                        r"trains \(softmax, 1\.5-relu\); name one of them"),
 ])
 def test_a_study_that_could_not_give_its_tables_is_refused(tmp_path, tables, message):
     with pytest.raises(UserError, match=message):
         study(_config(**tables), tmp_path, QUIET, trainer=_fake_trainer(lambda t: 0, []))
+
+
+def test_a_borrow_that_would_replace_a_tuned_configuration_is_refused():
+    with pytest.raises(UserError, match=r"1\.5-relu is tuned by the sweep"):
+        _config(study={"borrow": ["1.5-relu=softmax"]})
 
 
 def test_bad_borrow_is_a_recipe_error():
