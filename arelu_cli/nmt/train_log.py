@@ -57,10 +57,18 @@ def signature_value(path: Path, key: str) -> str | None:
     return signature_field(row.get("signature") or "", key) if row else None
 
 
-def read_log(path: Path) -> pd.DataFrame:
+def read_log(path: Path, remedy: str = "restore it, or train the run again") -> pd.DataFrame:
     """``log.csv`` as a frame; a log written before the ``threads`` column existed gets it
-    empty, so that old and new runs read alike."""
-    frame = pd.read_csv(path)
+    empty, so that old and new runs read alike. A missing, empty or broken file is a
+    one-line :class:`UserError` naming it and ``remedy``."""
+    try:
+        frame = pd.read_csv(path)
+    except FileNotFoundError:
+        raise UserError(f"{path} is missing: the run's training log; {remedy}") from None
+    except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError) as err:
+        why = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise UserError(f"{path} is empty or not a CSV ({why}): the run's training log was "
+                        f"cut short; {remedy}") from None
     if "threads" not in frame.columns and "tokens_per_s" in frame.columns:
         frame.insert(frame.columns.get_loc("tokens_per_s") + 1, "threads", float("nan"))
     return frame

@@ -7,13 +7,18 @@ by its tables (:mod:`arelu_cli.pipeline.study_report`).
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+import pandas as pd
+
 from arelu_cli.config import Config
+from arelu_cli.data.textio import read_text_lines
+from arelu_cli.errors import UserError
+from arelu_cli.nmt.train_log import read_log
+from arelu_cli.results import read_json
 from arelu_cli.nmt.train import SUMMARY
 from arelu_cli.pipeline.reuse import LONGER, reuse
 from arelu_cli.pipeline.sweep import Point, grid_points, visited
@@ -46,14 +51,43 @@ def trained(folder: Path) -> bool:
 
 
 def summary(folder: Path) -> dict:
-    return json.loads((folder / SUMMARY).read_text(encoding="utf-8"))
+    return read_json(folder / SUMMARY, again(folder))
 
 
 def first_summary(folder: Path) -> dict | None:
     """The summary of the run's first training, kept in ``FIRST/`` when it trained again;
     None when it trained once."""
     path = folder / FIRST / SUMMARY
-    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+    return read_json(path, again(folder)) if path.is_file() else None
+
+
+def again(folder: Path) -> str:
+    """What to do when a record of the run in ``folder`` is unusable."""
+    return f"restore it (e.g. from version control), or delete {folder} to train the run again"
+
+
+def translation_lines(path: Path, references: int) -> list[str]:
+    """The lines of the test translation ``path``, refused in one line naming it when it
+    has another number of lines than the test set has references (a file cut short)."""
+    lines = read_text_lines(path)
+    if len(lines) != references:
+        raise UserError(f"{path} has {len(lines)} lines but the test set has {references} "
+                        "references (cut short?); delete it, and its .json, to translate "
+                        "again")
+    return lines
+
+
+def dev_log(folder: Path) -> pd.DataFrame:
+    """The run's ``log.csv`` up to its last validation, refused in one line when it is cut
+    short (no dev BLEU at the step the run's summary says it finished at)."""
+    path, steps = folder / "log.csv", summary(folder).get("steps")
+    log = read_log(path, again(folder))
+    bleu = log.dropna(subset=["val_bleu"]) if "val_bleu" in log else log.iloc[0:0]
+    if steps is not None and (bleu.empty or int(bleu["step"].iloc[-1]) != int(steps)):
+        last = "no validation" if bleu.empty else f"its last validation at step {int(bleu['step'].iloc[-1])}"
+        raise UserError(f"{path} has {last}, but the run finished at step {steps} (cut "
+                        f"short?); {again(folder)}")
+    return log
 
 
 def sweep_summary(folder: Path) -> dict:

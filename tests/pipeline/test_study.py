@@ -46,7 +46,7 @@ def _fake_trainer(bleu_of, calls):
         calls.append((folder, resume, config.train))
         folder.mkdir(parents=True, exist_ok=True)
         (folder / checkpoint.LAST).write_bytes(b"")
-        (folder / "log.csv").write_text("step\n", encoding="utf-8")
+        (folder / "log.csv").write_text(f"step,val_bleu\n{config.train.max_steps},1.0\n")
         (folder / "config.json").write_text(json.dumps({**config.to_dict(), "resolved": {}}))
         t = config.train
         (folder / SUMMARY).write_text(json.dumps(
@@ -360,6 +360,35 @@ def test_a_tiny_study_end_to_end(tiny_corpus, tiny_config, tmp_path, one_thread)
     mtimes = {p: p.stat().st_mtime_ns for p in out.rglob("*.pt")}
     study(config, out, QUIET)  # everything is there: nothing is trained again
     assert {p: p.stat().st_mtime_ns for p in out.rglob("*.pt")} == mtimes
+    _bad_inputs_are_named_before_any_output_is_written(config, out, bleu)
+
+
+def _bad_inputs_are_named_before_any_output_is_written(config, out: Path, bleu) -> None:
+    """Issue 30, BAD 3 and 5: a translation cut short, a summary.json cut short, an empty or
+    cut log.csv: one line naming the file and the remedy, and no output rewritten."""
+    translation = Path(bleu["translation"].iloc[0])
+    run = translation.parent.parent
+    outputs = {p: p.stat().st_mtime_ns for p in out.glob("*.csv")} | {
+        out / "REPORT.md": (out / "REPORT.md").stat().st_mtime_ns}
+    kept = translation.read_text()
+    n = len(kept.splitlines())
+    translation.write_text("".join(kept.splitlines(keepends=True)[:3]))
+    with pytest.raises(UserError, match=rf"{translation} has 3 lines but the test set has {n} "
+                                        r"references \(cut short\?\); delete it"):
+        study(config, out, QUIET)
+    translation.write_text(kept)
+    for name, text, message in [
+            (SUMMARY, '{"best_bleu": ', r"summary\.json is not readable JSON"),
+            ("log.csv", "", r"log\.csv is empty or not a CSV"),
+            ("log.csv", "step,val_bleu\n3,1.0\n", r"its last validation at step 3, but the "
+                                                  r"run finished at step 6 \(cut short\?\)")]:
+        path, before = run / name, (run / name).read_text()
+        path.write_text(text)
+        with pytest.raises(UserError, match=message) as refused:
+            study(config, out, QUIET)
+        assert str(path) in str(refused.value) and f"delete {run}" in str(refused.value)
+        path.write_text(before)
+    assert {p: p.stat().st_mtime_ns for p in outputs} == outputs
 
 
 @pytest.mark.parametrize("allow", [False, True])
