@@ -80,7 +80,7 @@ def bench_train(
     repeats: int = typer.Option(10, help="Timed steps per transform (median is reported)."),
     warmup: int = typer.Option(2, help="Untimed steps per transform first."),
     device: str = typer.Option("auto", help="cpu, cuda or auto."),
-    precision: Optional[str] = typer.Option(None, help="auto (bf16 on CUDA), fp32 or bf16."),
+    precision: Optional[str] = typer.Option(None, help="auto (bf16 where the hardware has it: CUDA, or a CPU with AVX512-BF16 or AMX; else fp32), fp32 or bf16."),
     max_tokens: Optional[int] = typer.Option(None, help="Batch token budget (default: the recipe's)."),
     fused: bool = typer.Option(False, "--fused", help="Add a row <a>-relu+fused per alpha-ReLU "
                                "transform: the step with the fused output layer (--fused-output)."),

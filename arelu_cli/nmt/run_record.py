@@ -9,6 +9,8 @@ not the model it trains (the data's identity is its fingerprint, checked on its 
 (``arelu train --resume RUN --set train.lr=...``) records the settings in force at the top
 of ``config.json`` and each change, with the step from which it took effect, in
 ``resolved.setting_changes`` (as ``resolved.data_changes`` records a change of data).
+``[train] precision`` is compared as the precision the run trains in (``resolved.precision``,
+or what ``auto`` means on this machine), not as the word in the recipe.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from pathlib import Path
 
 from arelu_cli.config import Config, from_dict, saved_tables
 from arelu_cli.errors import UserError
+from arelu_cli.nmt.precision import resolve as resolve_precision
 from arelu_cli.results import atomic_write_text
 
 CONFIG = "config.json"
@@ -48,7 +51,12 @@ def settings(tables: Mapping) -> dict[str, object]:
         tables = tables.to_dict()
     config = from_dict(saved_tables({name: tables.get(name, {}) for name in SHAPING}))
     full = config.to_dict()
-    return {f"{name}.{key}": value for name in SHAPING for key, value in full[name].items()}
+    found = {f"{name}.{key}": value for name in SHAPING for key, value in full[name].items()}
+    # the precision it trains in, not the word: "auto" is fp32 or bf16 by the hardware
+    resolved = tables.get("resolved") if isinstance(tables.get("resolved"), Mapping) else {}
+    found["train.precision"] = resolved.get("precision") or resolve_precision(
+        config.train.precision, config.train.device)
+    return found
 
 
 def differences(before: Mapping, after: Mapping) -> dict[str, tuple[object, object]]:
@@ -74,6 +82,8 @@ def record_setting_changes(folder: Path, config: Config, step: int,
                         "the run was trained with are unknown; start a new run with another "
                         "--out")
     resolved = dict(record.get("resolved") or {})
+    if "train.precision" in changes:  # compared resolved: fp32 or bf16
+        resolved["precision"] = changes["train.precision"][1]
     resolved["setting_changes"] = [
         *resolved.get("setting_changes", []),
         *({"step": step, "setting": key, "from": old, "to": new}

@@ -45,7 +45,8 @@ from arelu_cli.data.prepared import Prepared, data_fingerprint, load_prepared
 from arelu_cli.nmt.fused_output import FusedOutputLoss
 from arelu_cli.nmt.model import Transformer
 from arelu_cli.nmt.output_stats import resolve_tau
-from arelu_cli.nmt.run_record import differences, record_setting_changes
+from arelu_cli.nmt.precision import resolve as resolve_precision
+from arelu_cli.nmt.run_record import differences, read_record, record_setting_changes
 from arelu_cli.registry import OutputTransform, get_transform
 from arelu_cli.results import atomic_write_text, machine, signature
 from arelu_cli.tau import check_relu_tau
@@ -173,7 +174,8 @@ def _resumed(s: Session, state: State, ckpt: dict, change: DataChange | None) ->
     if s.ctx.is_main:
         train_log.truncate_after(s.out / "log.csv", state.step)
         (s.out / DIVERGED).unlink(missing_ok=True)  # an earlier attempt's, now taken up again
-        changes = differences(ckpt["config"], s.config)
+        # config.json (settings in force, the precision they resolved to), else last.pt's
+        changes = differences(read_record(s.out) or ckpt["config"], s.config)
         if changes:  # a longer budget is the ordinary way to go on: recorded, not announced
             note = record_setting_changes(s.out, s.config, state.step, changes)
             if set(changes) != {"train.max_steps"}:
@@ -189,7 +191,8 @@ def _started(s: Session, tau: float | None) -> None:
         stale.unlink(missing_ok=True)  # its checkpoints gone
     atomic_write_text(s.out / "config.json", json.dumps(
         {**s.config.to_dict(), "resolved": {"tau": tau, "world_size": s.ctx.world_size,
-                                            "recipe": s.recipe,
+                                            "recipe": s.recipe, "precision": resolve_precision(
+                                                s.config.train.precision, s.ctx.device),
                                             "data_fingerprint": data_fingerprint(s.data.meta)}},
         indent=2) + "\n")
 

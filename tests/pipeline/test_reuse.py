@@ -16,7 +16,16 @@ from arelu_cli.nmt import checkpoint
 from arelu_cli.nmt.train import SUMMARY
 from arelu_cli.pipeline.reuse import LONGER, NEW, SAME, reuse
 
-BASE = load_config(None, {("train", "max_steps"): 6, ("train", "lr"): 0.5})
+BASE = load_config(None, {("train", "max_steps"): 6, ("train", "lr"): 0.5,
+                          ("train", "device"): "cpu"})
+
+
+@pytest.fixture(autouse=True)
+def cpu_without_bf16(monkeypatch):
+    """This CPU has no native bf16 (as an AVX2-only machine): ``auto`` means fp32."""
+    from arelu_cli.nmt import precision
+
+    monkeypatch.setattr(precision, "cpu_has_bf16", lambda: False)
 
 
 def _with(config, section: str, **values):
@@ -47,7 +56,7 @@ def test_nothing_there_is_new_and_the_same_settings_are_reused(tmp_path):
 @pytest.mark.parametrize("section, key, value", [
     ("train", "lr", 2.0), ("train", "label_smoothing", 0.1), ("train", "warmup", 7),
     ("model", "dropout", 0.0), ("model", "attention", "sparsemax"), ("data", "max_tokens", 99),
-    ("train", "precision", "fp32"), ("train", "transform", "1.5-relu")])
+    ("train", "transform", "1.5-relu")])
 def test_another_setting_is_refused_in_one_line_naming_it(tmp_path, section, key, value):
     run = _run(tmp_path / "run")
     old = getattr(getattr(BASE, section), key)
@@ -92,3 +101,20 @@ def test_a_run_without_a_readable_record_is_refused(tmp_path):
     (run / "config.json").write_text(json.dumps({"train": {"bogus": 1}, "resolved": {}}))
     with pytest.raises(UserError, match=r"does not hold a configuration this version reads"):
         reuse(run, BASE)
+
+
+def test_precision_is_compared_as_what_the_run_trains_in(tmp_path, monkeypatch):
+    """A run recorded "fp32" serves a recipe saying "auto" where auto means fp32 (a recipe
+    moved to auto changes nothing there) and is refused where auto means bf16."""
+    from arelu_cli.nmt import precision
+
+    run = _run(tmp_path / "run", _with(BASE, "train", precision="fp32"))
+    assert reuse(run, BASE) == SAME
+    with pytest.raises(UserError, match=r'train\.precision = "fp32", but the plan now asks '
+                                        r'for "bf16"'):
+        reuse(run, _with(BASE, "train", precision="bf16"))
+    monkeypatch.setattr(precision, "cpu_has_bf16", lambda: True)
+    with pytest.raises(UserError, match=r"train\.precision"):
+        reuse(run, BASE)
+    # what the run recorded it resolved to wins over what auto means here
+    assert reuse(_run(tmp_path / "bf16", BASE, precision="bf16"), BASE) == SAME
