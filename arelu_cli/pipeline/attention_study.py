@@ -50,7 +50,7 @@ from arelu_cli.nmt import checkpoint
 from arelu_cli.nmt.attention import RENORM_EPS, VARIANTS
 from arelu_cli.nmt.train import snapshot_path, train
 from arelu_cli.nmt.train_guard import DIVERGED, Diverged
-from arelu_cli.pipeline.grid import results_folder
+from arelu_cli.pipeline.grid import check_outputs, results_folder
 from arelu_cli.pipeline.reuse import SAME, reuse
 from arelu_cli.pipeline.study import check_budget, warn_if_busy_file
 from arelu_cli.pipeline.study_runs import TEST, trained, translation_path
@@ -61,6 +61,9 @@ BENCH = "bench_train.csv"
 DECODE = "bench_decode.csv"
 SPARSITY = "attention_sparsity.csv"
 HEATMAPS = "attention_heatmaps.csv"
+OUTPUTS = {"results.csv": "variant", "curves.csv": "variant", "sparsity.csv": "variant",
+           "heatmaps.csv": "checkpoint", BENCH: "variant", DECODE: "variant"}
+"""The study's tables and the first column of each (what a file of ours starts with)."""
 
 Trainer = Callable[[Config, Path, bool], object]
 """``trainer(config, folder, resume)``: trains a run (the study passes :func:`train`)."""
@@ -246,6 +249,7 @@ def attention_study(config: Config, out: Path, console: Console | None = None,
 
     console = console or Console()
     check(config)
+    check_outputs(out, OUTPUTS)
     results_folder(out)
     trainer = trainer or (lambda cfg, folder, resume: train(
         cfg, folder, resume=resume, recipe=recipe, console=console,

@@ -49,7 +49,7 @@ from arelu_cli.config import Config
 from arelu_cli.errors import UserError
 from arelu_cli.registry import get_transform
 from arelu_cli.results import atomic_write_text
-from arelu_cli.pipeline.grid import results_folder, up_to_date
+from arelu_cli.pipeline.grid import check_outputs, results_folder, up_to_date
 from arelu_cli.pipeline.reuse import LONGER, reuse
 from arelu_cli.pipeline.study_report import write_report
 from arelu_cli.pipeline.study_runs import (BENCH, FIRST, TEST, Run, axes, borrowed, check_runs,
@@ -60,6 +60,10 @@ from arelu_cli.pipeline.sweep import Point, plan
 from arelu_cli.nmt.train import SUMMARY, snapshot_path, train
 
 SELECTED = "selected.json"
+OUTPUTS = {"sweep.csv": "transform", "test_bleu.csv": "comparison",
+           "test_bleu_summary.csv": "comparison", "significance.csv": "comparison",
+           "dev_curves.csv": "transform", BENCH: "transform"}
+"""The study's tables and the first column of each (what a file of ours starts with)."""
 
 Trainer = Callable[[Config, Path, bool], object]
 """``trainer(config, folder, resume)``: trains a run (the study passes :func:`train`)."""
@@ -375,6 +379,7 @@ def study(config: Config, out: Path, console: Console | None = None,
     console = console or Console()
     check(config)
     check_runs(config, out)
+    check_outputs(out, OUTPUTS, "# Study report\n")
     results_folder(out)
     trainer = trainer or (lambda cfg, folder, resume: train(
         cfg, folder, resume=resume, recipe=recipe, console=console,

@@ -304,3 +304,21 @@ def test_a_larger_step_budget_continues_the_finished_runs(tmp_path):
         path.unlink()
     with pytest.raises(UserError, match="its last.pt is gone, so it cannot be continued"):
         train_variant(lambda *a: None, longer, runs[0], QUIET)
+
+
+@pytest.mark.parametrize("run, name", [("attention_study", "results.csv"),
+                                       ("attention_study", "REPORT.md"),
+                                       ("study", "sweep.csv"), ("study", "test_bleu.csv")])
+def test_a_users_file_of_an_outputs_name_is_refused_before_any_training(tmp_path, run, name):
+    """Issue 30: a foreign results.csv or sweep.csv was found only after all training."""
+    import arelu_cli.pipeline.study as study_module
+
+    (tmp_path / name).write_text("mine,theirs\n1,2\n")
+    config = load_config(None, {("train", "keep_every"): 1000, ("train", "max_minutes"): 0.0,
+                                ("study", "convergence_steps"): 0})
+    pipeline = attention_study if run == "attention_study" else study_module.study
+    calls = []
+    with pytest.raises(UserError, match=rf"{tmp_path / name} exists and was not written by "
+                                        "arelu.*move that file away or give another --out"):
+        pipeline(config, tmp_path, QUIET, lambda *a: calls.append(a))
+    assert calls == [] and (tmp_path / name).read_text() == "mine,theirs\n1,2\n"
