@@ -47,6 +47,7 @@ from arelu_cli.nmt.model import Transformer
 from arelu_cli.nmt.output_stats import resolve_tau
 from arelu_cli.nmt.precision import resolve as resolve_precision
 from arelu_cli.nmt.run_record import differences, read_record, record_setting_changes
+from arelu_cli.errors import UserError
 from arelu_cli.registry import OutputTransform, get_transform
 from arelu_cli.results import atomic_write_text, machine, signature
 from arelu_cli.tau import check_relu_tau
@@ -91,6 +92,7 @@ def train(config: Config, out: str | Path, *, resume: bool = False, recipe: str 
     """Train from ``config`` into the folder ``out`` (or continue the run there if ``resume``:
     on the data it was trained on, or with ``allow_data_change`` on the folder as it is now)."""
     ctx = distributed.setup(config.train.device)
+    created = not Path(out).exists()
     try:
         session, state = _setup(config, Path(out), ctx, resume, recipe, allow_data_change)
         try:
@@ -109,8 +111,21 @@ def train(config: Config, out: str | Path, *, resume: bool = False, recipe: str 
         if isinstance(outcome, Exception):
             raise outcome
         return outcome
+    except UserError:
+        if created and ctx.is_main:
+            _remove_unstarted(Path(out))
+        raise
     finally:
         distributed.teardown(ctx)
+
+
+def _remove_unstarted(out: Path) -> None:
+    """Remove the folder this call made for a run refused before its first step (a bad
+    ``[model]``, data it cannot batch): nothing half-written is left behind."""
+    if out.is_dir() and {p.name for p in out.iterdir()} <= {"config.json", "log.csv"}:
+        for path in out.iterdir():
+            path.unlink()
+        out.rmdir()
 
 
 def _setup(config: Config, out: Path, ctx: distributed.Context, resume: bool,
