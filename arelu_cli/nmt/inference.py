@@ -46,7 +46,8 @@ from arelu_cli.data.batching import batch_indices
 from arelu_cli.data.clean import normalize
 from arelu_cli.data.prepared import Prepared, load_prepared
 from arelu_cli.data.textio import STDIO
-from arelu_cli.nmt.decode import Hypothesis, beam_search, greedy, max_lengths, ranking_score
+from arelu_cli.nmt.decode import (Hypothesis, beam_search, check_renormalize, greedy, max_lengths,
+                                   ranking_score)
 from arelu_cli.nmt.distributed import pick_device
 from arelu_cli.errors import UserError
 from arelu_cli.nmt.model import Transformer
@@ -289,6 +290,7 @@ def translate(decoder: Decoder, cfg: DecodeConfig, *, lines: Sequence[str] | Non
     or a prepared split: exactly one of them; timed."""
     if not 1 <= n_best <= cfg.beam:
         raise UserError(f"--n-best must be between 1 and the beam size {cfg.beam}, got {n_best}")
+    check_renormalize(decoder.transform, renormalize)
     sources, cut_lines = _sources(decoder, lines, split)
     truncated, limit = [i + 1 for i in cut_lines], source_limit(decoder)
     sync = torch.cuda.synchronize if decoder.device.type == "cuda" else (lambda: None)
