@@ -102,9 +102,11 @@ def latest_run(root: str | Path = RUNS) -> Path:
     """The run folder under ``root`` (any depth) with the newest ``last.pt`` or ``best.pt``.
 
     Only finished or resumable runs count, i.e. folders with a ``last.pt``: a half-written
-    checkpoint is a hidden temporary file, never ``last.pt`` itself."""
+    checkpoint is a hidden temporary file, never ``last.pt`` itself, and an empty
+    ``last.pt`` (a copy cut short, a placeholder) is no run."""
     root = Path(root)
-    runs = [ckpt.parent for ckpt in root.rglob(checkpoint.LAST) if ckpt.is_file()]
+    runs = [ckpt.parent for ckpt in root.rglob(checkpoint.LAST)
+            if ckpt.is_file() and ckpt.stat().st_size > 0]  # an empty file holds no run
     if not runs:
         raise UserError(f"no trained run under {root}/ (a folder with {checkpoint.LAST}): train "
                         "one first (arelu train --transform 1.5-relu) or pass --checkpoint RUN")
