@@ -98,8 +98,13 @@ def variant_model(model: ModelConfig, label: str) -> ModelConfig:
     name, relu = (match["name"], match["variant"]) if match else (label, model.attention_relu)
     try:
         transform = get_transform(name)
-    except UserError as err:
-        raise UserError(f"[attention_study] variant {label!r}: {err}") from None
+    except UserError:
+        raise UserError(
+            f"[attention_study] variant {label!r} is not an attention configuration: give a "
+            "normalized transform (softmax, sparsemax, <a>-entmax, e.g. 1.5-entmax) or an "
+            f"alpha-ReLU with its variant ({', '.join(f'<a>-relu-{v}' for v in VARIANTS)}, "
+            "optionally <a>-relu-renormalized-eps<E>), e.g. 1.5-relu-renormalized-eps0.01"
+        ) from None
     if transform.family == "relu" and name == label:
         raise UserError(f"[attention_study] variant {label!r} must name its alpha-ReLU variant: "
                         f"{', '.join(f'{label}-{v}' for v in VARIANTS)}")

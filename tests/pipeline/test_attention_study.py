@@ -55,7 +55,11 @@ def test_a_renormalized_variant_may_name_its_eps(label, eps):
     ("no-such-thing", "variant 'no-such-thing'"), ("1.5-relu-normalized", "variant"),
     ("1.5-relu-raw-eps0.01", "-eps is the constant of the renormalized variant only"),
     ("1.5-relu-renormalized-eps", "variant '1.5-relu-renormalized-eps'"),
-    ("1.5-relu-renormalized-eps0.0", "eps must be > 0")])
+    ("1.5-relu-renormalized-eps0.0", "eps must be > 0"),
+    # issue 30: the forms of a variant, not only the output transforms' names
+    ("1.5-relu-renorm", r"give a normalized transform \(softmax, sparsemax, <a>-entmax, e\.g\. "
+     r"1\.5-entmax\) or an alpha-ReLU with its variant \(<a>-relu-raw, <a>-relu-estimated, "
+     r"<a>-relu-renormalized, optionally <a>-relu-renormalized-eps<E>\)")])
 def test_a_bad_variant_is_one_line(label, message):
     with pytest.raises(UserError, match=message):
         variant_model(ModelConfig(), label)
