@@ -44,6 +44,18 @@ def read_json(path: str | Path, remedy: str) -> dict:
     return found
 
 
+def read_table(path: str | Path, remedy: str) -> pd.DataFrame:
+    """The CSV ``path`` as a frame; a one-line :class:`UserError` naming the file and
+    ``remedy`` when it is missing, empty or not a CSV (a file cut short)."""
+    try:
+        return pd.read_csv(path)
+    except FileNotFoundError:
+        raise UserError(f"{path} is missing; {remedy}") from None
+    except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError) as err:
+        why = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise UserError(f"{path} is empty or not a CSV ({why}); {remedy}") from None
+
+
 # Fields in the order they appear in a signature; absent or None fields are left out.
 SIGNATURE_FIELDS = ("transform", "alpha", "tau", "data", "recipe", "seed")
 

@@ -44,7 +44,7 @@ from arelu_cli.report.markdown import fmt, md_table
 from arelu_cli.report.plots import plot_attention_curves, plot_attention_heatmaps, \
     plot_attention_sparsity
 from arelu_cli.errors import UserError
-from arelu_cli.results import read_json, write_rows
+from arelu_cli.results import read_json, read_table, write_rows
 
 LOSS_RISE = 0.5
 """Training-loss rise (nats of the output loss) above its lowest value that flags a run as
@@ -95,13 +95,7 @@ def _sparsity(frame: pd.DataFrame | None, variant: str) -> dict:
 
 def _read(path: Path) -> pd.DataFrame | None:
     """A timing CSV of the study; None when it is not there (yet)."""
-    if not path.is_file():
-        return None
-    try:
-        return pd.read_csv(path)
-    except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError):
-        raise UserError(f"{path} is empty or not a CSV (cut short?); delete it to measure "
-                        "again") from None
+    return read_table(path, "delete it to measure again") if path.is_file() else None
 
 
 def _status(dev: float | None, base_dev: float | None, diverged: bool, fraction: float) -> str:

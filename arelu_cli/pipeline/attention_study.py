@@ -48,14 +48,15 @@ from arelu_cli.config import Config, ModelConfig
 from arelu_cli.errors import UserError
 from arelu_cli.nmt import checkpoint
 from arelu_cli.nmt.attention import RENORM_EPS, VARIANTS
+from arelu_cli.nmt.precision import resolve as resolve_precision
 from arelu_cli.nmt.train import snapshot_path, train
 from arelu_cli.nmt.train_guard import DIVERGED, Diverged
 from arelu_cli.pipeline.grid import check_outputs, results_folder
 from arelu_cli.pipeline.reuse import SAME, reuse
-from arelu_cli.pipeline.study import check_budget, warn_if_busy_file
+from arelu_cli.pipeline.study import check_budget, check_timed_with, warn_if_busy_file
 from arelu_cli.pipeline.study_runs import TEST, trained, translation_path
 from arelu_cli.registry import get_transform
-from arelu_cli.results import write_rows
+from arelu_cli.results import read_table, write_rows
 
 BENCH = "bench_train.csv"
 DECODE = "bench_decode.csv"
@@ -229,6 +230,9 @@ def timing(config: Config, out: Path, runs: list[Variant], console: Console) -> 
                                a.bench_repeats, config.train.device, console=console)
         write_rows(rows, out / BENCH)
         warn_if_busy_file(rows, out / BENCH, console)
+    check_timed_with(out / BENCH, read_table(out / BENCH, "delete it to measure again"), {
+        "transform": config.train.transform,
+        "precision": resolve_precision(config.train.precision, config.train.device)})
     decoded = [v for v in runs if not v.diverged]
     if (out / DECODE).is_file() or not decoded or decoded[0].label != a.baseline:
         return

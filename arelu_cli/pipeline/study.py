@@ -48,7 +48,7 @@ from arelu_cli.nmt import checkpoint
 from arelu_cli.config import Config
 from arelu_cli.errors import UserError
 from arelu_cli.registry import get_transform
-from arelu_cli.results import atomic_write_text
+from arelu_cli.results import atomic_write_text, read_table
 from arelu_cli.pipeline.grid import check_outputs, results_folder, up_to_date
 from arelu_cli.pipeline.reuse import LONGER, reuse
 from arelu_cli.pipeline.study_report import write_report
@@ -57,6 +57,7 @@ from arelu_cli.pipeline.study_runs import (BENCH, FIRST, TEST, Run, axes, borrow
                                            equal_time_budget_ms, keep_first, run_folder, scores,
                                            trained, translation_path)
 from arelu_cli.pipeline.sweep import Point, plan
+from arelu_cli.nmt.precision import resolve as resolve_precision
 from arelu_cli.nmt.train import SUMMARY, snapshot_path, train
 
 SELECTED = "selected.json"
@@ -301,8 +302,6 @@ def bench(config: Config, out: Path, console: Console,
     warmup do not change a step's time), measured once into ``bench_train.csv`` (delete it
     to measure again, on an idle machine). A file timed with other label smoothing is
     refused; one that does not record it (an earlier version's) is used with a warning."""
-    import pandas as pd
-
     from arelu_cli.analysis.bench_train import bench_train
     from arelu_cli.results import write_rows
 
@@ -314,7 +313,7 @@ def bench(config: Config, out: Path, console: Console,
                            console=console, label_smoothing=smoothing)
         write_rows(rows, path)
         warn_if_busy_file(rows, path, console)
-    frame = pd.read_csv(path)
+    frame = read_table(path, "delete it to measure again (on an idle machine)")
     frame = frame[~frame["fused_output"].astype(bool)]
     times = dict(zip(frame["transform"], frame["ms_per_step"]))
     missing = [n for n in names if n not in times]
@@ -322,7 +321,21 @@ def bench(config: Config, out: Path, console: Console,
         raise UserError(f"{path} has no step time of {', '.join(missing)}; delete it and run "
                         "the study again on an idle machine")
     _check_smoothing(path, frame, smoothing, console)
+    check_timed_with(path, frame, {"d_model": config.model.d_model,
+                                   "precision": resolve_precision(config.train.precision,
+                                                                  config.train.device)})
     return {name: float(times[name]) for name in names}
+
+
+def check_timed_with(path: Path, frame, settings: dict[str, object]) -> None:
+    """Refuse the timings of ``path`` (rows ``frame``) where a column it records says they
+    were taken with another value of one of ``settings`` than the recipe's now."""
+    for column, want in settings.items():
+        found = set(frame[column].dropna()) if column in frame.columns else set()
+        if found and found != {want}:
+            raise UserError(f"{path} was timed with {column} {sorted(map(str, found))[0]}, but "
+                            f"the recipe now asks for {want}; delete it to measure again (on "
+                            "an idle machine)")
 
 
 def warn_if_busy_file(rows: list[dict], path: Path, console: Console) -> None:

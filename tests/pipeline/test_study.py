@@ -259,6 +259,31 @@ def test_bench_times_each_transform_at_its_selected_label_smoothing(tmp_path, mo
     assert "does not record the label smoothing" in console.file.getvalue()
 
 
+def test_step_times_of_another_model_or_precision_are_refused(tmp_path, monkeypatch):
+    """Issue 30, a case of BAD 1's kind: bench_train.csv timed with the recipe's earlier
+    [model] or precision was reused for equal time without a word."""
+    from arelu_cli.nmt import precision
+
+    monkeypatch.setattr(precision, "cpu_has_bf16", lambda: False)
+    config = _config(train={"device": "cpu"})
+    selected = {"softmax": Point(1.0, 4, 0.0), "1.5-relu": Point(1.0, 4, 0.0)}
+    rows = [{"transform": name, "fused_output": False, "ms_per_step": 2.0,
+             "label_smoothing": 0.0, "d_model": config.model.d_model, "precision": "fp32"}
+            for name in ("softmax", "1.5-relu")]
+    pd.DataFrame(rows).to_csv(tmp_path / "bench_train.csv", index=False)
+    assert bench(config, tmp_path, QUIET, selected) == {"softmax": 2.0, "1.5-relu": 2.0}
+    wider = _config(train={"device": "cpu"}, model={"d_model": 1024})
+    with pytest.raises(UserError, match=r"bench_train\.csv was timed with d_model 512, but the "
+                                        r"recipe now asks for 1024; delete it to measure again"):
+        bench(wider, tmp_path, QUIET, selected)
+    with pytest.raises(UserError, match=r"timed with precision fp32, but the recipe now asks "
+                                        r"for bf16"):
+        bench(_config(train={"device": "cpu", "precision": "bf16"}), tmp_path, QUIET, selected)
+    (tmp_path / "bench_train.csv").write_text("")
+    with pytest.raises(UserError, match=r"bench_train\.csv is empty or not a CSV"):
+        bench(config, tmp_path, QUIET, selected)
+
+
 def test_continue_copy_links_checkpoints_and_leaves_the_source_alone(tmp_path):
     source, target = tmp_path / "run", tmp_path / "convergence" / "run"
     (source / "steps").mkdir(parents=True)
