@@ -29,7 +29,9 @@ or an alpha-ReLU name with its ``[model] attention_relu`` variant as a suffix
 (``1.5-relu-raw``, ``1.5-relu-estimated``, ``1.5-relu-renormalized``). Each stage is skipped
 where its outputs are there and newer than the weights they came from: run the same command
 again to continue. A committed study keeps run records and outputs but not the (git-ignored)
-checkpoints; its tables are rebuilt without training.
+checkpoints; its tables are rebuilt without training. A run is reused only for the settings
+it was trained with (:mod:`arelu_cli.pipeline.reuse`): after an edit of the recipe one line
+names the setting, and a larger ``max_steps`` continues each run from its ``last.pt``.
 """
 
 from __future__ import annotations
@@ -166,8 +168,10 @@ def fresh(output: Path, weights: Path) -> bool:
 
 
 def train_variant(trainer: Trainer, config: Config, variant: Variant, console: Console) -> None:
-    """Train (or resume) one run; a divergence is recorded by the trainer and reported, not
-    raised, and a diverged run is never retrained."""
+    """Train (or resume, or continue to a larger ``max_steps``) one run; one trained with
+    other settings is refused (:func:`arelu_cli.pipeline.reuse.reuse`); a divergence is
+    recorded by the trainer and reported, not raised, and a diverged run is never
+    retrained."""
     folder = variant.folder
     same = reuse(folder, run_config(config, variant)) == SAME  # else refused, or longer
     if variant.diverged:

@@ -28,7 +28,10 @@ how long it takes. Layout of ``--out``: ``runs/TRANSFORM/CONFIG[_seed-S]/``,
 ``REPORT.md``; each run keeps its test translations in ``translations/``. A sitting whose
 sweep selects another configuration than ``selected.json`` recorded (a sweep run finished
 since with a higher dev BLEU) says so and keeps the old file as ``selected-TIME.json``; the
-runs trained for the old selection stay where they are, unused by the tables.
+runs trained for the old selection stay where they are, unused by the tables. Every run
+folder is checked against the settings the study would train it with before any training
+(:mod:`arelu_cli.pipeline.reuse`): an edited ``[model]`` or ``[train]`` is refused in one
+line naming the setting, never reported as the settings of runs trained without it.
 """
 
 from __future__ import annotations
