@@ -189,14 +189,22 @@ def _resumed(s: Session, state: State, ckpt: dict, change: DataChange | None) ->
     if s.ctx.is_main:
         train_log.truncate_after(s.out / "log.csv", state.step)
         (s.out / DIVERGED).unlink(missing_ok=True)  # an earlier attempt's, now taken up again
-        # config.json (settings in force, the precision they resolved to), else last.pt's
-        changes = differences(read_record(s.out) or ckpt["config"], s.config)
+        changes = _setting_changes(s.out, ckpt, s.config)
         if changes:  # a longer budget is the ordinary way to go on: recorded, not announced
             note = record_setting_changes(s.out, s.config, state.step, changes)
             if set(changes) != {"train.max_steps"}:
                 print(note, file=sys.stderr)
         if change is not None:
             print(record_data_change(s.out, change), file=sys.stderr)
+
+
+def _setting_changes(out: Path, ckpt: dict, config: Config) -> dict:
+    """What the resumed run changes of its settings: against its ``config.json`` (the
+    settings in force, the precision they resolved to), else (none readable) ``last.pt``'s."""
+    try:
+        return differences(read_record(out) or ckpt["config"], config)
+    except UserError:
+        return differences(ckpt["config"], config)
 
 
 def _started(s: Session, tau: float | None) -> None:
