@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 
 from arelu_cli.errors import UserError
-from arelu_cli.results import atomic_write_text, write_rows
+from arelu_cli.results import atomic_write_text, csv_header, write_rows
 
 REFERENCE = "reference"
 SCALE = (1, 2, 3, 4)
@@ -130,6 +130,8 @@ def export_sheets(sources: Sequence[str], references: Sequence[str],
         sheets[name] = out_dir / f"sheet_{name}.csv"
         write_rows(rows, sheets[name])
     key_file = key_path(out_dir)
+    if csv_header(key_file) == list(KEY_COLUMNS[:-1]):  # ours, from before it held sha256
+        key_file.unlink()
     write_rows(key, key_file, KEY_COLUMNS)
     atomic_write_text(out_dir / "INSTRUCTIONS.txt", INSTRUCTIONS)
     return ExportedSheets(sheets, key_file, n_shared)

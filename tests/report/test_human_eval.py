@@ -201,3 +201,6 @@ def test_a_key_written_before_it_recorded_texts_is_still_read(exported):
     _edit(exported.sheets["a1"], lambda s: s.assign(score_A="4", B="edited"))
     systems, _ = he.score_sheets([exported.sheets["a1"]], exported.key)
     assert sum(r["n"] for r in systems) == 3
+    again = he.export_sheets(SOURCES, REFS, SYSTEMS, exported.key.parent.parent / "sheets",
+                             n_items=3, seed=7)  # a new export replaces such a key
+    assert list(pd.read_csv(again.key).columns) == list(he.KEY_COLUMNS)
