@@ -1,6 +1,6 @@
 """``[train] precision`` (:mod:`arelu_cli.nmt.precision`): ``auto`` is bf16 only where the
 hardware computes it natively (CUDA, a CPU with AVX512-BF16 or AMX), fp32 elsewhere; an
-explicit bf16 on a CPU without it warns once, with its cost; every shipped recipe says auto."""
+explicit bf16 on a CPU without it warns once, with its cost; no shipped recipe forces bf16."""
 
 from __future__ import annotations
 
@@ -56,5 +56,9 @@ def test_an_explicit_bf16_on_an_emulating_cpu_warns_once_with_the_cost(cpu_flags
 
 
 @pytest.mark.parametrize("recipe", sorted(p.stem for p in RECIPES.glob("*.toml")))
-def test_every_recipe_lets_the_hardware_choose(recipe):
-    assert load_config(RECIPES / f"{recipe}.toml").train.precision == "auto"
+def test_no_recipe_forces_bf16(recipe):
+    """The recipes let the hardware choose; the studies whose committed runs are fp32 say
+    fp32, so that a bf16 machine reuses them instead of refusing them."""
+    found = load_config(RECIPES / f"{recipe}.toml").train.precision
+    studies = {"multi30k-study", "multi30k-attention", "toy-attention"}
+    assert found == ("fp32" if recipe in studies else "auto")
