@@ -40,6 +40,7 @@ tie_output = true
 max_positions = 128
 [train]
 transform = "1.5-relu"
+precision = "fp32"  # "auto" is bf16 on an AVX512-BF16 CPU: these comparisons are fp32
 seed = 3
 lr = 1.0
 warmup = 4
