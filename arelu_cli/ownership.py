@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from arelu_cli.errors import UserError
-from arelu_cli.results import atomic_write_text, versions
+from arelu_cli.results import atomic_write_text, csv_header, versions
 
 MD_MARK = "<!-- written by arelu, which rewrites this file; move it away to keep an edited copy -->"
 SOFTWARE = "arelu"
@@ -103,6 +103,15 @@ def json_with_keys(*keys: str) -> Callable[[Path], bool]:
         except (OSError, UnicodeDecodeError, ValueError):
             return False
         return isinstance(value, dict) and set(keys) <= set(value)
+    return ours
+
+
+def csv_starting_with(column: str) -> Callable[[Path], bool]:
+    """Whether a file is a CSV whose first column is ``column`` (with a ``signature`` column
+    or not: an arelu table's first column names what each row measures)."""
+    def ours(path: Path) -> bool:
+        header = csv_header(path)
+        return bool(header) and header[0] == column
     return ours
 
 

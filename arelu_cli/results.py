@@ -13,6 +13,7 @@ when this tool wrote it (:func:`check_replaceable`), never a user's file of the 
 from __future__ import annotations
 
 import csv
+import json
 import os
 import platform
 import re
@@ -26,6 +27,34 @@ from pathlib import Path
 import pandas as pd
 
 from arelu_cli.errors import UserError
+
+def read_json(path: str | Path, remedy: str) -> dict:
+    """The JSON object in ``path``; a one-line :class:`UserError` naming the file and
+    ``remedy`` (what to do) when it is missing, cut short or not an object."""
+    path = Path(path)
+    try:
+        found = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UserError(f"{path} is missing; {remedy}") from None
+    except (OSError, UnicodeDecodeError, ValueError) as err:
+        why = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise UserError(f"{path} is not readable JSON ({why}); {remedy}") from None
+    if not isinstance(found, dict):
+        raise UserError(f"{path} does not hold a JSON object; {remedy}")
+    return found
+
+
+def read_table(path: str | Path, remedy: str) -> pd.DataFrame:
+    """The CSV ``path`` as a frame; a one-line :class:`UserError` naming the file and
+    ``remedy`` when it is missing, empty or not a CSV (a file cut short)."""
+    try:
+        return pd.read_csv(path)
+    except FileNotFoundError:
+        raise UserError(f"{path} is missing; {remedy}") from None
+    except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError) as err:
+        why = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise UserError(f"{path} is empty or not a CSV ({why}); {remedy}") from None
+
 
 # Fields in the order they appear in a signature; absent or None fields are left out.
 SIGNATURE_FIELDS = ("transform", "alpha", "tau", "data", "recipe", "seed")

@@ -29,9 +29,11 @@ def _tiny_config(corpus: Path, **train: object) -> Config:
     """A tiny model on ``corpus``; ``train`` overrides [train] keys (``max_tokens`` -> [data])."""
     overrides = {("data", "path"): str(corpus), ("data", "max_tokens"): train.pop("max_tokens", 256)}
     overrides |= {("model", k): v for k, v in TINY_MODEL.items()}
+    # fp32 pinned: "auto" is bf16 on a CPU with AVX512-BF16 or AMX, and the tests' numbers
+    # must not depend on the machine's instructions
     defaults = {"transform": "softmax", "accum": 1, "max_steps": 6, "warmup": 4, "lr": 1.0,
                 "log_every": 2, "valid_every": 3, "save_every": 3, "stats_rows": 32,
-                "device": "cpu"}
+                "device": "cpu", "precision": "fp32"}
     overrides |= {("train", k): v for k, v in (defaults | train).items()}
     return load_config(None, overrides)
 

@@ -12,13 +12,13 @@ against the baseline configuration in the same process
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 from collections.abc import Mapping
 
 import torch
 from rich.console import Console
 
+from arelu_cli.nmt.precision import autocast as precision_autocast, resolve
 from arelu_cli.analysis import timing
 from arelu_cli.analysis.bench_train import step_fn
 from arelu_cli.config import Config, ModelConfig
@@ -44,10 +44,8 @@ def bench_attention(config: Config, models: Mapping[str, ModelConfig], baseline:
     data = load_prepared(config.data.path)
     batch = first_batch(data, config.data.max_tokens, config.train.seed).to(device)
     tokens = int((batch.src != data.pad_id).sum()) + batch.n_tgt_tokens
-    precision = config.train.precision
-    bf16 = precision == "bf16" or (precision == "auto" and device.type == "cuda")
-    autocast = ((lambda: torch.autocast(device.type, dtype=torch.bfloat16)) if bf16
-                else contextlib.nullcontext)
+    bf16 = resolve(config.train.precision, device) == "bf16"
+    autocast = precision_autocast(config.train.precision, device)
     steps, taus = {}, {}
     for label, model_cfg in models.items():
         torch.manual_seed(config.train.seed)

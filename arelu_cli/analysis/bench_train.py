@@ -18,7 +18,6 @@ holds the N x V logits.
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import dataclasses
 from collections.abc import Mapping
@@ -28,6 +27,7 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
+from arelu_cli.nmt.precision import autocast as precision_autocast, resolve
 from arelu_cli.analysis import timing
 from arelu_cli.config import Config, TrainConfig
 from arelu_cli.data.prepared import load_prepared
@@ -113,10 +113,8 @@ def bench_train(config: Config, transforms: list[str], repeats: int, device_name
     tokens = int((batch.src != data.pad_id).sum()) + batch.n_tgt_tokens
     torch.manual_seed(config.train.seed)
     initial = build_model(config, data.src_vocab_size, data.tgt_vocab_size, data.pad_id).to(device)
-    precision = config.train.precision
-    bf16 = precision == "bf16" or (precision == "auto" and device.type == "cuda")
-    autocast = ((lambda: torch.autocast(device.type, dtype=torch.bfloat16)) if bf16
-                else contextlib.nullcontext)
+    bf16 = resolve(config.train.precision, device) == "bf16"
+    autocast = precision_autocast(config.train.precision, device)
     steps = {}
     for name in names:
         tau = resolve_tau(config.train.tau, get_transform(name), initial, data,

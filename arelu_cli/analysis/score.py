@@ -79,13 +79,31 @@ def _check_same_split(hyp: Path, meta: dict, data: Prepared) -> None:
 
 def _references(hyp: Path, ref: Path | None, meta: dict) -> tuple[list[str], str]:
     if ref is not None:
-        return read_text_lines(ref), str(ref)
+        lines = read_text_lines(ref)
+        _check_ref_agrees(hyp, ref, lines, meta)
+        return lines, str(ref)
     if meta.get("split") is None:
         raise UserError(f"give --ref: {hyp} has no {meta_path(hyp).name} naming the prepared "
                         "split it translates (written by arelu translate --split NAME --out FILE)")
     data = load_prepared(meta["data"])
     _check_same_split(hyp, meta, data)
     return data.references(meta["split"]), f"{meta['data']}:{meta['split']}"
+
+
+def _check_ref_agrees(hyp: Path, ref: Path, lines: list[str], meta: dict) -> None:
+    """Refuse a ``--ref`` that contradicts what ``hyp``'s ``.json`` says it translates (dev
+    hypotheses scored against test references), where that prepared split is at hand."""
+    split, data = meta.get("split"), meta.get("data")
+    if not (split and data and Path(data).is_dir()):
+        return
+    try:
+        expected = load_prepared(data).references(split)
+    except UserError:  # the folder changed beyond reading: --ref alone decides
+        return
+    if lines != expected:
+        raise UserError(f"--ref {ref} is not the references of {hyp}: its "
+                        f"{meta_path(hyp).name} says it translates the {split} split of {data}; "
+                        "drop --ref to score against that split's references, or give them")
 
 
 def score_files(hyp: str | Path, ref: str | Path | None = None) -> Score:

@@ -40,7 +40,7 @@ p = 1/1001 ("significant"), this module p = 1.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -101,11 +101,25 @@ def stats_bleu(stats: np.ndarray, metric: BLEU) -> float:
     return metric._compute_score_from_stats(stats).score
 
 
-def bootstrap_indices(n: int, samples: int = RESAMPLES, seed: int = SEED) -> np.ndarray:
-    """(samples, n) sentence indices drawn with replacement: sacrebleu's draw."""
-    if samples < 1:
-        raise UserError(f"the bootstrap needs at least 1 resample, got {samples}")
-    return np.random.default_rng(seed).choice(n, size=(samples, n), replace=True)
+MAX_RESAMPLES = 1_000_000
+"""The most resamples a test draws: each is a corpus BLEU computed in Python, and a million
+already bounds a p-value to 1e-6."""
+CHUNK = 1 << 22
+"""Sentence indices drawn at once (32 MiB): the resamples are drawn and scored in blocks of
+``CHUNK // N`` so that memory stays bounded whatever ``samples`` is."""
+
+
+def bootstrap_chunks(n: int, samples: int = RESAMPLES, seed: int = SEED
+                     ) -> Iterator[np.ndarray]:
+    """Blocks of rows of the (samples, n) sentence indices drawn with replacement:
+    sacrebleu's draw (one generator drawing block after block gives the same rows as one
+    draw of them all)."""
+    if not 1 <= samples <= MAX_RESAMPLES:
+        raise UserError(f"the bootstrap takes 1 to {MAX_RESAMPLES:,} resamples, got "
+                        f"{samples:,}; sacrebleu's default is {RESAMPLES:,}")
+    rng, rows = np.random.default_rng(seed), max(1, CHUNK // max(n, 1))
+    for start in range(0, samples, rows):
+        yield rng.choice(n, size=(min(rows, samples - start), n), replace=True)
 
 
 def resampled_bleu(stats: np.ndarray, indices: np.ndarray, metric: BLEU) -> np.ndarray:
@@ -147,9 +161,10 @@ def bootstrap_stats(baseline: np.ndarray, system: np.ndarray, metric: BLEU,
     if baseline.shape != system.shape:
         raise UserError(f"the systems cover {baseline.shape[0]} and {system.shape[0]} "
                         "sentences; a paired test needs the same test sentences")
-    indices = bootstrap_indices(len(system), samples, seed)
-    base_scores = resampled_bleu(baseline, indices, metric)
-    sys_scores = resampled_bleu(system, indices, metric)
+    scored = [(resampled_bleu(baseline, block, metric), resampled_bleu(system, block, metric))
+              for block in bootstrap_chunks(len(system), samples, seed)]
+    base_scores = np.concatenate([b for b, _ in scored])
+    sys_scores = np.concatenate([s for _, s in scored])
     bleu, base = stats_bleu(system.sum(0), metric), stats_bleu(baseline.sum(0), metric)
     low, high = interval95(sys_scores)
     delta_low, delta_high = interval95(sys_scores - base_scores)

@@ -80,7 +80,7 @@ def bench_train(
     repeats: int = typer.Option(10, help="Timed steps per transform (median is reported)."),
     warmup: int = typer.Option(2, help="Untimed steps per transform first."),
     device: str = typer.Option("auto", help="cpu, cuda or auto."),
-    precision: Optional[str] = typer.Option(None, help="auto (bf16 on CUDA), fp32 or bf16."),
+    precision: Optional[str] = typer.Option(None, help="auto (bf16 where the hardware has it: CUDA, or a CPU with AVX512-BF16 or AMX; else fp32), fp32 or bf16."),
     max_tokens: Optional[int] = typer.Option(None, help="Batch token budget (default: the recipe's)."),
     fused: bool = typer.Option(False, "--fused", help="Add a row <a>-relu+fused per alpha-ReLU "
                                "transform: the step with the fused output layer (--fused-output)."),
@@ -95,10 +95,14 @@ def bench_train(
         False, "--under-load", help="Instead: real training steps quiet, then beside a competing "
         "PyTorch process of the same priority, with torch's thread count fixed and with the "
         "thread governor (\\[train] threads = auto); CPU only."),
-    load_steps: int = typer.Option(100, help="--under-load: measured steps per phase."),
-    load_warmup: int = typer.Option(20, help="--under-load: unmeasured steps before the quiet phase."),
-    load_threads: int = typer.Option(2, help="--under-load: threads of the competing process."),
-    load_size: int = typer.Option(1024, help="--under-load: matrix size of the competitor's matmuls."),
+    load_steps: Optional[int] = typer.Option(None, help="--under-load: measured steps per phase "
+                                             "[default: 100]."),
+    load_warmup: Optional[int] = typer.Option(None, help="--under-load: unmeasured steps before "
+                                              "the quiet phase [default: 20]."),
+    load_threads: Optional[int] = typer.Option(None, help="--under-load: threads of the "
+                                               "competing process [default: 2]."),
+    load_size: Optional[int] = typer.Option(None, help="--under-load: matrix size of the "
+                                            "competitor's matmuls [default: 1024]."),
 ) -> None:
     """Time whole training steps (tokens/s, peak memory) of each transform on one model and batch;
     with --under-load, training speed quiet and beside a competing process instead."""
@@ -111,6 +115,12 @@ def bench_train(
     config = load_config(resolve_recipe(recipe), {("train", "precision"): precision,
                                   ("data", "max_tokens"): max_tokens})
     names = parse_list(transforms, str, "--transforms") if transforms else list(bench.DEFAULT_TRANSFORMS)
+    load = {"--load-steps": load_steps, "--load-warmup": load_warmup,
+            "--load-threads": load_threads, "--load-size": load_size}
+    given = [flag for flag, value in load.items() if value is not None]
+    if given and not under_load:
+        raise UserError(f"{given[0]} applies only with --under-load; add --under-load or drop "
+                        f"{given[0]}")
     if under_load:
         from arelu_cli.analysis import bench_load
 
@@ -119,13 +129,16 @@ def bench_train(
                             "--under-load, which trains each transform as the recipe does; "
                             "drop it")
         out = out or Path("results/bench/train_under_load.csv")
-        rows = bench_load.bench_under_load(config, names, load_steps, load_warmup, load_threads,
-                                           load_size, device, console=console)
+        rows = bench_load.bench_under_load(
+            config, names, 100 if load_steps is None else load_steps,
+            20 if load_warmup is None else load_warmup,
+            2 if load_threads is None else load_threads,
+            1024 if load_size is None else load_size, device, console=console)
         bench_load.print_table(write_rows(rows, out), console)
     else:
         out = out or Path("results/bench/train.csv")
         smoothing = (None if label_smoothing is None else
-                     parse_per_name(label_smoothing, [bench.BASELINE] + names,
+                     parse_per_name(label_smoothing, list(dict.fromkeys([bench.BASELINE, *names])),
                                     "--label-smoothing"))
         rows = bench.bench_train(config, names, repeats, device, warmup=warmup, console=console,
                                  fused=fused, label_smoothing=smoothing)

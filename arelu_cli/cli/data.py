@@ -7,6 +7,9 @@ from typing import Optional
 
 import typer
 
+from rich.console import Console
+from rich.markup import escape
+
 from arelu_cli.cli.app import app, console
 
 
@@ -51,3 +54,6 @@ def prepare(
         console.print(f"{result.path} is up to date (same inputs and options; --force rebuilds)")
         return
     console.print(prep.summary_table(result))
+    for text in prep.warnings(result.meta):
+        Console(stderr=True).print(f"[bold yellow]warning:[/] {escape(text)}", highlight=False,
+                                   soft_wrap=True)

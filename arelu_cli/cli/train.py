@@ -111,7 +111,7 @@ def train(
         None, help="Wall-clock budget in minutes, validation included (0: none)."),
     seed: Optional[int] = typer.Option(None, help="Seed of the initialization, data order and dropout."),
     device: Optional[str] = typer.Option(None, help="auto, cpu or cuda."),
-    precision: Optional[str] = typer.Option(None, help="auto (bf16 on CUDA), fp32 or bf16."),
+    precision: Optional[str] = typer.Option(None, help="auto (bf16 where the hardware has it: CUDA, or a CPU with AVX512-BF16 or AMX; else fp32), fp32 or bf16."),
     compile: Optional[bool] = typer.Option(None, "--compile/--no-compile", help="torch.compile the model."),
     fused_output: Optional[bool] = typer.Option(
         None, "--fused-output/--no-fused-output", help="alpha-ReLU only: fuse the output "

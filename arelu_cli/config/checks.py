@@ -140,6 +140,11 @@ def _validate_study(config: Config) -> None:
         if not (sep and name.strip() and tuned.strip() in sw.transforms):
             raise UserError(f"[study] borrow takes NAME=TUNED with TUNED one of [sweep] "
                             f"transforms {list(sw.transforms)}, got {item!r}")
+        if name.strip() in sw.transforms:
+            raise UserError(f"[study] borrow {item!r}: {name.strip()} is tuned by the sweep "
+                            "([sweep] transforms), so it has its own configuration; borrow "
+                            "for a transform the sweep does not tune, or drop it from [sweep] "
+                            "transforms")
     if st.convergence_steps < 0 or st.equal_time_minutes < 0 or st.bootstrap_samples < 1:
         raise UserError("[study] convergence_steps and equal_time_minutes must be >= 0 and "
                         "bootstrap_samples >= 1")

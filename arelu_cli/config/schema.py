@@ -119,7 +119,9 @@ class TrainConfig:
     """Logit rows per logging step on which tau(z), Sum p and non-zeros are measured."""
     device: Device = "auto"
     precision: Precision = "auto"
-    """``auto``: bf16 autocast on CUDA, fp32 on CPU; loss math is always fp32."""
+    """``auto``: bf16 autocast where the hardware computes bf16 natively (CUDA; a CPU with
+    AVX512-BF16 or AMX), fp32 elsewhere (:mod:`arelu_cli.nmt.precision`); loss math is always
+    fp32."""
     compile: bool = False
     """Run the model through ``torch.compile``."""
     fused_output: bool = False

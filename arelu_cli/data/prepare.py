@@ -312,6 +312,24 @@ def prepare(req: PrepareRequest, log: Log = _quiet) -> PrepareResult:
     return PrepareResult(req.out, read_meta(req.out), True, time.perf_counter() - start)
 
 
+def warnings(meta: dict) -> list[str]:
+    """What a prepared folder's ``meta.json`` shows to be probably not what was meant: a
+    split read from one file as both sides, fewer BPE merges learned than asked for."""
+    found = []
+    for split, paths in (meta.get("source_paths") or {}).items():
+        for src, tgt in zip(paths[::2], paths[1::2]):
+            if src == tgt:
+                found.append(f"the {split} split reads {src} as both source and target, so a "
+                             "model learns to copy; give each side its own file")
+    vocab = meta.get("vocab") or {}
+    learned, asked = vocab.get("learned_merges") or [], vocab.get("merges") or 0
+    if learned and min(learned) < asked:
+        found.append(f"learned {min(learned):,} of the {asked:,} BPE merges asked for: the "
+                     "training text has no more pairs seen twice; --merges "
+                     f"{min(learned)} or fewer says what the vocabulary is")
+    return found
+
+
 def parse_split_file(text: str) -> tuple[str, tuple[Path, Path]]:
     """``"train=a.de,a.en"`` -> ``("train", (Path("a.de"), Path("a.en")))``."""
     name, _, files = text.partition("=")

@@ -18,12 +18,25 @@ STDIO = "-"
 """The file name that means stdin (``--input -``) or stdout (``--out -``)."""
 
 
+def read_bytes(path: Path, hint: str) -> bytes:
+    """The bytes of ``path``: a file, or a pipe (``<(...)``, a named FIFO) read once; a
+    one-line error for a missing path (``hint``: what to check), a folder or an unreadable
+    file."""
+    if path.is_dir():
+        raise UserError(f"{path} is a folder, not a text file; give the file inside it")
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        raise UserError(f"file not found: {path}; {hint}") from None
+    except OSError as err:
+        raise UserError(f"cannot read {path} ({err.strerror or err}); check its "
+                        "permissions") from None
+
+
 def read_lines(path: Path) -> list[str]:
     """The lines of a UTF-8 text file; a clear error for a missing, empty or non-UTF-8 file."""
     path = Path(path)
-    if not path.is_file():
-        raise UserError(f"file not found: {path}; check the path or the corpus folder given to --source")
-    data = path.read_bytes()
+    data = read_bytes(path, "check the path or the corpus folder given to --source")
     if not data.strip():
         raise UserError(f"{path} is empty; a corpus file needs one sentence per line")
     return decode_lines(data, str(path))
@@ -36,9 +49,7 @@ def read_text_lines(path: str | Path) -> list[str]:
     if str(path) == STDIO:
         return decode_lines(sys.stdin.buffer.read(), "<stdin>")
     path = Path(path)
-    if not path.is_file():
-        raise UserError(f"file not found: {path} (give - to read stdin)")
-    return decode_lines(path.read_bytes(), str(path))
+    return decode_lines(read_bytes(path, "check the path (or give - to read stdin)"), str(path))
 
 
 def decode_lines(data: bytes, name: str) -> list[str]:

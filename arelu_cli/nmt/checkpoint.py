@@ -103,9 +103,9 @@ def check_compatible(ckpt: dict, path: str | Path, *, data: Prepared, transform:
             "with another --out")
     if ckpt["transform"] != transform:
         raise UserError(
-            f"checkpoint {path} was trained with --transform {ckpt['transform']}, not "
-            f"{transform}; resume with --transform {ckpt['transform']} or start a new run with "
-            "another --out")
+            f"checkpoint {path} was trained with the transform {ckpt['transform']}, but the "
+            f"recipe and options ask for {transform}; resume with the recipe it was trained "
+            f"with (or --transform {ckpt['transform']}), or start a new run with another --out")
     if tau is not None and ckpt["tau"] is not None and abs(ckpt["tau"] - tau) > 1e-12:
         raise UserError(f"checkpoint {path} was trained with tau={ckpt['tau']:.6g}, not "
                         f"{tau:.6g}; resume without --tau")

@@ -64,6 +64,14 @@ def ranking_score(hyp: Hypothesis, alpha: float) -> float:
     return hyp.score / length_penalty(len(hyp.tokens) + int(hyp.ended), alpha)
 
 
+def check_renormalize(transform: OutputTransform, renormalize: bool) -> None:
+    """``--renormalize`` changes only an unnormalized transform (alpha-ReLU): refuse it
+    elsewhere rather than record in a signature a setting that did nothing."""
+    if renormalize and transform.normalized:
+        raise UserError(f"--renormalize applies to alpha-ReLU only, whose outputs do not sum "
+                        f"to 1; {transform.name} sums to 1 already, so drop --renormalize")
+
+
 def step_log_scores(transform: OutputTransform, logits: torch.Tensor,
                     renormalize: bool = False) -> torch.Tensor:
     """(b, V) decoding scores of one step in float32: ``transform.log_scores``, or with

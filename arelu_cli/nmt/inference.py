@@ -46,7 +46,8 @@ from arelu_cli.data.batching import batch_indices
 from arelu_cli.data.clean import normalize
 from arelu_cli.data.prepared import Prepared, load_prepared
 from arelu_cli.data.textio import STDIO
-from arelu_cli.nmt.decode import Hypothesis, beam_search, greedy, max_lengths, ranking_score
+from arelu_cli.nmt.decode import (Hypothesis, beam_search, check_renormalize, greedy, max_lengths,
+                                   ranking_score)
 from arelu_cli.nmt.distributed import pick_device
 from arelu_cli.errors import UserError
 from arelu_cli.nmt.model import Transformer
@@ -101,9 +102,11 @@ def latest_run(root: str | Path = RUNS) -> Path:
     """The run folder under ``root`` (any depth) with the newest ``last.pt`` or ``best.pt``.
 
     Only finished or resumable runs count, i.e. folders with a ``last.pt``: a half-written
-    checkpoint is a hidden temporary file, never ``last.pt`` itself."""
+    checkpoint is a hidden temporary file, never ``last.pt`` itself, and an empty
+    ``last.pt`` (a copy cut short, a placeholder) is no run."""
     root = Path(root)
-    runs = [ckpt.parent for ckpt in root.rglob(checkpoint.LAST) if ckpt.is_file()]
+    runs = [ckpt.parent for ckpt in root.rglob(checkpoint.LAST)
+            if ckpt.is_file() and ckpt.stat().st_size > 0]  # an empty file holds no run
     if not runs:
         raise UserError(f"no trained run under {root}/ (a folder with {checkpoint.LAST}): train "
                         "one first (arelu train --transform 1.5-relu) or pass --checkpoint RUN")
@@ -297,6 +300,7 @@ def translate(decoder: Decoder, cfg: DecodeConfig, *, lines: Sequence[str] | Non
     or a prepared split: exactly one of them; timed."""
     if not 1 <= n_best <= cfg.beam:
         raise UserError(f"--n-best must be between 1 and the beam size {cfg.beam}, got {n_best}")
+    check_renormalize(decoder.transform, renormalize)
     sources, cut_lines = _sources(decoder, lines, split)
     truncated, limit = [i + 1 for i in cut_lines], source_limit(decoder)
     sync = torch.cuda.synchronize if decoder.device.type == "cuda" else (lambda: None)

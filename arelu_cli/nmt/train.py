@@ -46,6 +46,9 @@ from arelu_cli.nmt.fused_output import FusedOutputLoss
 from arelu_cli.nmt.lm_model import build_model, check_task
 from arelu_cli.nmt.model import TokenModel
 from arelu_cli.nmt.output_stats import resolve_tau
+from arelu_cli.nmt.precision import resolve as resolve_precision
+from arelu_cli.nmt.run_record import differences, read_record, record_setting_changes
+from arelu_cli.errors import UserError
 from arelu_cli.registry import OutputTransform, get_transform
 from arelu_cli.results import atomic_write_text, machine, signature
 from arelu_cli.tau import check_relu_tau
@@ -90,6 +93,7 @@ def train(config: Config, out: str | Path, *, resume: bool = False, recipe: str 
     """Train from ``config`` into the folder ``out`` (or continue the run there if ``resume``:
     on the data it was trained on, or with ``allow_data_change`` on the folder as it is now)."""
     ctx = distributed.setup(config.train.device)
+    created = not Path(out).exists()
     try:
         session, state = _setup(config, Path(out), ctx, resume, recipe, allow_data_change)
         try:
@@ -108,8 +112,21 @@ def train(config: Config, out: str | Path, *, resume: bool = False, recipe: str 
         if isinstance(outcome, Exception):
             raise outcome
         return outcome
+    except UserError:
+        if created and ctx.is_main:
+            _remove_unstarted(Path(out))
+        raise
     finally:
         distributed.teardown(ctx)
+
+
+def _remove_unstarted(out: Path) -> None:
+    """Remove the folder this call made for a run refused before its first step (a bad
+    ``[model]``, data it cannot batch): nothing half-written is left behind."""
+    if out.is_dir() and {p.name for p in out.iterdir()} <= {"config.json", "log.csv"}:
+        for path in out.iterdir():
+            path.unlink()
+        out.rmdir()
 
 
 def _setup(config: Config, out: Path, ctx: distributed.Context, resume: bool,
@@ -169,14 +186,28 @@ def _session(config: Config, out: Path, ctx: distributed.Context, data: Prepared
 
 def _resumed(s: Session, state: State, ckpt: dict, change: DataChange | None) -> None:
     """Continue from ``last.pt``: its state back, the log cut to its step, and (main
-    process) a change of data recorded."""
+    process) a change of data or of settings recorded in ``config.json``."""
     restore(s, state, ckpt)
     s.saved_step = state.step
     if s.ctx.is_main:
         train_log.truncate_after(s.out / "log.csv", state.step)
         (s.out / DIVERGED).unlink(missing_ok=True)  # an earlier attempt's, now taken up again
+        changes = _setting_changes(s.out, ckpt, s.config)
+        if changes:  # a longer budget is the ordinary way to go on: recorded, not announced
+            note = record_setting_changes(s.out, s.config, state.step, changes)
+            if set(changes) != {"train.max_steps"}:
+                print(note, file=sys.stderr)
         if change is not None:
             print(record_data_change(s.out, change), file=sys.stderr)
+
+
+def _setting_changes(out: Path, ckpt: dict, config: Config) -> dict:
+    """What the resumed run changes of its settings: against its ``config.json`` (the
+    settings in force, the precision they resolved to), else (none readable) ``last.pt``'s."""
+    try:
+        return differences(read_record(out) or ckpt["config"], config)
+    except UserError:
+        return differences(ckpt["config"], config)
 
 
 def _started(s: Session, tau: float | None) -> None:
@@ -186,7 +217,8 @@ def _started(s: Session, tau: float | None) -> None:
         stale.unlink(missing_ok=True)  # its checkpoints gone
     atomic_write_text(s.out / "config.json", json.dumps(
         {**s.config.to_dict(), "resolved": {"tau": tau, "world_size": s.ctx.world_size,
-                                            "recipe": s.recipe,
+                                            "recipe": s.recipe, "precision": resolve_precision(
+                                                s.config.train.precision, s.ctx.device),
                                             "data_fingerprint": data_fingerprint(s.data.meta)}},
         indent=2) + "\n")
 

@@ -20,7 +20,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from arelu_cli.errors import UserError
-from arelu_cli.results import atomic_write_text, signature_field
+from arelu_cli.results import atomic_write_text, read_table, signature_field
 
 COLUMNS = ("step", "epoch", "wall_s", "tokens_per_s", "threads", "train_loss", "lr", "tau",
            "tau_z", "logit_norm", "sum_p", "nnz", "val_loss", "val_bleu", "val_ppl", "signature")
@@ -58,10 +58,11 @@ def signature_value(path: Path, key: str) -> str | None:
     return signature_field(row.get("signature") or "", key) if row else None
 
 
-def read_log(path: Path) -> pd.DataFrame:
+def read_log(path: Path, remedy: str = "restore it, or train the run again") -> pd.DataFrame:
     """``log.csv`` as a frame; a log written before the ``threads`` column existed gets it
-    empty, so that old and new runs read alike."""
-    frame = pd.read_csv(path)
+    empty, so that old and new runs read alike. A missing, empty or broken file is a
+    one-line :class:`UserError` naming it and ``remedy``."""
+    frame = read_table(path, f"it is the run's training log: {remedy}")
     if "threads" not in frame.columns and "tokens_per_s" in frame.columns:
         frame.insert(frame.columns.get_loc("tokens_per_s") + 1, "threads", float("nan"))
     return frame

@@ -101,6 +101,10 @@ def load_for_resume(out: Path, config: Config, data: Prepared, transform: Output
     if from_dict({"model": ckpt["config"]["model"]}).model != config.model:
         raise UserError(f"{out / checkpoint.LAST} has another [model] than the recipe; resume "
                         "with the recipe it was trained with")
+    if ckpt["step"] > config.train.max_steps:
+        raise UserError(f"{out} is at step {ckpt['step']} already, past the max_steps of "
+                        f"{config.train.max_steps} asked for now; give a larger --max-steps "
+                        "(or --set train.max_steps=N) to continue it")
     return ckpt, check_same_data(out, data, ckpt["step"], allow_data_change, announce)
 
 

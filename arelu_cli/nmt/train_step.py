@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterator
 
 import torch
 
+from arelu_cli.nmt import precision
 from arelu_cli.data.batching import Batch, batch_indices, collate, example_sizes
 from arelu_cli.data.blocks import block_lengths, collate_blocks, split_stream
 from arelu_cli.nmt import distributed
@@ -65,11 +66,9 @@ def _epoch_plan(s: Session, epoch: int) -> tuple[list, Callable[[object], Batch]
 
 
 def autocast(s: Session):
-    """bf16 autocast where ``[train] precision`` asks for it (``auto``: on CUDA)."""
-    precision = s.config.train.precision
-    if precision == "bf16" or (precision == "auto" and s.ctx.device.type == "cuda"):
-        return torch.autocast(s.ctx.device.type, dtype=torch.bfloat16)
-    return contextlib.nullcontext()
+    """bf16 autocast where ``[train] precision`` asks for it (``auto``: where the hardware
+    has native bf16, :mod:`arelu_cli.nmt.precision`)."""
+    return precision.autocast(s.config.train.precision, s.ctx.device)()
 
 
 def micro_loss(s: Session, batch: Batch, with_stats: bool) -> tuple[torch.Tensor, dict | None]:

@@ -25,7 +25,6 @@ weights; its loss is flagged **unstable** when the last logged training loss is 
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
@@ -34,16 +33,18 @@ import pandas as pd
 from arelu_cli.analysis.significance import paired_bootstrap
 from arelu_cli.config import Config
 from arelu_cli.data.prepared import load_prepared
-from arelu_cli.data.textio import read_text_lines
 from arelu_cli.nmt.bleu import bleu_chrf
 from arelu_cli.nmt.train_guard import DIVERGED
+from arelu_cli.nmt.train_log import read_log
 from arelu_cli.ownership import write_markdown
 from arelu_cli.pipeline.attention_study import (BENCH, DECODE, HEATMAPS, SPARSITY, Variant)
-from arelu_cli.pipeline.study_runs import TEST, summary, trained, translation_path
+from arelu_cli.pipeline.study_runs import (TEST, again, dev_log, summary, trained, translation_lines,
+                                           translation_path)
 from arelu_cli.report.markdown import fmt, md_table
 from arelu_cli.report.plots import plot_attention_curves, plot_attention_heatmaps, \
     plot_attention_sparsity
-from arelu_cli.results import write_rows
+from arelu_cli.errors import UserError
+from arelu_cli.results import read_json, read_table, write_rows
 
 LOSS_RISE = 0.5
 """Training-loss rise (nats of the output loss) above its lowest value that flags a run as
@@ -52,8 +53,12 @@ KINDS = ("encoder", "decoder", "cross")
 
 
 def _log(variant: Variant) -> pd.DataFrame:
+    """The run's log: checked against its summary when it finished (a log cut short would
+    drop the end of its curve), as it is when it diverged, empty when there is none."""
     path = variant.folder / "log.csv"
-    return pd.read_csv(path) if path.is_file() else pd.DataFrame(columns=["step"])
+    if trained(variant.folder):
+        return dev_log(variant.folder)
+    return read_log(path) if path.is_file() else pd.DataFrame(columns=["step"])
 
 
 def curve_rows(runs: list[Variant]) -> list[dict]:
@@ -71,7 +76,10 @@ def curve_rows(runs: list[Variant]) -> list[dict]:
 def _diverged_step(variant: Variant) -> int | None:
     if not variant.diverged:
         return None
-    return int(json.loads((variant.folder / DIVERGED).read_text(encoding="utf-8"))["step"])
+    found = read_json(variant.folder / DIVERGED, again(variant.folder)).get("step")
+    if not isinstance(found, int):
+        raise UserError(f"{variant.folder / DIVERGED} names no step; {again(variant.folder)}")
+    return found
 
 
 def _sparsity(frame: pd.DataFrame | None, variant: str) -> dict:
@@ -86,7 +94,8 @@ def _sparsity(frame: pd.DataFrame | None, variant: str) -> dict:
 
 
 def _read(path: Path) -> pd.DataFrame | None:
-    return pd.read_csv(path) if path.is_file() else None
+    """A timing CSV of the study; None when it is not there (yet)."""
+    return read_table(path, "delete it to measure again") if path.is_file() else None
 
 
 def _status(dev: float | None, base_dev: float | None, diverged: bool, fraction: float) -> str:
@@ -106,7 +115,7 @@ def result_rows(config: Config, runs: list[Variant], sparsity: pd.DataFrame | No
                 bench: pd.DataFrame | None, decode: pd.DataFrame | None) -> list[dict]:
     a, step, beam = config.attention_study, config.train.max_steps, config.decode.beam
     refs = load_prepared(config.data.path).references(TEST)
-    hyps = {v.label: read_text_lines(p) for v in runs
+    hyps = {v.label: translation_lines(p, len(refs)) for v in runs
             if (p := translation_path(v.folder, step, beam)).is_file() and not v.diverged}
     logs = {v.label: _log(v) for v in runs}
     base_dev = _last(logs[a.baseline], "val_bleu") if trained(runs[0].folder) else None
@@ -261,20 +270,19 @@ def _joined(runs: list[Variant], name: str) -> list[dict]:
 
 def write_report(config: Config, out: Path, runs: list[Variant]) -> Path:
     """Every CSV and figure of the study and ``REPORT.md``; returns the report's path."""
-    figures = []
-    curves = curve_rows(runs)
+    # every input read and checked before any output is written
+    figures, curves, sparsity = [], curve_rows(runs), _joined(runs, SPARSITY)
+    maps = [{k: val for k, val in r.items() if k != "variant"} for r in _joined(runs, HEATMAPS)]
+    rows = result_rows(config, runs, pd.DataFrame(sparsity) if sparsity else None,
+                       _read(out / BENCH), _read(out / DECODE))
     write_rows(curves, out / "curves.csv")
     if curves:
         figures.append(plot_attention_curves(out / "curves.csv", out / "curves.png").name)
-    sparsity = _joined(runs, SPARSITY)
     if sparsity:
         write_rows(sparsity, out / "sparsity.csv")
         figures.append(plot_attention_sparsity(out / "sparsity.csv", out / "sparsity.png").name)
-    maps = [{k: val for k, val in r.items() if k != "variant"} for r in _joined(runs, HEATMAPS)]
     if maps:
         write_rows(maps, out / "heatmaps.csv")
         figures.append(plot_attention_heatmaps(out / "heatmaps.csv", out / "heatmaps.png").name)
-    rows = result_rows(config, runs, _read(out / "sparsity.csv") if sparsity else None,
-                       _read(out / BENCH), _read(out / DECODE))
     write_rows(rows, out / "results.csv")
     return write_markdown(out / "REPORT.md", report_text(config, rows, figures))

@@ -29,7 +29,9 @@ or an alpha-ReLU name with its ``[model] attention_relu`` variant as a suffix
 (``1.5-relu-raw``, ``1.5-relu-estimated``, ``1.5-relu-renormalized``). Each stage is skipped
 where its outputs are there and newer than the weights they came from: run the same command
 again to continue. A committed study keeps run records and outputs but not the (git-ignored)
-checkpoints; its tables are rebuilt without training.
+checkpoints; its tables are rebuilt without training. A run is reused only for the settings
+it was trained with (:mod:`arelu_cli.pipeline.reuse`): after an edit of the recipe one line
+names the setting, and a larger ``max_steps`` continues each run from its ``last.pt``.
 """
 
 from __future__ import annotations
@@ -48,18 +50,23 @@ from arelu_cli.config import Config, ModelConfig
 from arelu_cli.errors import UserError
 from arelu_cli.nmt import checkpoint
 from arelu_cli.nmt.attention import RENORM_EPS, VARIANTS
+from arelu_cli.nmt.precision import resolve as resolve_precision
 from arelu_cli.nmt.train import snapshot_path, train
 from arelu_cli.nmt.train_guard import DIVERGED, Diverged
-from arelu_cli.pipeline.grid import results_folder
-from arelu_cli.pipeline.study import check_budget, warn_if_busy_file
+from arelu_cli.pipeline.grid import check_outputs, results_folder
+from arelu_cli.pipeline.reuse import SAME, reuse
+from arelu_cli.pipeline.study import check_budget, check_timed_with, warn_if_busy_file
 from arelu_cli.pipeline.study_runs import TEST, trained, translation_path
 from arelu_cli.registry import get_transform
-from arelu_cli.results import write_rows
+from arelu_cli.results import read_table, write_rows
 
 BENCH = "bench_train.csv"
 DECODE = "bench_decode.csv"
 SPARSITY = "attention_sparsity.csv"
 HEATMAPS = "attention_heatmaps.csv"
+OUTPUTS = {"results.csv": "variant", "curves.csv": "variant", "sparsity.csv": "variant",
+           "heatmaps.csv": "checkpoint", BENCH: "variant", DECODE: "variant"}
+"""The study's tables and the first column of each (what a file of ours starts with)."""
 
 Trainer = Callable[[Config, Path, bool], object]
 """``trainer(config, folder, resume)``: trains a run (the study passes :func:`train`)."""
@@ -94,8 +101,13 @@ def variant_model(model: ModelConfig, label: str) -> ModelConfig:
     name, relu = (match["name"], match["variant"]) if match else (label, model.attention_relu)
     try:
         transform = get_transform(name)
-    except ValueError as err:
-        raise UserError(f"[attention_study] variant {label!r}: {err}") from None
+    except ValueError:
+        raise UserError(
+            f"[attention_study] variant {label!r} is not an attention configuration: give a "
+            "normalized transform (softmax, sparsemax, <a>-entmax, e.g. 1.5-entmax) or an "
+            f"alpha-ReLU with its variant ({', '.join(f'<a>-relu-{v}' for v in VARIANTS)}, "
+            "optionally <a>-relu-renormalized-eps<E>), e.g. 1.5-relu-renormalized-eps0.01"
+        ) from None
     if transform.family == "relu" and name == label:
         raise UserError(f"[attention_study] variant {label!r} must name its alpha-ReLU variant: "
                         f"{', '.join(f'{label}-{v}' for v in VARIANTS)}")
@@ -156,13 +168,16 @@ def fresh(output: Path, weights: Path) -> bool:
 
 
 def train_variant(trainer: Trainer, config: Config, variant: Variant, console: Console) -> None:
-    """Train (or resume) one run; a divergence is recorded by the trainer and reported, not
-    raised, and a diverged run is never retrained."""
+    """Train (or resume, or continue to a larger ``max_steps``) one run; one trained with
+    other settings is refused (:func:`arelu_cli.pipeline.reuse.reuse`); a divergence is
+    recorded by the trainer and reported, not raised, and a diverged run is never
+    retrained."""
     folder = variant.folder
+    same = reuse(folder, run_config(config, variant)) == SAME  # else refused, or longer
     if variant.diverged:
         return
-    if trained(folder) and ((folder / checkpoint.LAST).is_file()
-                            or all(p.is_file() for p in outputs(config, variant))):
+    if same and trained(folder) and ((folder / checkpoint.LAST).is_file()
+                                     or all(p.is_file() for p in outputs(config, variant))):
         return
     resume = (folder / checkpoint.LAST).is_file()
     console.rule(f"{'resume' if resume else 'train'} {folder} (attention {variant.label})")
@@ -219,6 +234,9 @@ def timing(config: Config, out: Path, runs: list[Variant], console: Console) -> 
                                a.bench_repeats, config.train.device, console=console)
         write_rows(rows, out / BENCH)
         warn_if_busy_file(rows, out / BENCH, console)
+    check_timed_with(out / BENCH, read_table(out / BENCH, "delete it to measure again"), {
+        "transform": config.train.transform,
+        "precision": resolve_precision(config.train.precision, config.train.device)})
     decoded = [v for v in runs if not v.diverged]
     if (out / DECODE).is_file() or not decoded or decoded[0].label != a.baseline:
         return
@@ -244,11 +262,14 @@ def attention_study(config: Config, out: Path, console: Console | None = None,
 
     console = console or Console()
     check(config)
+    check_outputs(out, OUTPUTS)
     results_folder(out)
     trainer = trainer or (lambda cfg, folder, resume: train(
         cfg, folder, resume=resume, recipe=recipe, console=console,
         allow_data_change=allow_data_change))
     runs = variants(config, out)
+    for variant in runs:  # every run's settings checked before any is trained
+        reuse(variant.folder, run_config(config, variant))
     for variant in runs:
         train_variant(trainer, config, variant, console)
         if not variant.diverged:

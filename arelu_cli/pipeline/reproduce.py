@@ -56,6 +56,7 @@ from arelu_cli.nmt.train import SUMMARY, train
 from arelu_cli.nmt.train_guard import recorded_fingerprint
 from arelu_cli.pipeline import reproduce_steps as rs
 from arelu_cli.pipeline.grid import TEST, Grid, Step, results_folder
+from arelu_cli.pipeline.reuse import SAME, reuse
 
 @dataclass(frozen=True)
 class Request:
@@ -177,7 +178,9 @@ def _run_config(config: Config, **train: object) -> Config:
 def _train_step(name: str, config: Config, folder: Path, grid: Grid, console: Console) -> Step:
     """Train (or resume) the run in ``folder``. One trained on another version of the data
     never counts as done, finished or not: it is moved aside (one line says where and why)
-    and trained from the start, so what is computed from it is redone too."""
+    and trained from the start, so what is computed from it is redone too. One trained with
+    other settings is refused, one trained for fewer steps continued
+    (:func:`arelu_cli.pipeline.reuse.reuse`)."""
     data = config.data.path
 
     def run() -> None:
@@ -190,7 +193,11 @@ def _train_step(name: str, config: Config, folder: Path, grid: Grid, console: Co
                           "training it again", markup=False, soft_wrap=True)
         train(config, folder, resume=(folder / checkpoint.LAST).is_file(), recipe=grid.recipe,
               console=console)
-    return Step(name, lambda: finished(folder) and stale_data(folder, data) is None, run)
+    def done() -> bool:  # a run without last.pt trains from the start, whatever it was
+        if stale_data(folder, data) is not None or not (folder / checkpoint.LAST).is_file():
+            return False
+        return reuse(folder, config) == SAME and finished(folder)
+    return Step(name, done, run)
 
 
 def training_steps(grid: Grid, console: Console) -> list[Step]:
@@ -264,8 +271,10 @@ def reproduce(req: Request, console: Console | None = None) -> Path:
     steps = [Step("prepare", lambda: req.source is None and _prepared(config),
                   lambda: rs.prepare_data(config, req.source, console)),
              Step("tau (Table 3)", lambda: rs.tau_table_done(grid), lambda: rs.tau_table(grid))]
-    steps += training_steps(grid, console)
-    steps += rs.analysis_steps(grid)
+    trainings = training_steps(grid, console)
+    for step in trainings:  # a run of other settings is refused before any work
+        step.done()
+    steps += trainings + rs.analysis_steps(grid)
     began = time.perf_counter()
     for i, step in enumerate(steps, 1):
         if step.done():

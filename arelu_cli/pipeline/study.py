@@ -28,7 +28,10 @@ how long it takes. Layout of ``--out``: ``runs/TRANSFORM/CONFIG[_seed-S]/``,
 ``REPORT.md``; each run keeps its test translations in ``translations/``. A sitting whose
 sweep selects another configuration than ``selected.json`` recorded (a sweep run finished
 since with a higher dev BLEU) says so and keeps the old file as ``selected-TIME.json``; the
-runs trained for the old selection stay where they are, unused by the tables.
+runs trained for the old selection stay where they are, unused by the tables. Every run
+folder is checked against the settings the study would train it with before any training
+(:mod:`arelu_cli.pipeline.reuse`): an edited ``[model]`` or ``[train]`` is refused in one
+line naming the setting, never reported as the settings of runs trained without it.
 """
 
 from __future__ import annotations
@@ -48,16 +51,23 @@ from arelu_cli.nmt import checkpoint
 from arelu_cli.config import Config
 from arelu_cli.errors import UserError
 from arelu_cli.registry import get_transform
-from arelu_cli.results import atomic_write_text
-from arelu_cli.pipeline.grid import results_folder, up_to_date
+from arelu_cli.results import atomic_write_text, read_table
+from arelu_cli.pipeline.grid import check_outputs, results_folder, up_to_date
+from arelu_cli.pipeline.reuse import LONGER, reuse
 from arelu_cli.pipeline.study_report import write_report
-from arelu_cli.pipeline.study_runs import (BENCH, FIRST, TEST, Run, axes, borrowed, compared,
+from arelu_cli.pipeline.study_runs import (BENCH, FIRST, TEST, Run, axes, borrowed, check_runs,
+                                           compared, run_config,
                                            equal_time_budget_ms, keep_first, run_folder, scores,
                                            trained, translation_path)
 from arelu_cli.pipeline.sweep import Point, plan
+from arelu_cli.nmt.precision import resolve as resolve_precision
 from arelu_cli.nmt.train import SUMMARY, snapshot_path, train
 
 SELECTED = "selected.json"
+OUTPUTS = {"sweep.csv": "transform", "test_bleu.csv": "comparison",
+           "test_bleu_summary.csv": "comparison", "significance.csv": "comparison",
+           "dev_curves.csv": "transform", BENCH: "transform"}
+"""The study's tables and the first column of each (what a file of ours starts with)."""
 
 Trainer = Callable[[Config, Path, bool], object]
 """``trainer(config, folder, resume)``: trains a run (the study passes :func:`train`)."""
@@ -72,16 +82,6 @@ def done(folder: Path, needs: list[Path] = ()) -> bool:
                                 or (bool(needs) and all(p.is_file() for p in needs)))
 
 
-def run_config(config: Config, transform: str, point: Point, seed: int,
-               max_steps: int | None = None) -> Config:
-    """The recipe with one run's transform, configuration, seed and step budget."""
-    train_cfg = dataclasses.replace(
-        config.train, transform=transform, lr=point.lr, warmup=point.warmup,
-        label_smoothing=point.label_smoothing, seed=seed, max_minutes=0.0,
-        max_steps=max_steps or config.train.max_steps)
-    return dataclasses.replace(config, train=train_cfg)
-
-
 def check_budget(config: Config, what: str = "a study") -> None:
     """``what`` trains for ``[train] max_steps`` and evaluates the weights kept at steps:
     refuse a clock budget and a ``keep_every`` that misses the last step."""
@@ -90,8 +90,10 @@ def check_budget(config: Config, what: str = "a study") -> None:
         raise UserError(f"{what} trains for [train] max_steps steps, never against the clock: "
                         "set [train] max_minutes = 0")
     if not t.keep_every or t.max_steps % t.keep_every:
+        divisors = [d for d in range(1, t.max_steps + 1) if t.max_steps % d == 0]
+        example = min(divisors, key=lambda d: (abs(d - t.max_steps / 4), -d))
         raise UserError(f"{what} evaluates kept weights: set [train] keep_every to a divisor "
-                        f"of max_steps ({t.max_steps}), e.g. 50")
+                        f"of max_steps ({t.max_steps}), e.g. {example}")
 
 
 def check(config: Config) -> None:
@@ -104,11 +106,14 @@ def check(config: Config) -> None:
                         f"({t.max_steps}) and be a multiple of keep_every ({t.keep_every}), or 0")
     for name in compared(config):
         get_transform(name)
+    if config.study.baseline not in compared(config):
+        raise UserError(f"[study] baseline {config.study.baseline!r} is not a transform the "
+                        f"study trains ({', '.join(compared(config))}); name one of them")
 
 
 def _train(trainer: Trainer, config: Config, folder: Path, console: Console,
            needs: list[Path] = ()) -> None:
-    if done(folder, needs):
+    if reuse(folder, config) != LONGER and done(folder, needs):
         return
     resume = (folder / checkpoint.LAST).is_file()
     if trained(folder) and not resume:
@@ -300,8 +305,6 @@ def bench(config: Config, out: Path, console: Console,
     warmup do not change a step's time), measured once into ``bench_train.csv`` (delete it
     to measure again, on an idle machine). A file timed with other label smoothing is
     refused; one that does not record it (an earlier version's) is used with a warning."""
-    import pandas as pd
-
     from arelu_cli.analysis.bench_train import bench_train
     from arelu_cli.results import write_rows
 
@@ -313,7 +316,7 @@ def bench(config: Config, out: Path, console: Console,
                            console=console, label_smoothing=smoothing)
         write_rows(rows, path)
         warn_if_busy_file(rows, path, console)
-    frame = pd.read_csv(path)
+    frame = read_table(path, "delete it to measure again (on an idle machine)")
     frame = frame[~frame["fused_output"].astype(bool)]
     times = dict(zip(frame["transform"], frame["ms_per_step"]))
     missing = [n for n in names if n not in times]
@@ -321,7 +324,21 @@ def bench(config: Config, out: Path, console: Console,
         raise UserError(f"{path} has no step time of {', '.join(missing)}; delete it and run "
                         "the study again on an idle machine")
     _check_smoothing(path, frame, smoothing, console)
+    check_timed_with(path, frame, {"d_model": config.model.d_model,
+                                   "precision": resolve_precision(config.train.precision,
+                                                                  config.train.device)})
     return {name: float(times[name]) for name in names}
+
+
+def check_timed_with(path: Path, frame, settings: dict[str, object]) -> None:
+    """Refuse the timings of ``path`` (rows ``frame``) where a column it records says they
+    were taken with another value of one of ``settings`` than the recipe's now."""
+    for column, want in settings.items():
+        found = set(frame[column].dropna()) if column in frame.columns else set()
+        if found and found != {want}:
+            raise UserError(f"{path} was timed with {column} {sorted(map(str, found))[0]}, but "
+                            f"the recipe now asks for {want}; delete it to measure again (on "
+                            "an idle machine)")
 
 
 def warn_if_busy_file(rows: list[dict], path: Path, console: Console) -> None:
@@ -377,6 +394,8 @@ def study(config: Config, out: Path, console: Console | None = None,
     --resume --allow-data-change``)."""
     console = console or Console()
     check(config)
+    check_runs(config, out)
+    check_outputs(out, OUTPUTS, "# Study report\n")
     results_folder(out)
     trainer = trainer or (lambda cfg, folder, resume: train(
         cfg, folder, resume=resume, recipe=recipe, console=console,

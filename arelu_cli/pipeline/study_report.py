@@ -24,7 +24,6 @@ CSVs (one row per measurement, each with its signature):
 
 from __future__ import annotations
 
-import json
 import statistics
 from pathlib import Path
 
@@ -32,16 +31,16 @@ import pandas as pd
 
 from arelu_cli.config import Config
 from arelu_cli.data.prepared import load_prepared
-from arelu_cli.data.textio import read_text_lines
 from arelu_cli.nmt.bleu import bleu_chrf
 from arelu_cli.report.markdown import fmt, md_table
 from arelu_cli.ownership import write_markdown
 from arelu_cli.report.plots import plot_study_curves, plot_study_sweep
-from arelu_cli.results import write_rows
+from arelu_cli.results import read_json, write_rows
 from arelu_cli.pipeline.study_claims import SPEED_TOLERANCE, answer, earlier_rows, pairs
-from arelu_cli.pipeline.study_runs import (BENCH, TEST, Run, axes, equal_time_budget_ms,
-                                           first_summary, run_folder, scores, summary,
-                                           sweep_summary, trained, translation_path)
+from arelu_cli.pipeline.study_runs import (BENCH, TEST, Run, axes, dev_log,
+                                           equal_time_budget_ms, first_summary, run_folder,
+                                           scores, summary, sweep_summary, trained,
+                                           translation_lines, translation_path)
 from arelu_cli.pipeline.sweep import Point, visited
 
 COMPARISONS = {"equal_steps": "equal steps", "equal_time": "equal time",
@@ -72,11 +71,11 @@ def _current(folder: Path) -> dict | None:
 
 def bleu_rows(config: Config, todo: list[tuple[str, Run, int]]) -> list[dict]:
     refs = load_prepared(config.data.path).references(TEST)
-    rows = []
+    hyps, rows = _hypotheses(config, todo, len(refs)), []
     for comparison, run, step in todo:
         path = translation_path(run.folder, step, config.decode.beam)
-        bleu, chrf, bleu_sig, _ = bleu_chrf(read_text_lines(path), refs)
-        meta = json.loads(Path(f"{path}.json").read_text(encoding="utf-8"))
+        bleu, chrf, bleu_sig, _ = bleu_chrf(hyps[(comparison, run.transform, run.seed)], refs)
+        meta = read_json(f"{path}.json", f"delete {path} and its .json to translate again")
         rows.append({"comparison": comparison, "transform": run.transform, "seed": run.seed,
                      "step": step, "bleu": round(bleu, 2), "chrf": round(chrf, 2),
                      "lr": run.point.lr, "warmup": run.point.warmup,
@@ -104,9 +103,7 @@ def summary_rows(bleu: list[dict]) -> list[dict]:
 def curve_rows(runs: list[Run]) -> list[dict]:
     rows = []
     for run in runs:
-        log = pd.read_csv(run.folder / "log.csv")
-        if "val_bleu" not in log:
-            continue
+        log = dev_log(run.folder)
         for record in log.dropna(subset=["val_bleu"]).to_dict("records"):
             rows.append({"transform": run.transform, "seed": run.seed, "run": run.folder.name,
                          "step": int(record["step"]), "dev_bleu": record["val_bleu"],
@@ -114,10 +111,11 @@ def curve_rows(runs: list[Run]) -> list[dict]:
     return rows
 
 
-def _hypotheses(config: Config, todo: list[tuple[str, Run, int]]) -> dict:
-    """``{(comparison, transform, seed): lines}`` of the test translations."""
-    return {(c, run.transform, run.seed): read_text_lines(translation_path(run.folder, step,
-                                                                   config.decode.beam))
+def _hypotheses(config: Config, todo: list[tuple[str, Run, int]], references: int) -> dict:
+    """``{(comparison, transform, seed): lines}`` of the test translations, each checked
+    against the number of test references."""
+    return {(c, run.transform, run.seed): translation_lines(
+                translation_path(run.folder, step, config.decode.beam), references)
             for c, run, step in todo}
 
 
@@ -129,7 +127,7 @@ def significance_rows(config: Config, todo: list[tuple[str, Run, int]]) -> list[
     from arelu_cli.analysis.significance import SEED, paired_bootstrap
 
     refs = load_prepared(config.data.path).references(TEST)
-    hyps = _hypotheses(config, todo)
+    hyps = _hypotheses(config, todo, len(refs))
     rows = []
     for comparison in dict.fromkeys(c for c, _, _ in todo):
         seeds = sorted({s for c, _, s in hyps if c == comparison})
@@ -301,17 +299,14 @@ def write_report(config: Config, out: Path, selected: dict[str, Point],
                  ms_per_step: dict[str, float] | None = None) -> Path:
     """Every CSV and figure of the study and ``REPORT.md``; returns the report's path."""
     ms_per_step = ms_per_step or {}
-    sweep = sweep_rows(config, out, selected)
-    write_rows(sweep, out / "sweep.csv")
-    bleu = bleu_rows(config, todo)
-    write_rows(bleu, out / "test_bleu.csv")
-    summary = summary_rows(bleu)
-    write_rows(summary, out / "test_bleu_summary.csv")
-    sig = significance_rows(config, todo)
-    write_rows(sig, out / "significance.csv")
-    runs = list(dict.fromkeys(run for _, run, _ in todo))
-    curves = curve_rows(runs)
-    write_rows(curves, out / "dev_curves.csv")
+    # every input read and checked before any output is written
+    sweep, bleu = sweep_rows(config, out, selected), bleu_rows(config, todo)
+    summary, sig = summary_rows(bleu), significance_rows(config, todo)
+    curves = curve_rows(list(dict.fromkeys(run for _, run, _ in todo)))
+    for rows, name in ((sweep, "sweep.csv"), (bleu, "test_bleu.csv"),
+                       (summary, "test_bleu_summary.csv"), (sig, "significance.csv"),
+                       (curves, "dev_curves.csv")):
+        write_rows(rows, out / name)
     figures = []
     if sweep:
         figures.append(plot_study_sweep(out / "sweep.csv", out / "sweep.png").name)

@@ -19,8 +19,10 @@ compares it with the unweighted one. Blank cells are "don't know" and are left o
 
 from __future__ import annotations
 
+import hashlib
 import random
 import re
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import combinations
@@ -30,13 +32,16 @@ import numpy as np
 import pandas as pd
 
 from arelu_cli.errors import UserError
-from arelu_cli.results import atomic_write_text, write_rows
+from arelu_cli.results import atomic_write_text, csv_header, write_rows
 
 REFERENCE = "reference"
 SCALE = (1, 2, 3, 4)
 REFINE = 0.25
 """What a ``+`` adds to (a ``-`` takes from) a score in means."""
-KEY_COLUMNS = ("item", "annotator", "index", "column", "system")
+KEY_COLUMNS = ("item", "annotator", "index", "column", "system", "sha256")
+"""A key's columns; ``sha256`` is the hash of the item's source and the column's candidate
+text as exported (:func:`text_hash`), so that an edited sheet is caught. A key written
+before it (the first five columns) is read without that check."""
 INSTRUCTIONS = """\
 You are shown a source sentence and several candidate translations. Please indicate, for
 each, on a 4-point scale, how much of the meaning is represented in the translation,
@@ -119,14 +124,22 @@ def export_sheets(sources: Sequence[str], references: Sequence[str],
             rows.append({"item": item, "source": sources[index],
                          **{c: texts[s][index] for c, s in zip(letters, order)},
                          **{f"score_{c}": "" for c in letters}})
-            key += [{"item": item, "annotator": name, "index": index, "column": c, "system": s}
+            key += [{"item": item, "annotator": name, "index": index, "column": c, "system": s,
+                     "sha256": text_hash(sources[index], texts[s][index])}
                     for c, s in zip(letters, order)]
         sheets[name] = out_dir / f"sheet_{name}.csv"
         write_rows(rows, sheets[name])
     key_file = key_path(out_dir)
+    if csv_header(key_file) == list(KEY_COLUMNS[:-1]):  # ours, from before it held sha256
+        key_file.unlink()
     write_rows(key, key_file, KEY_COLUMNS)
     atomic_write_text(out_dir / "INSTRUCTIONS.txt", INSTRUCTIONS)
     return ExportedSheets(sheets, key_file, n_shared)
+
+
+def text_hash(source: str, candidate: str) -> str:
+    """What the key records of a sheet's cell: the SHA-256 of its source and candidate."""
+    return hashlib.sha256(f"{source}\n{candidate}".encode()).hexdigest()
 
 
 def parse_score(text: str) -> tuple[float, int] | None:
@@ -172,17 +185,54 @@ def _read(path: Path, what: str) -> pd.DataFrame:
     return pd.read_csv(path, dtype=str, keep_default_na=False)
 
 
+def _check_sheet(path: Path, sheet: pd.DataFrame, key: pd.DataFrame) -> None:
+    """A filled sheet is the one exported: every row an item of the key, all of one
+    annotator's items (none deleted, none of another's sheet), every score column of its
+    candidates, and (with a key that records it) the exported texts."""
+    owner = dict(zip(key["item"], key["annotator"]))
+    records = sheet.to_dict("records")
+    for r in records:
+        if r.get("item") not in owner:
+            raise UserError(f"{path}: item {r.get('item')!r} is not in the key; is this "
+                            "the key exported with these sheets?")
+    if not records:
+        raise UserError(f"{path} holds no items; give the sheet as exported, filled")
+    name = Counter(owner[r["item"]] for r in records).most_common(1)[0][0]
+    for r in records:
+        if owner[r["item"]] != name:
+            raise UserError(f"{path}: item {r['item']} was exported to {owner[r['item']]}, "
+                            f"not to {name} whose sheet this is; move its row back to "
+                            f"{owner[r['item']]}'s sheet")
+    mine = key[key["annotator"] == name]
+    missing = sorted(set(mine["item"]) - {r["item"] for r in records})
+    if missing:
+        raise UserError(f"{path} holds {len(records)} of the {mine['item'].nunique()} items "
+                        f"exported to {name} (missing {', '.join(missing[:3])}"
+                        f"{', ...' if len(missing) > 3 else ''}); restore the deleted rows "
+                        "(leave a score blank for don't know)")
+    for c in sorted(set(mine["column"])):
+        if f"score_{c}" not in sheet.columns:
+            raise UserError(f"{path} has no score_{c} column (deleted?); restore it as exported "
+                            "(leave a score blank for don't know)")
+    if "sha256" in key.columns:
+        texts = {r["item"]: r for r in records}
+        for k in mine.to_dict("records"):
+            r = texts[k["item"]]
+            if text_hash(r.get("source", ""), r.get(k["column"], "")) != k["sha256"]:
+                raise UserError(f"{path}, item {k['item']}: the source or candidate "
+                                f"{k['column']} was edited since the export; restore the "
+                                "exported text (a score judges what was shown)")
+
+
 def _judgements(sheet_paths: Sequence[str | Path], key: pd.DataFrame) -> pd.DataFrame:
     """One row per scored candidate: annotator, index, system, value, category."""
     lookup = {(r["item"], r["column"]): r for r in key.to_dict("records")}
-    items, columns = set(key["item"]), sorted(set(key["column"]))
+    columns = sorted(set(key["column"]))
     rows, seen = [], set()
     for path in sheet_paths:
         sheet = _read(path, "sheet")
+        _check_sheet(Path(path), sheet, key)
         for r in sheet.to_dict("records"):
-            if r.get("item") not in items:
-                raise UserError(f"{path}: item {r.get('item')!r} is not in the key; is this "
-                                "the key exported with these sheets?")
             if r["item"] in seen:
                 raise UserError(f"{path}: item {r['item']} appears twice (a sheet given twice?)")
             seen.add(r["item"])
@@ -221,7 +271,7 @@ def score_sheets(sheet_paths: Sequence[str | Path],
     """Rows of ``table_human_eval.csv`` (mean, std per system) and ``human_eval_kappa.csv``
     (kappa per annotator pair with shared items) from filled sheets and their key."""
     key = _read(key_path, "key file")
-    if tuple(key.columns) != KEY_COLUMNS:
+    if tuple(key.columns) not in (KEY_COLUMNS, KEY_COLUMNS[:-1]):
         raise UserError(f"{key_path} is not a key file (columns {list(key.columns)}, expected "
                         f"{list(KEY_COLUMNS)})")
     judged = _judgements(sheet_paths, key)

@@ -151,6 +151,11 @@ def screen(runs: Iterable[Run], where: str, scope: Scope = Scope(),
         if verdict is not None:
             groups.setdefault(verdict, []).append(f"{where}/{run.name}")
     notes = [note(kind, names, why) for (kind, why), names in groups.items()]
+    if len({run.attention for run in kept}) > 1:  # labelled by output transform alone
+        names = [f"{where}/{run.name} ({run.attention or 'softmax'} attention)" for run in kept]
+        notes.append(note("Mixed attention", names, "these runs differ in their attention, "
+                          "not only in their output transform, which alone labels them in "
+                          "the tables"))
     return Screened(kept, notes, left_out)
 
 

@@ -23,6 +23,8 @@ from typing import Optional
 
 import pandas as pd
 
+from arelu_cli.config import from_dict, saved_tables
+from arelu_cli.nmt.attention import describe as describe_attention
 from arelu_cli.errors import UserError
 from arelu_cli.report.columns import signature_field
 from arelu_cli.report.layout import find_run_dirs
@@ -51,6 +53,8 @@ class Run:
     data_fingerprint: Optional[str] = None
     """That folder's :func:`~arelu_cli.data.prepared.data_fingerprint` when training began
     (config ``resolved.data_fingerprint``); None for runs from before it was recorded."""
+    attention: Optional[str] = None
+    """Its attention (:func:`arelu_cli.nmt.attention.describe`): None for softmax everywhere."""
 
 
 def load_run(folder: str | Path, name: Optional[str] = None) -> Run:
@@ -76,7 +80,17 @@ def load_run(folder: str | Path, name: Optional[str] = None) -> Run:
     seed = signature_field(sig, "seed")
     return Run(name or folder.name, corpus, transform, None if seed is None else int(seed), tau,
                int(resolved.get("world_size", 1)), log, sig, config["data"].get("path"),
-               resolved.get("data_fingerprint"))
+               resolved.get("data_fingerprint"), _attention(config))
+
+
+def _attention(config: dict) -> Optional[str]:
+    """The attention a run's config describes (read through the schema); None for softmax,
+    or for a model table this version cannot read."""
+    try:
+        model = from_dict({"model": saved_tables(config).get("model") or {}}).model
+    except UserError:
+        return None
+    return describe_attention(model)
 
 
 def find_runs(parent: str | Path) -> list[Path]:

@@ -291,6 +291,11 @@ def empirical_tau(logits: torch.Tensor, alpha: float = 1.5) -> float:
     return float(entmax_threshold(logits, alpha).mean())
 
 
+MAX_MONTE_CARLO_VOCAB = 10_000_000
+"""The largest vocabulary :func:`monte_carlo_tau` takes: the exact threshold of one vector
+needs it whole (sorted, with its running sums: about 0.5 GB at this size)."""
+
+
 def monte_carlo_tau(d_vocab: int, sigma: float, alpha: float = 1.5, n_samples: int = 1000,
                     seed: int = 0) -> MonteCarloTau:
     """Mean and std of the exact ``tau(z)`` over ``n_samples`` vectors ``z ~ N(0, sigma^2 I_d)``."""
@@ -298,6 +303,11 @@ def monte_carlo_tau(d_vocab: int, sigma: float, alpha: float = 1.5, n_samples: i
     if int(n_samples) != n_samples or n_samples < 2:
         raise ValueError(f"n_samples must be an integer >= 2 (a spread needs two), "
                          f"got {n_samples!r}")
+    if d_vocab > MAX_MONTE_CARLO_VOCAB:
+        raise ValueError(f"monte-carlo holds several float64 copies of each {d_vocab:,}-"
+                         f"dimensional vector (about {6 * 8 * d_vocab / 2**30:,.0f} GiB); it takes "
+                         f"d_vocab up to {MAX_MONTE_CARLO_VOCAB:,}: use --method analytic for "
+                         "larger vocabularies")
     n_samples = int(n_samples)
     gen = torch.Generator().manual_seed(int(seed))
     rows = max(1, _CHUNK_ELEMENTS // d_vocab)

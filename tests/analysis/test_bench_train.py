@@ -150,3 +150,18 @@ def test_cli_times_each_transform_at_its_label_smoothing(tiny_corpus, tmp_path):
         result = runner.invoke(app, args + [bad])
         assert result.exit_code != 0
         assert message in result.output + str(result.exception), result.output
+
+
+def test_cli_names_each_transform_once_and_refuses_load_options_without_under_load(tmp_path):
+    """Issue 30: ``--label-smoothing bogus=0.1`` listed "softmax, softmax"; ``--load-steps``
+    without ``--under-load`` was silently ignored."""
+    runner = CliRunner()
+    base = ["bench", "train", "--recipe", "toy", "--device", "cpu", "--out",
+            str(tmp_path / "b.csv")]
+    result = runner.invoke(app, base + ["--transforms", "softmax,1.5-relu", "--label-smoothing",
+                                        "bogus=0.1", "--max-tokens", "256"])
+    assert "NAME=NUMBER pairs of softmax, 1.5-relu (e.g." in str(result.exception)
+    result = runner.invoke(app, base + ["--load-steps", "5"])
+    assert "--load-steps applies only with --under-load; add --under-load or drop" in str(
+        result.exception)
+    assert not (tmp_path / "b.csv").exists()

@@ -232,6 +232,25 @@ def test_significance_refuses_translations_of_other_sentences(tmp_path, tiny_cor
         compare_files([files["test"]], [files["dev"]], samples=20)
 
 
+def test_a_ref_that_contradicts_the_translation_json_is_refused(tmp_path, tiny_corpus):
+    """Issue 30: dev hypotheses scored against test references were accepted silently."""
+    from arelu_cli.analysis.score import compare_files
+    from arelu_cli.data.prepared import load_prepared
+
+    data = load_prepared(tiny_corpus)
+    hyp = _write(tmp_path / "dev.hyp", data.references("dev"))
+    (tmp_path / "dev.hyp.json").write_text(json.dumps({"split": "dev", "data": str(tiny_corpus)}))
+    test_refs = _write(tmp_path / "test.ref", data.references("test"))
+    message = (rf"--ref {test_refs} is not the references of {hyp}: its dev.hyp.json says it "
+               rf"translates the dev split of {tiny_corpus}")
+    with pytest.raises(UserError, match=message):
+        score_files(hyp, test_refs)
+    with pytest.raises(UserError, match=message):
+        compare_files([hyp], [hyp], test_refs, samples=20)
+    assert score_files(hyp, _write(tmp_path / "dev.ref", data.references("dev"))).bleu == \
+        pytest.approx(100.0)
+
+
 def test_significance_cli_appends_a_row_and_refuses_a_score_csv(monkeypatch, capsys, tmp_path):
     out = tmp_path / "sig.csv"
     args = ("significance", "--hyp", _write(tmp_path / "s", SYSTEM), "--baseline",

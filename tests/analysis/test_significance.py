@@ -78,11 +78,29 @@ def test_a_system_better_on_every_sentence_is_significant():
 def test_resampled_bleu_equals_summing_the_drawn_rows():
     metric = paper_bleu()
     stats = sig.sentence_stats(SYSTEM, REFS, metric)
-    indices = sig.bootstrap_indices(len(REFS), samples=5, seed=3)
+    (indices,) = sig.bootstrap_chunks(len(REFS), samples=5, seed=3)
     direct = [sig.stats_bleu(stats[row].sum(0), metric) for row in indices]
     assert sig.resampled_bleu(stats, indices, metric) == pytest.approx(direct, abs=1e-4)
     assert indices.shape == (5, len(REFS))
-    assert np.array_equal(indices, sig.bootstrap_indices(len(REFS), 5, 3))
+    assert np.array_equal(indices, next(sig.bootstrap_chunks(len(REFS), 5, 3)))
+
+
+def test_resamples_drawn_in_blocks_are_sacrebleus_one_draw(monkeypatch):
+    """Issue 30, BAD 6: blocks bound the memory (a huge --samples no longer allocates
+    samples x N at once) and change no resample, so no result."""
+    one = np.random.default_rng(12345).choice(len(REFS), size=(1000, len(REFS)), replace=True)
+    before = sig.compare_to_baseline(BASE, {"s": SYSTEM}, REFS, samples=1000)["s"]
+    monkeypatch.setattr(sig, "CHUNK", 7 * len(REFS) + 3)  # blocks of 7 rows, the last of 6
+    blocks = list(sig.bootstrap_chunks(len(REFS), 1000, 12345))
+    assert [len(b) for b in blocks] == [7] * 142 + [6]
+    assert np.array_equal(np.concatenate(blocks), one)
+    assert sig.compare_to_baseline(BASE, {"s": SYSTEM}, REFS, samples=1000)["s"] == before
+
+
+@pytest.mark.parametrize("samples", [0, 100_000_000])
+def test_a_number_of_resamples_out_of_bounds_is_one_line(samples):
+    with pytest.raises(UserError, match=r"the bootstrap takes 1 to 1,000,000 resamples, got "):
+        sig.paired_bootstrap(BASE, SYSTEM, REFS, samples=samples)
 
 
 def test_interval95_cuts_25_of_1000_each_side():
@@ -101,7 +119,7 @@ def test_bad_inputs_are_user_errors():
         sig.compare_to_baseline(BASE, {"s": SYSTEM[:3]}, REFS)
     with pytest.raises(UserError, match="no sentences"):
         sig.compare_to_baseline([], {"s": []}, [])
-    with pytest.raises(UserError, match="at least 1 resample"):
+    with pytest.raises(UserError, match="the bootstrap takes 1 to"):
         sig.compare_to_baseline(BASE, {"s": SYSTEM}, REFS, samples=0)
 
 

@@ -121,3 +121,23 @@ def test_load_prepared_errors(tmp_path):
     prepare(PrepareRequest("custom", tmp_path / "out", source=_custom(tmp_path / "c"), merges=30))
     with pytest.raises(UserError, match="has no split 'valid'"):
         load_prepared(tmp_path / "out").split("valid")
+
+
+def test_one_file_as_both_sides_and_merges_beyond_the_text_are_warned_of(cli, tmp_path):
+    """Issue 30: ``prepare custom`` with the same file as source and target, and ``--merges
+    1000000`` that learns far fewer, gave no word."""
+    source = _custom(tmp_path / "c")
+    same = ",".join([str(source / "train.src")] * 2)
+    ran = cli("prepare", "custom", "--out", tmp_path / "out", "--source", source,
+              "--split-file", f"train={same}", "--merges", "1000000")
+    assert ran.code == 0, ran.err
+    meta = load_prepared(tmp_path / "out").meta
+    learned = min(meta["vocab"]["learned_merges"])
+    assert 0 < learned < 1_000_000
+    err = " ".join(ran.err.split())
+    assert (f"the train split reads {(source / 'train.src').resolve()} as both source and "
+            "target, so a model learns to copy") in err
+    assert f"learned {learned:,} of the 1,000,000 BPE merges asked for" in err
+    assert err.count("warning:") == 2
+    ran = cli("prepare", "custom", "--out", tmp_path / "ok", "--source", source, "--merges", "30")
+    assert ran.code == 0 and "warning" not in ran.err

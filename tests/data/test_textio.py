@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from arelu_cli.data.textio import read_aligned, read_lines
+from arelu_cli.data.textio import read_aligned, read_lines, read_text_lines
 from arelu_cli.errors import UserError
 
 
@@ -56,3 +56,24 @@ def test_count_mismatch_without_suspicious_pair_points_past_the_shorter_file(tmp
     tgt.write_text("one\ntwo\n", encoding="utf-8")
     with pytest.raises(UserError, match=r"first suspicious line 3: 'drei' vs '<end of file>'"):
         read_aligned(src, tgt)
+
+
+@pytest.mark.parametrize("reader", [read_lines, read_text_lines])
+def test_a_named_pipe_is_read_like_a_file(tmp_path, reader):
+    """Issue 30, BAD 7: ``--input <(echo hello)`` or a FIFO was "file not found"."""
+    import os
+    import threading
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    writer = threading.Thread(target=lambda: fifo.write_bytes(b"hallo welt\nzwei\n"))
+    writer.start()
+    assert reader(fifo) == ["hallo welt", "zwei"]
+    writer.join()
+
+
+@pytest.mark.parametrize("reader", [read_lines, read_text_lines])
+def test_a_folder_is_named_as_a_folder(tmp_path, reader):
+    with pytest.raises(UserError, match=rf"^{tmp_path} is a folder, not a text file; give the "
+                                        "file inside it$"):
+        reader(tmp_path)

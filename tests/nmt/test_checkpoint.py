@@ -51,7 +51,7 @@ def test_checkpoints_describe_themselves(trained, tiny_corpus):
 def test_a_mismatched_checkpoint_is_refused(trained, tiny_corpus, other_corpus):
     data = load_prepared(tiny_corpus)
     last = checkpoint.load(trained)
-    with pytest.raises(UserError, match=r"trained with --transform 1.5-relu, not softmax"):
+    with pytest.raises(UserError, match=r"trained with the transform 1.5-relu, but the recipe and options ask for softmax"):
         checkpoint.check_compatible(last, trained, data=data, transform="softmax", tau=None)
     with pytest.raises(UserError, match=r"trained with tau=0.2, not 0.3"):
         checkpoint.check_compatible(last, trained, data=data, transform="1.5-relu", tau=0.3)
@@ -64,7 +64,7 @@ def test_resume_refuses_another_transform_or_vocabulary(trained, tiny_corpus, ot
                                                         tiny_config, tmp_path):
     run = tmp_path / "run"
     shutil.copytree(trained, run)
-    with pytest.raises(UserError, match=r"--transform 1.5-relu, not softmax"):
+    with pytest.raises(UserError, match=r"the transform 1.5-relu, but the recipe and options ask for softmax"):
         train(tiny_config(tiny_corpus, transform="softmax", max_steps=4), run, resume=True)
     with pytest.raises(UserError, match=r"another vocabulary") as raised:
         train(tiny_config(other_corpus, transform="1.5-relu", max_steps=4), run, resume=True)

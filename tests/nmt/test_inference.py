@@ -122,6 +122,11 @@ def other_corpus(tmp_path_factory):
     (["--checkpoint", "{run}", "--split", "test", "--data", "{other}"], "another vocabulary"),
     (["--checkpoint", "{run}", "--input", "{tmp}/missing.txt"], "file not found"),
     (["--checkpoint", "{run}", "--split", "valid"], "has no split 'valid'"),
+    # issue 30: accepted on softmax and recorded in the signature; a folder was "not found"
+    (["--checkpoint", "{run}", "--split", "test", "--renormalize"],
+     "--renormalize applies to alpha-ReLU only, whose outputs do not sum to 1; softmax sums "
+     "to 1 already, so drop --renormalize"),
+    (["--checkpoint", "{run}", "--input", "{tmp}"], "is a folder, not a text file"),
 ])
 def test_errors_are_one_line(monkeypatch, capsys, toy_runs, other_corpus, tmp_path, args, message):
     fill = {"tmp": tmp_path, "run": toy_runs["softmax"], "other": other_corpus}

@@ -16,9 +16,9 @@ from arelu_cli.nmt.inference import latest_run
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
-def _touch(path, seconds):
+def _touch(path, seconds, data=b"checkpoint"):
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(b"")
+    path.write_bytes(data)
     os.utime(path, (seconds, seconds))
 
 
@@ -31,6 +31,14 @@ def test_the_newest_last_or_best_checkpoint_wins(tmp_path):
     assert latest_run(runs) == runs / "toy" / "softmax"  # its best.pt is the newest file
     _touch(runs / "default" / "1.5-relu" / "last.pt", 400)  # a resumed run saved again
     assert latest_run(runs) == runs / "default" / "1.5-relu"
+
+
+def test_an_empty_last_checkpoint_is_no_run(tmp_path):
+    """Issue 30: a newer 0-byte last.pt was preferred over a valid older run."""
+    runs = tmp_path / "runs"
+    _touch(runs / "valid" / "last.pt", 100)
+    _touch(runs / "empty" / "last.pt", 900, data=b"")
+    assert latest_run(runs) == runs / "valid"
 
 
 def test_only_runs_with_a_last_checkpoint_count(tmp_path):

@@ -17,6 +17,7 @@ import pandas as pd
 import pytest
 import torch
 
+from arelu_cli.errors import UserError
 from arelu_cli.nmt import checkpoint
 from arelu_cli.nmt.train import train
 from arelu_cli.nmt.train_guard import DIVERGED, Diverged
@@ -39,6 +40,7 @@ tie_output = true
 max_positions = 128
 [train]
 transform = "1.5-relu"
+precision = "fp32"  # "auto" is bf16 on an AVX512-BF16 CPU: these comparisons are fp32
 seed = 3
 lr = 1.0
 warmup = 4
@@ -285,3 +287,22 @@ def test_bf16_logits_reach_the_loss_uncopied_only_where_the_registry_allows(
     pd.testing.assert_series_equal(log["train_loss"], log_copy["train_loss"], rtol=2e-3)
     for key in weights:
         torch.testing.assert_close(weights[key], weights_copy[key], rtol=2e-2, atol=2e-3)
+
+
+@pytest.mark.parametrize("bad", ["attention", "max_tokens"])
+def test_a_run_refused_before_its_first_step_leaves_no_folder(tiny_corpus, tiny_config,
+                                                              tmp_path, bad):
+    """Issue 30: an invalid model.attention or data.max_tokens=1 left an empty --out (or one
+    holding only config.json); a folder that was there before stays."""
+    config = tiny_config(tiny_corpus, max_steps=2, **({"max_tokens": 1} if bad == "max_tokens"
+                                                      else {}))
+    if bad == "attention":
+        config = dataclasses.replace(config, model=dataclasses.replace(config.model,
+                                                                       attention="bogus"))
+    with pytest.raises(UserError):
+        train(config, tmp_path / "new" / "run")
+    assert not (tmp_path / "new" / "run").exists()
+    (tmp_path / "mine").mkdir()
+    with pytest.raises(UserError):
+        train(config, tmp_path / "mine")
+    assert (tmp_path / "mine").is_dir()

@@ -128,3 +128,41 @@ def test_a_renormalized_checkpoint_without_eps_keeps_the_eps_it_was_trained_with
         train(config(3), run, resume=True)
     train(config(3, LEGACY_ATTENTION_EPS), run, resume=True)
     assert checkpoint.load(run)["step"] == 3
+
+
+def test_a_run_resumed_with_other_settings_records_them_and_the_step(tiny_corpus, tiny_config,
+                                                                     tmp_path, capsys):
+    """Issue 30, BAD 4: ``train --resume RUN --set train.lr=2.0 --max-steps 8`` goes on with
+    lr 2.0 for 8 steps; its config.json says so, and from which step."""
+    run = tmp_path / "run"
+    config = lambda **t: tiny_config(tiny_corpus, save_every=1, valid_every=100,  # noqa: E731
+                                     **({"max_steps": 3, "lr": 0.5} | t))
+    train(config(), run)
+    capsys.readouterr()
+    train(config(lr=2.0, label_smoothing=0.1, max_steps=5), run, resume=True)
+    record = json.loads((run / "config.json").read_text(encoding="utf-8"))
+    assert record["train"]["lr"] == 2.0 and record["train"]["max_steps"] == 5
+    assert record["train"]["label_smoothing"] == 0.1
+    assert record["resolved"]["setting_changes"] == [
+        {"step": 3, "setting": "train.lr", "from": 0.5, "to": 2.0},
+        {"step": 3, "setting": "train.max_steps", "from": 3, "to": 5},
+        {"step": 3, "setting": "train.label_smoothing", "from": 0.0, "to": 0.1}]
+    assert "data_fingerprint" in record["resolved"]  # the rest of the record kept
+    err = capsys.readouterr().err.strip()
+    assert "goes on from step 3 with changed settings (train.lr 0.5 -> 2.0" in err
+    assert len(err.splitlines()) == 1
+    assert checkpoint.load(run)["config"]["train"]["lr"] == 2.0
+    # a longer budget alone is recorded without a word
+    train(config(lr=2.0, label_smoothing=0.1, max_steps=6), run, resume=True)
+    assert capsys.readouterr().err == ""
+    changes = json.loads((run / "config.json").read_text())["resolved"]["setting_changes"]
+    assert changes[-1] == {"step": 5, "setting": "train.max_steps", "from": 5, "to": 6}
+
+
+def test_resuming_with_fewer_steps_than_done_is_refused(tiny_corpus, tiny_config, tmp_path):
+    run = tmp_path / "run"
+    train(tiny_config(tiny_corpus, max_steps=3, save_every=3, valid_every=100), run)
+    with pytest.raises(UserError, match=r"is at step 3 already, past the max_steps of 2 asked "
+                                        r"for now; give a larger --max-steps"):
+        train(tiny_config(tiny_corpus, max_steps=2, save_every=3, valid_every=100), run,
+              resume=True)

@@ -55,7 +55,11 @@ def test_a_renormalized_variant_may_name_its_eps(label, eps):
     ("no-such-thing", "variant 'no-such-thing'"), ("1.5-relu-normalized", "variant"),
     ("1.5-relu-raw-eps0.01", "-eps is the constant of the renormalized variant only"),
     ("1.5-relu-renormalized-eps", "variant '1.5-relu-renormalized-eps'"),
-    ("1.5-relu-renormalized-eps0.0", "eps must be > 0")])
+    ("1.5-relu-renormalized-eps0.0", "eps must be > 0"),
+    # issue 30: the forms of a variant, not only the output transforms' names
+    ("1.5-relu-renorm", r"give a normalized transform \(softmax, sparsemax, <a>-entmax, e\.g\. "
+     r"1\.5-entmax\) or an alpha-ReLU with its variant \(<a>-relu-raw, <a>-relu-estimated, "
+     r"<a>-relu-renormalized, optionally <a>-relu-renormalized-eps<E>\)")])
 def test_a_bad_variant_is_one_line(label, message):
     with pytest.raises(UserError, match=message):
         variant_model(ModelConfig(), label)
@@ -79,6 +83,7 @@ def _diverging(real, diverge: str, calls: list):
         if folder.name != diverge:
             return real(config, folder, resume)
         folder.mkdir(parents=True, exist_ok=True)
+        (folder / "config.json").write_text(json.dumps({**config.to_dict(), "resolved": {}}))
         (folder / "log.csv").write_text("step,train_loss,val_bleu,signature\n2,9.5,,sig\n4,7.0,,sig\n")
         (folder / DIVERGED).write_text(json.dumps({"step": 5, "train_loss": "nan"}))
         raise Diverged("training diverged at step 5 (train_loss nan)")
@@ -249,3 +254,75 @@ def test_the_reports_speed_ratios_are_the_medians_of_the_paired_ratios():
         0.9, 0.93, 2.0)
     assert _speed(None, decode.drop(columns="ratio_paired"), "a", 1)["decode_ratio"] == 1.5
     assert _speed(bench, decode, "b", 5)["decode_ratio"] is None
+
+
+def _recorded(config, folder: Path, steps: int, *, last: bool = True) -> None:
+    """What a finished run of ``config`` leaves (its config.json, summary, translation)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.json").write_text(json.dumps({**config.to_dict(), "resolved": {}}))
+    (folder / "summary.json").write_text(json.dumps({"best_bleu": 1.0, "steps": steps}))
+    if last:
+        (folder / "last.pt").write_bytes(b"")
+
+
+def _small_study(**train):
+    return load_config(None, {("train", "keep_every"): 3, ("train", "max_steps"): 6,
+                              ("train", "max_minutes"): 0.0, ("train", "lr"): 0.5,
+                              ("attention_study", "variants"): ["softmax", "sparsemax"],
+                              ("attention_study", "timing"): False,
+                              **{("train", k): v for k, v in train.items()}})
+
+
+@pytest.mark.parametrize("table, edit", [("train", {"lr": 1.0}), ("model", {"dropout": 0.0})])
+def test_an_edited_recipe_is_refused_not_reported_as_the_runs_settings(tmp_path, table, edit):
+    """Issue 30, BAD 1: edit lr (or [model]) after the study trained: nothing is silently
+    reused under the new settings; one line names the setting before any work."""
+    from arelu_cli.pipeline.attention_study import run_config, variants
+
+    config = _small_study()
+    for variant in variants(config, tmp_path):
+        _recorded(run_config(config, variant), variant.folder, 6)
+    edited = dataclasses.replace(config, **{table: dataclasses.replace(
+        getattr(config, table), **edit)})
+    key = next(iter(edit))
+    calls = []
+    with pytest.raises(UserError, match=rf"runs/softmax was trained with {table}\.{key} = "):
+        attention_study(edited, tmp_path, QUIET, lambda c, f, r: calls.append(f))
+    assert calls == [] and not (tmp_path / "REPORT.md").exists()
+
+
+def test_a_larger_step_budget_continues_the_finished_runs(tmp_path):
+    """Raising max_steps after a study finished resumes each run from its last.pt."""
+    from arelu_cli.pipeline.attention_study import run_config, train_variant, variants
+
+    config = _small_study()
+    runs = variants(config, tmp_path)
+    for variant in runs:
+        _recorded(run_config(config, variant), variant.folder, 6)
+    calls = []
+    longer = _small_study(max_steps=12)
+    train_variant(lambda c, f, resume: calls.append((f.name, resume, c.train.max_steps)),
+                  longer, runs[0], QUIET)
+    assert calls == [("softmax", True, 12)]
+    for path in tmp_path.rglob("last.pt"):
+        path.unlink()
+    with pytest.raises(UserError, match="its last.pt is gone, so it cannot be continued"):
+        train_variant(lambda *a: None, longer, runs[0], QUIET)
+
+
+@pytest.mark.parametrize("run, name", [("attention_study", "results.csv"),
+                                       ("attention_study", "REPORT.md"),
+                                       ("study", "sweep.csv"), ("study", "test_bleu.csv")])
+def test_a_users_file_of_an_outputs_name_is_refused_before_any_training(tmp_path, run, name):
+    """Issue 30: a foreign results.csv or sweep.csv was found only after all training."""
+    import arelu_cli.pipeline.study as study_module
+
+    (tmp_path / name).write_text("mine,theirs\n1,2\n")
+    config = load_config(None, {("train", "keep_every"): 1000, ("train", "max_minutes"): 0.0,
+                                ("study", "convergence_steps"): 0})
+    pipeline = attention_study if run == "attention_study" else study_module.study
+    calls = []
+    with pytest.raises(UserError, match=rf"{tmp_path / name} exists and was not written by "
+                                        "arelu.*move that file away or give another --out"):
+        pipeline(config, tmp_path, QUIET, lambda *a: calls.append(a))
+    assert calls == [] and (tmp_path / name).read_text() == "mine,theirs\n1,2\n"

@@ -17,7 +17,8 @@ from arelu_cli.nmt import checkpoint
 from arelu_cli.config import load_config
 from arelu_cli.errors import UserError
 from arelu_cli.pipeline.study import (bench, continue_copy, done, equal_time_steps, evaluate,
-                                      record_selection, run_folder, study, sweep, train_all,
+                                      record_selection, run_config, run_folder, study, sweep,
+                                      train_all,
                                       translation_path)
 from arelu_cli.pipeline.study_runs import Run
 from arelu_cli.pipeline.study_report import _sweep_table, machines_sentence, sweep_rows
@@ -45,7 +46,8 @@ def _fake_trainer(bleu_of, calls):
         calls.append((folder, resume, config.train))
         folder.mkdir(parents=True, exist_ok=True)
         (folder / checkpoint.LAST).write_bytes(b"")
-        (folder / "log.csv").write_text("step\n", encoding="utf-8")
+        (folder / "log.csv").write_text(f"step,val_bleu\n{config.train.max_steps},1.0\n")
+        (folder / "config.json").write_text(json.dumps({**config.to_dict(), "resolved": {}}))
         t = config.train
         (folder / SUMMARY).write_text(json.dumps(
             {"best_bleu": bleu_of(t), "steps": t.max_steps, "best_step": t.max_steps}))
@@ -75,9 +77,11 @@ def test_an_unfinished_sweep_run_is_resumed(tmp_path):
     calls = []
     folder = run_folder(tmp_path, "softmax", Point(1.0, 4, 0.0), 1, 1)
     folder.mkdir(parents=True)
+    config = _config(**{"sweep": {"transforms": ["softmax"]}})
+    planned = run_config(config, "softmax", Point(1.0, 4, 0.0), 1)
+    (folder / "config.json").write_text(json.dumps({**planned.to_dict(), "resolved": {}}))
     (folder / checkpoint.LAST).write_bytes(b"")  # killed: no summary
-    sweep(_config(**{"sweep": {"transforms": ["softmax"]}}), tmp_path,
-          _fake_trainer(lambda t: 1.0, calls), QUIET)
+    sweep(config, tmp_path, _fake_trainer(lambda t: 1.0, calls), QUIET)
     assert calls[0][0] == folder and calls[0][1] is True
 
 
@@ -255,6 +259,31 @@ def test_bench_times_each_transform_at_its_selected_label_smoothing(tmp_path, mo
     assert "does not record the label smoothing" in console.file.getvalue()
 
 
+def test_step_times_of_another_model_or_precision_are_refused(tmp_path, monkeypatch):
+    """Issue 30, a case of BAD 1's kind: bench_train.csv timed with the recipe's earlier
+    [model] or precision was reused for equal time without a word."""
+    from arelu_cli.nmt import precision
+
+    monkeypatch.setattr(precision, "cpu_has_bf16", lambda: False)
+    config = _config(train={"device": "cpu"})
+    selected = {"softmax": Point(1.0, 4, 0.0), "1.5-relu": Point(1.0, 4, 0.0)}
+    rows = [{"transform": name, "fused_output": False, "ms_per_step": 2.0,
+             "label_smoothing": 0.0, "d_model": config.model.d_model, "precision": "fp32"}
+            for name in ("softmax", "1.5-relu")]
+    pd.DataFrame(rows).to_csv(tmp_path / "bench_train.csv", index=False)
+    assert bench(config, tmp_path, QUIET, selected) == {"softmax": 2.0, "1.5-relu": 2.0}
+    wider = _config(train={"device": "cpu"}, model={"d_model": 1024})
+    with pytest.raises(UserError, match=r"bench_train\.csv was timed with d_model 512, but the "
+                                        r"recipe now asks for 1024; delete it to measure again"):
+        bench(wider, tmp_path, QUIET, selected)
+    with pytest.raises(UserError, match=r"timed with precision fp32, but the recipe now asks "
+                                        r"for bf16"):
+        bench(_config(train={"device": "cpu", "precision": "bf16"}), tmp_path, QUIET, selected)
+    (tmp_path / "bench_train.csv").write_text("")
+    with pytest.raises(UserError, match=r"bench_train\.csv is empty or not a CSV"):
+        bench(config, tmp_path, QUIET, selected)
+
+
 def test_continue_copy_links_checkpoints_and_leaves_the_source_alone(tmp_path):
     source, target = tmp_path / "run", tmp_path / "convergence" / "run"
     (source / "steps").mkdir(parents=True)
@@ -288,10 +317,20 @@ def test_equal_time_steps_round_down_to_kept_snapshots():
     ({"train": {"max_minutes": 5.0}}, "max_minutes = 0"),
     ({"train": {"keep_every": 4}}, "keep_every"),
     ({"study": {"convergence_steps": 5}}, "convergence_steps"),
+    # issue 30: an example that fits the budget, not "e.g. 50" for 6 steps
+    ({"train": {"keep_every": 4}}, r"divisor of max_steps \(6\), e\.g\. 2$"),
+    # issue 30, BAD 2: a baseline the study does not train would drop every comparison
+    ({"study": {"baseline": "softmx"}}, r"baseline 'softmx' is not a transform the study "
+                                        r"trains \(softmax, 1\.5-relu\); name one of them"),
 ])
 def test_a_study_that_could_not_give_its_tables_is_refused(tmp_path, tables, message):
     with pytest.raises(UserError, match=message):
         study(_config(**tables), tmp_path, QUIET, trainer=_fake_trainer(lambda t: 0, []))
+
+
+def test_a_borrow_that_would_replace_a_tuned_configuration_is_refused():
+    with pytest.raises(UserError, match=r"1\.5-relu is tuned by the sweep"):
+        _config(study={"borrow": ["1.5-relu=softmax"]})
 
 
 def test_bad_borrow_is_a_recipe_error():
@@ -346,6 +385,35 @@ def test_a_tiny_study_end_to_end(tiny_corpus, tiny_config, tmp_path, one_thread)
     mtimes = {p: p.stat().st_mtime_ns for p in out.rglob("*.pt")}
     study(config, out, QUIET)  # everything is there: nothing is trained again
     assert {p: p.stat().st_mtime_ns for p in out.rglob("*.pt")} == mtimes
+    _bad_inputs_are_named_before_any_output_is_written(config, out, bleu)
+
+
+def _bad_inputs_are_named_before_any_output_is_written(config, out: Path, bleu) -> None:
+    """Issue 30, BAD 3 and 5: a translation cut short, a summary.json cut short, an empty or
+    cut log.csv: one line naming the file and the remedy, and no output rewritten."""
+    translation = Path(bleu["translation"].iloc[0])
+    run = translation.parent.parent
+    outputs = {p: p.stat().st_mtime_ns for p in out.glob("*.csv")} | {
+        out / "REPORT.md": (out / "REPORT.md").stat().st_mtime_ns}
+    kept = translation.read_text()
+    n = len(kept.splitlines())
+    translation.write_text("".join(kept.splitlines(keepends=True)[:3]))
+    with pytest.raises(UserError, match=rf"{translation} has 3 lines but the test set has {n} "
+                                        r"references \(cut short\?\); delete it"):
+        study(config, out, QUIET)
+    translation.write_text(kept)
+    for name, text, message in [
+            (SUMMARY, '{"best_bleu": ', r"summary\.json is not readable JSON"),
+            ("log.csv", "", r"log\.csv is empty or not a CSV"),
+            ("log.csv", "step,val_bleu\n3,1.0\n", r"its last validation at step 3, but the "
+                                                  r"run finished at step 6 \(cut short\?\)")]:
+        path, before = run / name, (run / name).read_text()
+        path.write_text(text)
+        with pytest.raises(UserError, match=message) as refused:
+            study(config, out, QUIET)
+        assert str(path) in str(refused.value) and f"delete {run}" in str(refused.value)
+        path.write_text(before)
+    assert {p: p.stat().st_mtime_ns for p in outputs} == outputs
 
 
 @pytest.mark.parametrize("allow", [False, True])
@@ -377,3 +445,23 @@ def test_the_report_names_the_machines_the_runs_trained_on(tmp_path):
                            "a machine the summary does not name (an earlier version's) (2 runs); "
                            "Intel Xeon, 2 CPUs (1 run)")
     assert machines_sentence([]) == ""
+
+
+@pytest.mark.parametrize("section, key, value", [
+    ("model", "dropout", 0.0), ("train", "clip_norm", 1.0), ("train", "accum", 2)])
+def test_a_run_trained_with_other_settings_is_never_reused(tmp_path, section, key, value):
+    """Issue 30, BAD 1: an edited [model] or [train] (not a [sweep] axis) after the sweep
+    trained is refused before anything trains, naming the setting, not silently reused."""
+    calls = []
+    config = _config(**{"sweep": {"transforms": ["softmax"], "label_smoothing": [0.0]}})
+    trainer = _fake_trainer(lambda t: t.lr, calls)
+    sweep(config, tmp_path, trainer, QUIET)
+    edited = _config(**{"sweep": {"transforms": ["softmax"], "label_smoothing": [0.0]},
+                        section: {key: value}})
+    calls.clear()
+    with pytest.raises(UserError, match=rf"was trained with {section}\.{key} = "):
+        study(edited, tmp_path, QUIET, trainer)
+    with pytest.raises(UserError, match=rf"{section}\.{key}"):  # the stage alone, too
+        sweep(edited, tmp_path, trainer, QUIET)
+    assert calls == []
+    assert sweep(config, tmp_path, trainer, QUIET) and calls == []  # the recipe as it was

@@ -158,3 +158,49 @@ def test_score_sheets_errors(exported, tmp_path):
                              annotators=("x", "y"))
     with pytest.raises(UserError, match="not in the key"):
         he.score_sheets([other.sheets["x"]], exported.key)
+
+
+def _edit(path, edit):
+    sheet = pd.read_csv(path, keep_default_na=False, dtype=str)
+    sheet = edit(sheet)
+    sheet.to_csv(path, index=False)
+
+
+def test_a_sheet_that_is_not_the_exported_one_is_named(exported):
+    """Issue 30: another annotator's item blamed the wrong sheet, a deleted score column
+    counted as blanks, an edited text went unnoticed, and a sheet cut to a few rows gave
+    kappa over one item without a word."""
+    a1, a2 = exported.sheets["a1"], exported.sheets["a2"]
+    keep = {p: p.read_text() for p in (a1, a2)}
+
+    def refused(match, *sheets):
+        with pytest.raises(UserError, match=match) as err:
+            he.score_sheets(list(sheets or (a1, a2)), exported.key)
+        assert "\n" not in str(err.value)
+        for path, text in keep.items():
+            path.write_text(text)
+
+    foreign = pd.read_csv(a2, keep_default_na=False, dtype=str).iloc[[0]]
+    _edit(a1, lambda s: pd.concat([s, foreign]))
+    refused(rf"{a1}: item a2-001 was exported to a2, not to a1 whose sheet this is; move its "
+            "row back to a2's sheet")
+    _edit(a1, lambda s: s.iloc[:1])
+    refused(rf"{a1} holds 1 of the 3 items exported to a1 \(missing a1-002, a1-003\); "
+            "restore the deleted rows")
+    _edit(a1, lambda s: s.drop(columns=["score_C"]))
+    refused(rf"{a1} has no score_C column \(deleted\?\); restore it as exported")
+    _edit(a1, lambda s: s.assign(B=s["B"].where(s.index != 1, "a better translation")))
+    refused(rf"{a1}, item a1-002: the source or candidate B was edited since the export")
+    _edit(a1, lambda s: s.assign(source=s["source"].where(s.index != 0, "edited")))
+    refused(rf"{a1}, item a1-001: the source or candidate A was edited", a1)
+
+
+def test_a_key_written_before_it_recorded_texts_is_still_read(exported):
+    key = pd.read_csv(exported.key, dtype=str, keep_default_na=False)
+    key.drop(columns=["sha256"]).to_csv(exported.key, index=False)
+    _edit(exported.sheets["a1"], lambda s: s.assign(score_A="4", B="edited"))
+    systems, _ = he.score_sheets([exported.sheets["a1"]], exported.key)
+    assert sum(r["n"] for r in systems) == 3
+    again = he.export_sheets(SOURCES, REFS, SYSTEMS, exported.key.parent.parent / "sheets",
+                             n_items=3, seed=7)  # a new export replaces such a key
+    assert list(pd.read_csv(again.key).columns) == list(he.KEY_COLUMNS)

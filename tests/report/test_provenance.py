@@ -192,3 +192,23 @@ def test_train_records_the_fingerprint_a_report_checks(tmp_path, tiny_corpus, ti
     assert run.data_fingerprint == data_fingerprint(read_meta(tiny_corpus)) is not None
     screened = provenance.screen([run], "runs", provenance.Scope(tiny_corpus))
     assert [r.name for r in screened.kept] == ["run"] and screened.notes == []
+
+
+def test_runs_of_different_attention_are_named_as_such(tmp_path, run_folder):
+    """Issue 30: a sparsemax-attention run labelled "softmax" stood beside softmax-attention
+    runs without a word."""
+    data, results = tmp_path / "data" / "toy", tmp_path / "results"
+    fingerprint = _prepared(data, "2")
+    for name, tau in (("softmax", None), ("1.5-relu", 0.3)):
+        run_folder(results / "runs" / name, name, tau=tau, data=str(data),
+                   fingerprint=fingerprint)
+    config = results / "runs" / "softmax" / "config.json"
+    record = json.loads(config.read_text())
+    record["model"] = {**record.get("model", {}), "attention": "sparsemax"}
+    config.write_text(json.dumps(record))
+    screened = provenance.screen(runs.load_runs(results / "runs"), "runs")
+    assert screened.notes == [
+        "Mixed attention: runs/1.5-relu (softmax attention), runs/softmax (sparsemax "
+        "attention) -- these runs differ in their attention, not only in their output "
+        "transform, which alone labels them in the tables."]
+    assert len(screened.kept) == 2
