@@ -95,7 +95,7 @@ def _tiny_lm_config(corpus: Path, **train: object) -> Config:
     overrides |= {("model", k): v for k, v in TINY_LM_MODEL.items()}
     defaults = {"transform": "softmax", "accum": 1, "max_steps": 6, "warmup": 4, "lr": 1.0,
                 "log_every": 2, "valid_every": 3, "save_every": 3, "stats_rows": 32,
-                "device": "cpu", "threads": 1}
+                "device": "cpu", "threads": 1, "precision": "fp32"}
     overrides |= {("train", k): v for k, v in (defaults | train).items()}
     return load_config(None, overrides)
 

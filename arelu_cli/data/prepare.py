@@ -316,7 +316,8 @@ def warnings(meta: dict) -> list[str]:
     """What a prepared folder's ``meta.json`` shows to be probably not what was meant: a
     split read from one file as both sides, fewer BPE merges learned than asked for."""
     found = []
-    for split, paths in (meta.get("source_paths") or {}).items():
+    pairs = meta.get("source_paths") if meta.get("task", "translation") == "translation" else None
+    for split, paths in (pairs or {}).items():
         for src, tgt in zip(paths[::2], paths[1::2]):
             if src == tgt:
                 found.append(f"the {split} split reads {src} as both source and target, so a "

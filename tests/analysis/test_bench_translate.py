@@ -123,4 +123,4 @@ def test_cli_same_weights(toy_runs, tmp_path):
     assert {"tokens", "ms_per_token", "ratio_per_token"} <= set(frame.columns)
     bad = CliRunner().invoke(app, ["bench", "translate", "--checkpoints", str(toy_runs["1.5-relu"]),
                                    "--transforms", "2-foo", "--out", str(tmp_path / "x.csv")])
-    assert isinstance(bad.exception, UserError) and "2-foo" in str(bad.exception)
+    assert isinstance(bad.exception, ValueError) and "2-foo" in str(bad.exception)
