@@ -33,6 +33,10 @@ CHUNK_ELEMENTS = {"cpu": 1 << 22, "cuda": 1 << 26}
 # Largest share of the vocabulary with a nonzero gradient in a chunk at which the gradient
 # matmuls run on those columns only (gathered) rather than on all of them.
 LIVE_FRACTION = {"cpu": 0.5, "cuda": 0.25}
+# Fewest tokens per chunk on CPU: every chunk streams the whole weight (V x d) through the
+# three matmuls, so at large V a chunk of CHUNK_ELEMENTS // V tokens (32 at V = 128K) is
+# bound by reading the weight, not by arithmetic.
+MIN_CPU_ROWS = 256
 
 
 @dataclass(frozen=True)
@@ -218,7 +222,8 @@ def linear_alpha_relu_loss(hidden: torch.Tensor, weight: torch.Tensor, target: t
         target: ``(...)`` class indices; rows equal to ``ignore_index`` contribute nothing.
         alpha, tau, ignore_index, reduction: as in :func:`alpha_relu_loss`.
         bias: optional ``(V,)``.
-        chunk: tokens per chunk (default: ``CHUNK_ELEMENTS[device] // V``; on the
+        chunk: tokens per chunk (default: ``CHUNK_ELEMENTS[device] // V``, on CPU at least
+            ``MIN_CPU_ROWS``; on the
             ``triton`` engine rounded up to a multiple of 128, by default at least
             ``N * d / V``): the memory held is one ``chunk x V`` logits buffer plus the
             gradients.
@@ -254,7 +259,8 @@ def linear_alpha_relu_loss(hidden: torch.Tensor, weight: torch.Tensor, target: t
         rows = _triton_linear.chunk_rows(chunk, *flat.shape, vocab, elements)
         loop = _Loop(alpha, float(tau), rows, bool(skip_zeros), triton=True)
     else:
-        loop = _Loop(alpha, float(tau), chunk or max(1, elements // vocab), bool(skip_zeros))
+        rows = chunk or max(MIN_CPU_ROWS if flat.device.type == "cpu" else 1, elements // vocab)
+        loop = _Loop(alpha, float(tau), rows, bool(skip_zeros))
     with torch.autocast(hidden.device.type, enabled=False):
         return _LinearAlphaReLULossFunction.apply(
             flat, weight.contiguous(), bias, target.reshape(-1).long(), ignore_index, reduction,
