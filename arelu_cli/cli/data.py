@@ -54,6 +54,6 @@ def prepare(
         console.print(f"{result.path} is up to date (same inputs and options; --force rebuilds)")
         return
     console.print(prep.summary_table(result))
-    for text in prep.warnings(result.meta):
+    for text in prep.warnings(result.meta, merges_given=merges is not None):
         Console(stderr=True).print(f"[bold yellow]warning:[/] {escape(text)}", highlight=False,
                                    soft_wrap=True)

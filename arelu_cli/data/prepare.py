@@ -312,9 +312,10 @@ def prepare(req: PrepareRequest, log: Log = _quiet) -> PrepareResult:
     return PrepareResult(req.out, read_meta(req.out), True, time.perf_counter() - start)
 
 
-def warnings(meta: dict) -> list[str]:
+def warnings(meta: dict, merges_given: bool = True) -> list[str]:
     """What a prepared folder's ``meta.json`` shows to be probably not what was meant: a
-    split read from one file as both sides, fewer BPE merges learned than asked for."""
+    split read from one file as both sides, fewer BPE merges learned than ``--merges`` asked
+    for (``merges_given``; a corpus's default count is a ceiling, not a request)."""
     found = []
     pairs = meta.get("source_paths") if meta.get("task", "translation") == "translation" else None
     for split, paths in (pairs or {}).items():
@@ -324,7 +325,7 @@ def warnings(meta: dict) -> list[str]:
                              "model learns to copy; give each side its own file")
     vocab = meta.get("vocab") or {}
     learned, asked = vocab.get("learned_merges") or [], vocab.get("merges") or 0
-    if learned and min(learned) < asked:
+    if merges_given and learned and min(learned) < asked:
         found.append(f"learned {min(learned):,} of the {asked:,} BPE merges asked for: the "
                      "training text has no more pairs seen twice; --merges "
                      f"{min(learned)} or fewer says what the vocabulary is")

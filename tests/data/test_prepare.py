@@ -141,3 +141,7 @@ def test_one_file_as_both_sides_and_merges_beyond_the_text_are_warned_of(cli, tm
     assert err.count("warning:") == 2
     ran = cli("prepare", "custom", "--out", tmp_path / "ok", "--source", source, "--merges", "30")
     assert ran.code == 0 and "warning" not in ran.err
+    ran = cli("prepare", "custom", "--out", tmp_path / "default", "--source", source)
+    meta = load_prepared(tmp_path / "default").meta
+    assert min(meta["vocab"]["learned_merges"]) < meta["vocab"]["merges"]
+    assert ran.code == 0 and "warning" not in ran.err, "a corpus's default merges is a ceiling"
