@@ -4,7 +4,9 @@ Martins, Marinho & Martins (2020), "Sparse Text Generation".
 Per checkpoint, one CSV row per (model, decoding, split):
 
 * **teacher-forced** on the split's blocks (:mod:`arelu_cli.data.blocks`, the checkpoint's
-  ``[data] block_size``), from the distribution the decoding samples from
+  ``[data] block_size``; with ``stride`` less than it, sliding windows that score each token
+  once with at least ``block_size - stride`` tokens of context), from the distribution the
+  decoding samples from
   (:func:`arelu_cli.nmt.sampling.sampling_probs`: softmax after top-k / top-p / temperature;
   sparsemax and entmax's own ``p``; alpha-ReLU's ``p`` divided by its sum on its support, the
   arg-max's point mass where it is empty; a one-hot for greedy): ``ppl`` (softmax only, empty
@@ -30,7 +32,7 @@ import pandas as pd
 import torch
 
 from arelu_cli.analysis import lm_metrics as M
-from arelu_cli.data.batching import token_batches
+from arelu_cli.data.blocks import window_batches
 from arelu_cli.errors import UserError
 from arelu_cli.nmt.generate import (Generated, check_out, generate, split_prompts,
                                     write_generation)
@@ -44,10 +46,11 @@ TEACHER = ("ppl", "eps_ppl", "eps", "dev_eps_ppl", "sp", "jsd",
            *(f"{k}_{w}" for k in ("rep", "wrep") for w in M.WINDOWS),
            "support_mean", *(f"support_q{round(100 * q)}" for q in M.QUANTILES), "zero_share",
            "steps")
-COLUMNS = ("checkpoint", "transform", "alpha", "tau", "seed", "decoding", "split", *TEACHER,
+COLUMNS = ("checkpoint", "transform", "alpha", "tau", "seed", "decoding", "split", "stride",
+           *TEACHER,
            *TEXT_STATS, *(f"{s}_gap" for s in TEXT_STATS), *(f"human_{s}" for s in TEXT_STATS),
            "prompts", "prefix_tokens", "gen_seed", "generations", "signature")
-KEY = ("checkpoint", "decoding", "split", "gen_seed")
+KEY = ("checkpoint", "decoding", "split", "stride", "gen_seed")
 """A row is replaced by a later one with the same key; other rows are kept."""
 
 
@@ -66,21 +69,34 @@ class EvalSettings:
     batch_size: int = 32
     eval_tokens: int = 2048
     """Tokens per teacher-forced batch (its probabilities are N x V)."""
+    stride: int = 0
+    """Teacher-forced windows start every ``stride`` tokens; 0: the checkpoint's block size
+    (blocks that do not overlap, as in training)."""
+
+    def window_stride(self, block_size: int) -> int:
+        """The stride in force for a model of ``block_size`` positions per block."""
+        stride = self.stride or block_size
+        if not 1 <= stride <= block_size:
+            raise UserError(f"--stride must be in [1, {block_size}] (the checkpoint's "
+                            f"block_size), got {stride}")
+        return stride
 
 
 @torch.no_grad()
-def step_values(decoder: Decoder, split: str, decoding: Decoding, eval_tokens: int) -> dict:
-    """Teacher-forced per-step values of the split's blocks
+def step_values(decoder: Decoder, split: str, decoding: Decoding,
+                settings: EvalSettings) -> dict:
+    """Teacher-forced per-step values of the split's windows
     (:func:`arelu_cli.analysis.lm_metrics.batch_step_values`)."""
     data, model = decoder.data, decoder.model
     block = decoder.config.data.block_size
     found = []
-    for batch in token_batches(data, split, max_tokens=max(eval_tokens, block), shuffle=False,
-                               block_size=block):
+    for batch, scored in window_batches(data, split, max(settings.eval_tokens, block), block,
+                                        settings.window_stride(block)):
         batch = batch.to(decoder.device)
         try:
             values = M.batch_step_values(model(batch.tgt_in), batch.tgt_out, decoder.transform,
-                                         decoding, ignore_index=data.pad_id)
+                                         decoding, ignore_index=data.pad_id,
+                                         scored=scored.to(decoder.device))
         except ValueError as err:  # NaN logits
             raise UserError(str(err)) from None
         found.append({k: v.cpu() for k, v in values.items()})
@@ -90,9 +106,9 @@ def step_values(decoder: Decoder, split: str, decoding: Decoding, eval_tokens: i
 def teacher_forced(decoder: Decoder, decoding: Decoding, settings: EvalSettings) -> dict:
     """The teacher-forced columns of a row (module docstring)."""
     vocab = decoder.data.vocab_size
-    dev = step_values(decoder, settings.dev_split, decoding, settings.eval_tokens)
+    dev = step_values(decoder, settings.dev_split, decoding, settings)
     eps, dev_eps_ppl = M.tune_eps(dev["p_target"], vocab)
-    found = M.summarize(step_values(decoder, settings.split, decoding, settings.eval_tokens),
+    found = M.summarize(step_values(decoder, settings.split, decoding, settings),
                         vocab, eps)
     ppl = found["ppl"] if decoder.transform.family == "softmax" and math.isfinite(found["ppl"]) \
         else None
@@ -115,6 +131,7 @@ def evaluate(decoder: Decoder, decoding: Decoding, settings: EvalSettings,
         decoding.check(decoder.transform)
     except ValueError as err:
         raise UserError(f"{decoder.path}: {err}") from None
+    stride = settings.window_stride(decoder.config.data.block_size)
     prompts, human = human_stats(decoder, settings)
     generated = generate(decoder, prompts, decoding, seed=settings.seed,
                          batch_size=settings.batch_size, max_tokens=settings.max_tokens,
@@ -124,12 +141,13 @@ def evaluate(decoder: Decoder, decoding: Decoding, settings: EvalSettings,
     t = decoder.transform
     row = {"checkpoint": str(decoder.path), "transform": t.name, "alpha": t.alpha, "tau": t.tau,
            "seed": decoder.config.train.seed, "decoding": decoding.label(),
-           "split": settings.split, **teacher_forced(decoder, decoding, settings), **stats,
+           "split": settings.split, "stride": stride,
+           **teacher_forced(decoder, decoding, settings), **stats,
            **M.distance_to_human(stats, human), **{f"human_{k}": v for k, v in human.items()},
            "prompts": len(prompts), "prefix_tokens": settings.prefix_tokens,
            "gen_seed": settings.seed, "generations": str(generations),
            "signature": decoder.signature(decoding=decoding.label(), split=settings.split,
-                                          gen_seed=settings.seed)}
+                                          stride=stride, gen_seed=settings.seed)}
     return row, generated
 
 

@@ -100,17 +100,22 @@ def step_values(probs: torch.Tensor, targets: torch.Tensor,
 
 def batch_step_values(logits: torch.Tensor, targets: torch.Tensor, transform: OutputTransform,
                       decoding: Decoding = Decoding(), ignore_index: int = -100,
-                      windows: Sequence[int] = WINDOWS) -> dict[str, torch.Tensor]:
+                      windows: Sequence[int] = WINDOWS,
+                      scored: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
     """:func:`step_values` of one teacher-forced LM batch, ``logits (B, T, V)`` and
     ``targets (B, T)`` (``ignore_index`` where padded), under the distribution sampled from
     (:func:`arelu_cli.nmt.sampling.sampling_probs`), with each row's previous gold tokens as
     context; ``item`` is each counted step's row ``b`` (add the batch's offset for
-    :func:`per_item`)."""
+    :func:`per_item`). ``scored (B, T)``, if given, counts only those steps (a sliding
+    window's context positions are context for rep/wrep, not counted)."""
     if logits.dim() != 3 or targets.shape != logits.shape[:2]:
         raise ValueError(f"logits must be (B, T, V) and targets (B, T), got "
                          f"{tuple(logits.shape)} and {tuple(targets.shape)}")
-    keep = targets != ignore_index
-    previous = previous_tokens(targets.masked_fill(~keep, -1), max(windows))
+    if scored is not None and scored.shape != targets.shape:
+        raise ValueError(f"scored must be (B, T) like targets, got {tuple(scored.shape)}")
+    valid = targets != ignore_index
+    keep = valid if scored is None else valid & scored
+    previous = previous_tokens(targets.masked_fill(~valid, -1), max(windows))
     probs = sampling_probs(logits[keep], transform, decoding)
     values = step_values(probs, targets[keep], previous[keep], windows)
     rows = torch.arange(targets.shape[0], device=targets.device).unsqueeze(1)

@@ -117,6 +117,9 @@ def lm_eval(
     seed: int = typer.Option(0, help="Seed of the generation draws."),
     batch_size: int = typer.Option(32, help="Prompts generated together."),
     eval_tokens: int = typer.Option(2048, help="Tokens per teacher-forced batch."),
+    stride: int = typer.Option(0, help="Teacher-forced windows every N tokens, each token "
+                               "scored once with >= block_size - N tokens of context (0: the "
+                               "block size, blocks that do not overlap)."),
     out: Path = typer.Option(Path("results/lm/lm_eval.csv"), help="CSV to add the rows to (a "
                              "row of the same checkpoint, decoding, split and seed is replaced)."),
     generations: Path = typer.Option(Path("results/lm/generations"),
@@ -134,10 +137,12 @@ def lm_eval(
                           ("--batch-size", batch_size), ("--eval-tokens", eval_tokens)):
         if value < 1:
             raise UserError(f"{option} must be at least 1, got {value}")
+    if stride < 0:
+        raise UserError(f"--stride must be >= 0 (0: the block size), got {stride}")
     if max_prompts < 0:
         raise UserError(f"--max-prompts must be >= 0 (0: all), got {max_prompts}")
     settings = ev.EvalSettings(split, dev_split, prefix_tokens, max_prompts, max_tokens, seed,
-                               batch_size, eval_tokens)
+                               batch_size, eval_tokens, stride)
     decoders = [open_checkpoint(path, None, device, task="lm")
                 for path in checkpoint_paths(checkpoint)]
     frame = ev.run(decoders, chosen, settings, out, generations)

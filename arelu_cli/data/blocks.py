@@ -59,13 +59,14 @@ def block_lengths(n_stream: int, block_size: int) -> np.ndarray:
 
 
 def collate_blocks(tokens: np.ndarray, indices: np.ndarray, block_size: int,
-                   pad_id: int) -> Batch:
-    """The blocks ``indices`` of the stream ``tokens`` as a batch (right-padded)."""
-    rows = len(indices)
+                   pad_id: int, stride: int | None = None) -> Batch:
+    """The blocks ``indices`` of the stream ``tokens`` as a batch (right-padded); block ``i``
+    starts at ``i * stride`` (default ``block_size``: blocks that do not overlap)."""
+    rows, step = len(indices), stride or block_size
     tgt_in = np.full((rows, block_size), pad_id, dtype=np.int64)
     tgt_out = tgt_in.copy()
     for row, block in enumerate(indices):
-        start = int(block) * block_size
+        start = int(block) * step
         piece = tokens[start:start + block_size + 1]
         tgt_in[row, :len(piece) - 1], tgt_out[row, :len(piece) - 1] = piece[:-1], piece[1:]
     width = int((tgt_out != pad_id).any(axis=0).nonzero()[0].max()) + 1  # drop all-pad columns
@@ -87,3 +88,31 @@ def block_batches(data: Prepared, split: str, max_tokens: int, block_size: int, 
     for indices in batch_indices(sizes, budget, seed=seed, epoch=epoch, shuffle=shuffle,
                                  rank=rank, world_size=world_size):
         yield collate_blocks(tokens, indices, block_size, data.pad_id)
+
+
+def window_count(n_stream: int, block_size: int, stride: int) -> int:
+    """Windows of ``block_size`` every ``stride`` tokens that predict each of the stream's
+    ``n_stream - 1`` tokens once: window 0 scores its ``block_size`` positions, window ``j > 0``
+    its last ``stride`` (those after window ``j - 1``'s end)."""
+    if not 1 <= stride <= block_size:
+        raise ValueError(f"the stride must be in [1, block_size = {block_size}], got {stride}")
+    beyond = n_stream - 1 - block_size
+    return 1 if beyond <= 0 else 1 + -(-beyond // stride)
+
+
+def window_batches(data: Prepared, split: str, max_tokens: int, block_size: int,
+                   stride: int) -> Iterator[tuple[Batch, torch.Tensor]]:
+    """Sliding-window evaluation batches of ``split``, in stream order: each batch with a
+    ``(B, T)`` mask of the positions it scores (:func:`window_count`). Every token is
+    predicted once, as with blocks, but each one after the first window sees at least
+    ``block_size - stride`` tokens of context (a block's first tokens see almost none): the
+    perplexity a stateful model's evaluation is compared with."""
+    tokens = split_stream(data, split)
+    count = window_count(len(tokens), block_size, stride)
+    rows = max(1, max_tokens // block_size)
+    for first in range(0, count, rows):
+        windows = np.arange(first, min(first + rows, count))
+        batch = collate_blocks(tokens, windows, block_size, data.pad_id, stride)
+        columns = torch.arange(batch.tgt_out.shape[1]).unsqueeze(0)
+        scored = (columns >= block_size - stride) | torch.as_tensor(windows == 0).unsqueeze(1)
+        yield batch, scored & (batch.tgt_out != data.pad_id)

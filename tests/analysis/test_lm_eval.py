@@ -48,7 +48,7 @@ def test_rows_and_columns(lm_runs, tmp_path):
 
 def test_softmax_ppl_is_exp_of_the_validation_cross_entropy(lm_runs):
     (decoder,) = _decoders(lm_runs, "softmax")
-    values = step_values(decoder, "test", Decoding(), 64)
+    values = step_values(decoder, "test", Decoding(), EvalSettings(eval_tokens=64))
     loss = split_loss(decoder.model, decoder.data, "test", decoder.transform, 64, decoder.device,
                       decoder.config.data.block_size)
     assert M.perplexity(values["p_target"]) == pytest.approx(math.exp(loss), rel=1e-5)
@@ -58,7 +58,7 @@ def test_softmax_ppl_is_exp_of_the_validation_cross_entropy(lm_runs):
 
 def test_eps_is_the_best_on_dev(lm_runs, tmp_path):
     (decoder,) = _decoders(lm_runs, "1.5-relu")
-    dev = step_values(decoder, "dev", Decoding(), 64)["p_target"]
+    dev = step_values(decoder, "dev", Decoding(), EvalSettings(eval_tokens=64))["p_target"]
     best = min(M.EPS_GRID, key=lambda e: M.eps_perplexity(dev, e, decoder.data.vocab_size))
     frame = run([decoder], Decoding(), SETTINGS, *_outs(tmp_path))
     assert frame["eps"].iloc[0] == best
@@ -107,3 +107,35 @@ def test_cli_prints_a_summary(cli, lm_runs, tmp_path):
     assert ran.code == 0, ran.err
     assert "softmax sample-top_k5 on test:" in ran.err
     assert pd.read_csv(out)["decoding"].tolist() == ["sample-top_k5"]
+
+
+def test_sliding_windows_give_each_token_its_probability_under_its_window(lm_runs, tmp_path):
+    """``--stride S``: token ``k`` of the stream is scored by window ``j`` (0 if ``k <= T``, else
+    ``ceil((k - T) / S)``) at column ``k - jS - 1``: checked token by token against the model."""
+    import torch
+
+    from arelu_cli.data.blocks import split_stream
+
+    (decoder,) = _decoders(lm_runs, "softmax")
+    block, stride = decoder.config.data.block_size, 5
+    values = step_values(decoder, "test", Decoding(), EvalSettings(eval_tokens=64, stride=stride))
+    tokens = torch.as_tensor(split_stream(decoder.data, "test"))
+    assert len(values["p_target"]) == len(tokens) - 1
+    for k in (1, block, block + 1, block + 7, len(tokens) - 1):
+        j = 0 if k <= block else -(-(k - block) // stride)
+        window = tokens[j * stride:j * stride + block]
+        with torch.no_grad():
+            p = torch.softmax(decoder.model(window.unsqueeze(0))[0, k - j * stride - 1].double(), -1)
+        assert values["p_target"][k - 1].item() == pytest.approx(p[tokens[k]].item(), rel=1e-5)
+    frame = run([decoder], Decoding(), EvalSettings(**{**SETTINGS.__dict__, "stride": stride}),
+                *_outs(tmp_path))
+    assert frame["stride"].tolist() == [stride] and "stride:5" in frame["signature"].iloc[0]
+    assert frame["ppl"].iloc[0] == pytest.approx(M.perplexity(values["p_target"]), rel=1e-9)
+
+
+def test_a_stride_beyond_the_block_is_refused_before_anything_runs(cli, lm_runs, tmp_path):
+    out, gens = _outs(tmp_path)
+    ran = cli("lm-eval", "--checkpoint", lm_runs["softmax"], "--stride", "17", "--out", out,
+              "--generations", gens)
+    assert ran.code == 2 and "--stride must be in [1, 16] (the checkpoint's block_size), got 17" in ran.err
+    assert not out.exists() and not gens.exists()
