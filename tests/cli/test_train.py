@@ -167,6 +167,26 @@ def test_bad_recipes_and_run_folders_are_one_line_errors(monkeypatch, capsys, ti
         _one_line_error(code, captured, message)
 
 
+@pytest.fixture(scope="module")
+def two_step_run(tiny_corpus, tmp_path_factory):
+    """A finished 2-step softmax run of :func:`_recipe` (``recipe:r``), trained once for the
+    tests that resume it; each resumes a copy (:func:`_copy`)."""
+    folder = tmp_path_factory.mktemp("two-step")
+    args = ["arelu", "train", "--recipe", str(_recipe(folder, tiny_corpus)), "--out",
+            str(folder / "run"), "--device", "cpu"]
+    with pytest.MonkeyPatch.context() as patch, pytest.raises(SystemExit) as exited:
+        patch.setattr("sys.argv", args)
+        main()
+    assert not exited.value.code
+    return folder / "run"
+
+
+def _copy(run, tmp_path):
+    import shutil
+
+    return shutil.copytree(run, tmp_path / "run")
+
+
 def _signatures(out) -> set[str]:
     rows = pd.read_csv(out / "log.csv")["signature"].tolist()
     return {*rows, json.loads((out / "summary.json").read_text())["signature"]}
@@ -174,14 +194,12 @@ def _signatures(out) -> set[str]:
 
 @pytest.mark.parametrize("older", [False, True])
 def test_resume_without_recipe_keeps_the_recipe_in_every_signature(monkeypatch, capsys,
-                                                                   tiny_corpus, tmp_path, older):
+                                                                   two_step_run, tmp_path, older):
     """``--resume RUN`` alone signs its rows and summary with the recipe the run started with:
     from its checkpoint, or (``older``: a checkpoint from before it was recorded there)
     from the log's signature."""
-    recipe, out = _recipe(tmp_path, tiny_corpus), tmp_path / "run"
-    code, _ = _run(monkeypatch, capsys, "train", "--recipe", recipe, "--out", out,
-                   "--device", "cpu")
-    assert code == 0 and all("|recipe:r|" in s for s in _signatures(out))
+    out = _copy(two_step_run, tmp_path)
+    assert all("|recipe:r|" in s for s in _signatures(out))
     if older:
         saved = checkpoint.load(out / checkpoint.LAST)
         assert saved.pop("recipe") == "r"
@@ -215,11 +233,8 @@ def test_a_numeric_tau_for_a_transform_without_one_is_refused(monkeypatch, capsy
 
 
 def test_a_numeric_tau_is_refused_when_resuming_a_run_without_one(monkeypatch, capsys,
-                                                                 tiny_corpus, tmp_path):
-    out = tmp_path / "run"
-    code, _ = _run(monkeypatch, capsys, "train", "--recipe", _recipe(tmp_path, tiny_corpus),
-                   "--out", out, "--device", "cpu")
-    assert code == 0
+                                                                 two_step_run, tmp_path):
+    out = _copy(two_step_run, tmp_path)
     code, captured = _run(monkeypatch, capsys, "train", "--resume", out, "--tau", "0.3")
     _one_line_error(code, captured, "--tau 0.3 applies only to alpha-ReLU transforms")
 

@@ -16,7 +16,9 @@ import time
 import pandas as pd
 import pytest
 import torch
+from typer.testing import CliRunner
 
+from arelu_cli.cli import app
 from arelu_cli.errors import UserError
 from arelu_cli.nmt import checkpoint
 from arelu_cli.nmt.train import train
@@ -64,10 +66,26 @@ def _arelu(*args: object) -> list[str]:
     return [sys.executable, "-m", "arelu_cli.cli", *map(str, args)]
 
 
+def _train_in_process(*args: object) -> None:
+    """``arelu train ARGS`` in this process: where the process itself is not what is tested,
+    an interpreter start (seconds of CPU) is saved."""
+    result = CliRunner().invoke(app, ["train", *map(str, args)])
+    assert result.exit_code == 0, result.output
+
+
+@pytest.fixture(scope="module")
+def whole_run(tiny_corpus, tmp_path_factory):
+    """The uninterrupted 12-step run of :data:`TINY_RECIPE` that the stopped runs must equal
+    after their resume (read only)."""
+    folder = tmp_path_factory.mktemp("whole")
+    _train_in_process("--recipe", _recipe(folder, tiny_corpus), "--out", folder / "run")
+    return folder / "run"
+
+
 def _resume_then_compare(broken, whole) -> None:
     """Resume the stopped run ``broken``; it must end as the uninterrupted run ``whole`` did:
     the same step, bitwise the same weights, the same log."""
-    subprocess.run(_arelu("train", "--resume", broken), check=True, capture_output=True)
+    _train_in_process("--resume", broken)
     a, b = checkpoint.load(whole), checkpoint.load(broken)
     assert b["step"] == a["step"] == 12
     for key in a["model"]:
@@ -126,11 +144,8 @@ def test_wall_clock_budget(tiny_corpus, tiny_config, tmp_path):
     assert summary.seconds < 60  # the budget, then one validation
 
 
-def test_sigkill_then_resume_gives_the_uninterrupted_run(tiny_corpus, tmp_path):
-    recipe = _recipe(tmp_path, tiny_corpus)
-    whole, broken = tmp_path / "whole", tmp_path / "broken"
-    subprocess.run(_arelu("train", "--recipe", recipe, "--out", whole), check=True,
-                   capture_output=True)
+def test_sigkill_then_resume_gives_the_uninterrupted_run(tiny_corpus, whole_run, tmp_path):
+    recipe, broken = _recipe(tmp_path, tiny_corpus), tmp_path / "broken"
     proc = subprocess.Popen(_arelu("train", "--recipe", recipe, "--out", broken),
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 120
@@ -141,26 +156,36 @@ def test_sigkill_then_resume_gives_the_uninterrupted_run(tiny_corpus, tmp_path):
     proc.wait()
     killed_at = checkpoint.load(broken)["step"]
     assert killed_at < 12, "the run finished before it could be killed"
-    _resume_then_compare(broken, whole)
+    _resume_then_compare(broken, whole_run)
+
+
+# No dropout (each process has its own stream); an Adam eps above float noise, because
+# attention key biases have a gradient that is exactly zero in exact arithmetic, and Adam
+# would blow its rounding noise up to full-size steps.
+NO_DROPOUT = ("--set", "model.dropout=0.0", "--set", "model.attention_dropout=0.0",
+              "--set", "train.adam_eps=1e-6")
+
+
+@pytest.fixture(scope="module")
+def one_process_run(tiny_corpus, tmp_path_factory):
+    """3 steps of :data:`TINY_RECIPE` in one process, with logits and loss, no dropout: what
+    both gloo runs must equal (read only)."""
+    folder = tmp_path_factory.mktemp("one")
+    _train_in_process("--recipe", _recipe(folder, tiny_corpus, steps=3, valid=100), "--out",
+                      folder / "run", *NO_DROPOUT)
+    return folder / "run"
 
 
 @pytest.mark.parametrize("fused", [False, True], ids=["logits", "fused_output"])
-def test_two_gloo_processes_train_like_one(tiny_corpus, tmp_path, fused):
+def test_two_gloo_processes_train_like_one(tiny_corpus, one_process_run, tmp_path, fused):
     """With ``fused_output`` the two processes (DDP over the model and its fused loss) train
     like one process with logits and loss."""
     recipe = _recipe(tmp_path, tiny_corpus, steps=3, valid=100)
-    one, two = tmp_path / "one", tmp_path / "two"
-    # No dropout (each process has its own stream); an Adam eps above float noise, because
-    # attention key biases have a gradient that is exactly zero in exact arithmetic, and
-    # Adam would blow its rounding noise up to full-size steps.
-    no_dropout = ["--set", "model.dropout=0.0", "--set", "model.attention_dropout=0.0",
-                  "--set", "train.adam_eps=1e-6"]
-    subprocess.run(_arelu("train", "--recipe", recipe, "--out", one, *no_dropout), check=True,
-                   capture_output=True)
+    one, two = one_process_run, tmp_path / "two"
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
                     "--nproc_per_node=2", "--module", "arelu_cli.cli", "train", "--recipe",
-                    str(recipe), "--out", str(two), "--set", "train.accum=1", *no_dropout,
+                    str(recipe), "--out", str(two), "--set", "train.accum=1", *NO_DROPOUT,
                     *(["--fused-output"] if fused else [])],
                    check=True, capture_output=True, env=env, timeout=300)
     a, b = checkpoint.load(one), checkpoint.load(two)
@@ -228,11 +253,8 @@ def test_divergence_stops_the_run_and_keeps_the_last_good_checkpoint(
 
 
 def test_sigint_saves_last_pt_and_the_resumed_run_is_the_uninterrupted_one(tiny_corpus,
-                                                                         tmp_path):
-    recipe = _recipe(tmp_path, tiny_corpus)
-    whole, broken = tmp_path / "whole", tmp_path / "broken"
-    subprocess.run(_arelu("train", "--recipe", recipe, "--out", whole), check=True,
-                   capture_output=True)
+                                                                         whole_run, tmp_path):
+    recipe, broken = _recipe(tmp_path, tiny_corpus), tmp_path / "broken"
     # SIGINT as from a terminal, even where this test runs with it ignored (a background job)
     proc = subprocess.Popen(_arelu("train", "--recipe", recipe, "--out", broken),
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
@@ -251,7 +273,7 @@ def test_sigint_saves_last_pt_and_the_resumed_run_is_the_uninterrupted_one(tiny_
         f"stopped by SIGINT after step {stopped_at}: {broken / 'last.pt'} keeps step "
         f"{stopped_at}; resume with: arelu train --resume {broken}")
     assert "Traceback" not in err and not (broken / "summary.json").exists()
-    _resume_then_compare(broken, whole)
+    _resume_then_compare(broken, whole_run)
 
 
 @pytest.mark.parametrize("name, half", [("1.5-relu", True), ("softmax", False)])

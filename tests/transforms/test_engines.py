@@ -1,6 +1,7 @@
 """Tests for transforms.engines and the choice in _alpha_relu_kernels: set_engine, the context
 manager, the variable read once, the fallback to eager, the announced C++ build."""
 
+import json
 import os
 import subprocess
 import sys
@@ -14,10 +15,46 @@ from arelu_cli.transforms import _alpha_relu_kernels as kernels
 from arelu_cli.transforms import _cpp_kernels
 
 
-def _python(code: str, **env: str) -> subprocess.CompletedProcess:
+# One interpreter for both import-time tests (an interpreter start with torch is seconds of
+# CPU): each scenario drops every arelu_cli module and imports the package again under its
+# environment, as a fresh process would; torch stays imported, it reads no ARELU_ variable.
+_IMPORTS = """
+import json, os, sys
+
+def fresh(engine):
+    for name in [m for m in sys.modules if m.split(".")[0] == "arelu_cli"]:
+        del sys.modules[name]
+    os.environ.pop("ARELU_ENGINE", None)
+    if engine is not None:
+        os.environ["ARELU_ENGINE"] = engine
+    from arelu_cli import transforms
+    return transforms
+
+T = fresh(None)  # ARELU_BACKEND=compiled, the old name, is set for the whole process
+os.environ["ARELU_ENGINE"] = "cpp"
+later = [m for m in ("arelu_cli.cli", "arelu_cli.errors", "arelu_cli.config", "typer", "rich",
+                     "pandas", "scipy") if m in sys.modules]
+print(json.dumps({"read_once": [T.get_engine(), later]}))
+T = fresh("fast")  # the import itself works
+try:
+    T.get_engine()
+    first = None
+except ValueError as err:
+    first = str(err)
+with T.engine("eager"):
+    inside = T.get_engine()
+print(json.dumps({"bad": [first, inside, T.set_engine("cpp"), T.get_engine()]}))
+"""
+
+
+@pytest.fixture(scope="module")
+def imported() -> dict:
+    """What :data:`_IMPORTS` saw, by scenario."""
     clean = {k: v for k, v in os.environ.items() if k not in ("ARELU_ENGINE", "ARELU_BACKEND")}
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          env=clean | env)
+    result = subprocess.run([sys.executable, "-c", _IMPORTS], capture_output=True, text=True,
+                            env=clean | {"ARELU_BACKEND": "compiled"})
+    assert result.returncode == 0, result.stderr
+    return {k: v for line in result.stdout.splitlines() for k, v in json.loads(line).items()}
 
 
 def test_set_engine_returns_the_previous_one_and_refuses_unknown_names():
@@ -76,26 +113,15 @@ def test_every_engine_gives_the_eager_loss_and_gradient():
         torch.testing.assert_close(grad, out["eager"][1], msg=name)
 
 
-def test_the_variable_is_read_once_the_old_name_is_gone_and_no_cli_module_is_imported():
-    code = ("import os, sys\nfrom arelu_cli import transforms as T\n"
-            "os.environ['ARELU_ENGINE'] = 'cpp'\n"
-            "print(T.get_engine(), [m for m in ('arelu_cli.cli', 'arelu_cli.errors', "
-            "'arelu_cli.config', 'typer', 'rich', 'pandas', 'scipy') if m in sys.modules])\n")
-    result = _python(code, ARELU_BACKEND="compiled")
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "auto []"
+def test_the_variable_is_read_once_the_old_name_is_gone_and_no_cli_module_is_imported(
+        imported):
+    assert imported["read_once"] == ["auto", []]
 
 
-def test_a_bad_variable_fails_at_first_use_naming_it_and_set_engine_still_works():
-    code = ("from arelu_cli import transforms as T\n"  # the import itself works
-            "try:\n    T.get_engine()\nexcept ValueError as err:\n    print(err)\n"
-            "with T.engine('eager'):\n    print(T.get_engine())\n"
-            "print(T.set_engine('cpp'), T.get_engine())\n")
-    result = _python(code, ARELU_ENGINE="fast")
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.splitlines() == [
+def test_a_bad_variable_fails_at_first_use_naming_it_and_set_engine_still_works(imported):
+    assert imported["bad"] == [
         "ARELU_ENGINE must be one of auto, eager, compiled, cpp, triton, got 'fast'",
-        "eager", "fast cpp"]
+        "eager", "fast", "cpp"]
 
 
 @pytest.fixture
