@@ -208,15 +208,11 @@ def csv_header(path: Path) -> list[str] | None:
 
 def check_replaceable(path: Path, columns: Sequence[str]) -> None:
     """Refuse to replace a file this writer did not write: an existing non-empty file must be
-    a CSV whose header is ``columns`` (an earlier run of the same writer) or an earlier
-    version of them: some of ``columns``, in their order, ``signature`` among them (the same
-    writer before it gained a column, e.g. ``seed`` or ``tokens``). A header that merely has a
-    ``signature`` column is not enough: every arelu CSV has one, and another command's file
-    (``arelu score``'s scores, say, with its ``bleu`` column) would be lost."""
-    header, columns = csv_header(path), list(columns)
-    if header is None or header == columns:
-        return
-    if "signature" in header and header == [c for c in columns if c in set(header)]:
+    a CSV whose header is ``columns``. A header that merely has a ``signature`` column is
+    not enough: every arelu CSV has one, and another command's file (``arelu score``'s
+    scores, say, with its ``bleu`` column) would be lost."""
+    header = csv_header(path)
+    if header is None or header == list(columns):
         return
     raise UserError(f"{path} exists and is not a CSV this command writes (header "
                     f"{','.join(header)[:60]!r}); choose another --out or move that file away")

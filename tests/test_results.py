@@ -15,6 +15,8 @@ def test_signature_orders_known_fields_and_appends_versions():
     sig = signature(seed=1, transform="1.5-relu", tau=0.33, alpha=1.5, data="toy", extra="x")
     assert sig.startswith("transform:1.5-relu|alpha:1.5|tau:0.33|data:toy|seed:1|extra:x|")
     assert "|torch:" in sig and "|python:" in sig
+    assert results.signature_field(sig, "seed") == "1"
+    assert results.signature_field(sig, "recipe") is None
 
 
 def test_none_fields_are_left_out():
@@ -82,18 +84,6 @@ def test_write_rows_replaces_its_own_csvs(tmp_path, existing):
     assert path.read_text() == "a,b\n1.5,x\n"
 
 
-def test_a_csv_from_before_the_seed_column_is_replaced_by_its_writer(tmp_path):
-    """The same columns less ``seed`` (the signature holds it) are an earlier arelu's file."""
-    path, columns = tmp_path / "table.csv", ("transform", "seed", "bleu", "signature")
-    path.write_text("transform,bleu,signature\nsoftmax,1.0,transform:softmax|seed:1\n")
-    write_rows([{"transform": "softmax", "seed": 1, "bleu": 2.0, "signature": "s"}], path, columns)
-    assert path.read_text() == "transform,seed,bleu,signature\nsoftmax,1,2.0,s\n"
-    path.write_text("transform,bleu\nsoftmax,1.0\n")  # no signature, no seed in it
-    with pytest.raises(UserError, match="not a CSV this command writes"):
-        write_rows([{"transform": "softmax", "seed": 1, "bleu": 2.0, "signature": "s"}], path,
-                   columns)
-
-
 def test_given_columns_order_the_csv_and_refuse_other_rows(tmp_path):
     path = tmp_path / "rows.csv"
     assert list(write_rows([{"b": 1, "a": 2}], path, ("a", "b")).columns) == ["a", "b"]
@@ -124,17 +114,15 @@ def test_a_read_only_folder_is_a_one_line_error(tmp_path):
         atomic_write_text(tmp_path / "ro" / "f.txt", "x")
 
 
-def test_a_csv_from_before_a_new_column_is_replaced_by_its_writer(tmp_path):
-    """``arelu bench translate`` gained tokens columns; its committed older CSV (a subsequence
-    of today's columns, signature included) is still its own, a reordered or foreign one not."""
+def test_a_csv_of_fewer_or_reordered_columns_is_not_replaced(tmp_path):
+    """Only the writer's exact header is its own: a CSV with some of its columns (signature
+    included) or the same ones reordered is refused and left as it was."""
     path = tmp_path / "bench.csv"
     columns = ("transform", "beam", "seconds", "tokens", "ratio", "signature")
     row = {"transform": "softmax", "beam": 1, "seconds": 1.0, "tokens": 9, "ratio": 1.0,
            "signature": "s"}
-    path.write_text("transform,beam,seconds,ratio,signature\nsoftmax,1,2.0,1.0,s\n")
-    write_rows([row], path, columns)
-    assert path.read_text().startswith("transform,beam,seconds,tokens,ratio,signature\n")
-    for foreign in ("beam,transform,seconds,ratio,signature\n", "transform,bleu,signature\n"):
+    for foreign in ("transform,beam,seconds,ratio,signature\n",
+                    "beam,transform,seconds,tokens,ratio,signature\n"):
         path.write_text(foreign)
         with pytest.raises(UserError, match="not a CSV this command writes"):
             write_rows([row], path, columns)

@@ -281,9 +281,7 @@ def _leftover_tag(out: Path, entry: Path) -> str | None:
     if found:
         mine = found[3] == socket.gethostname()
         return found[1] if mine and not _alive(int(found[2])) else None
-    # Versions before the process id was in the name: tempfile.mkdtemp's 8 characters.
-    found = re.fullmatch(rf"\.{name}\.tmp-[a-z0-9_]{{8}}(\.old)?", entry.name)
-    return None if found is None else OLD if found[1] else TMP
+    return None
 
 
 def clean_leftovers(out: str | Path) -> list[Path]:

@@ -54,7 +54,7 @@ from arelu_cli.results import atomic_write_text, machine, signature
 from arelu_cli.tau import check_relu_tau
 from arelu_cli.nmt.train_guard import (DIVERGED, DataChange, Diverged, Interrupted, StopSignals,
                                        check_new_run_folder, check_run_folder, clean_temporaries,
-                                       diverged, is_finite, record_data_change, recorded_recipe,
+                                       diverged, is_finite, record_data_change,
                                        interrupted)
 from arelu_cli.nmt.train_state import (Session, State, clock, load_for_resume, payload,
                                        restore, save_last)
@@ -135,7 +135,7 @@ def _setup(config: Config, out: Path, ctx: distributed.Context, resume: bool,
     check_task(config, data)
     t = config.train
     transform = get_transform(t.transform)
-    ckpt, change = (load_for_resume(out, config, data, transform, allow_data_change, ctx.is_main)
+    ckpt, change = (load_for_resume(out, config, data, transform, allow_data_change)
                     if resume else (None, None))
     if transform.family == "relu" and not ckpt and not isinstance(t.tau, str):
         check_relu_tau(t.tau, transform.name, transform.alpha, data.tgt_vocab_size,
@@ -233,7 +233,7 @@ def _claim_folder(out: Path, ctx: distributed.Context, ckpt: dict | None,
         check_new_run_folder(out)
     if ctx.is_main:
         clean_temporaries(out)
-    return recorded_recipe(out, ckpt) if ckpt is not None and recipe is None else recipe
+    return ckpt.get("recipe") if ckpt is not None and recipe is None else recipe
 
 
 def _validate(s: Session, state: State) -> dict:

@@ -7,7 +7,7 @@
 * Data: :func:`check_same_data` (``--resume`` continues a run only on the version of the
   prepared folder it was trained on, as its recorded data fingerprint says; another version
   only with ``--allow-data-change``, which :func:`record_data_change` notes in the run's
-  ``config.json``; a run from before fingerprints were recorded resumes with a warning).
+  ``config.json``).
 * Divergence: a step whose loss or gradient norm is not finite (NaN or inf) is never
   applied, and weights that an update made non-finite (or whose validation loss is not
   finite) are never saved, so ``last.pt`` keeps the last good state. :func:`diverged`
@@ -35,7 +35,7 @@ from pathlib import Path
 import torch
 
 from arelu_cli.data.prepared import Prepared, data_fingerprint
-from arelu_cli.nmt import checkpoint, distributed, train_log
+from arelu_cli.nmt import checkpoint, distributed
 from arelu_cli.errors import UserError
 from arelu_cli.registry import get_transform
 from arelu_cli.results import ATOMIC_TEMP, atomic_write_text
@@ -157,42 +157,38 @@ class DataChange:
     """A resumed run goes on, from ``step``, on another version of its prepared folder."""
 
     step: int
-    before: str
-    after: str
+    before: str | None
+    after: str | None
 
 
 def recorded_fingerprint(run: Path) -> str | None:
-    """The data fingerprint ``train`` recorded in the run's config.json; None for a run of an
-    earlier version (none recorded) or without a readable config.json."""
+    """The data fingerprint ``train`` recorded in the run's config.json; None when it recorded
+    none (data without checksums) or the config.json cannot be read."""
     config = _read_config(run)
     resolved = config.get("resolved") if isinstance(config, dict) else None
     found = resolved.get("data_fingerprint") if isinstance(resolved, dict) else None
     return found if isinstance(found, str) else None
 
 
-def check_same_data(out: Path, data: Prepared, step: int, allow_change: bool,
-                    announce: bool = True) -> DataChange | None:
+def check_same_data(out: Path, data: Prepared, step: int,
+                    allow_change: bool) -> DataChange | None:
     """Resuming the run in ``out`` (at ``step``) on ``data``: refuse another version of the
     data than the run recorded, unless ``allow_change`` (then return the change, to be
-    recorded); say on stderr (with ``announce``) when it cannot be told."""
+    recorded)."""
     recorded, current = recorded_fingerprint(out), data_fingerprint(data.meta)
-    if recorded is None or current is None:
-        if announce:
-            why = (f"{out / 'config.json'} records no data fingerprint (a run from before they "
-                   "were recorded)" if recorded is None else
-                   f"{data.path} has no file checksums in its meta.json")
-            sys.stderr.write(f"warning: {why}, so whether {data.path} is the data the run was "
-                             "trained on cannot be verified; resuming anyway\n")
-        return None
     if recorded == current:
         return None
     if not allow_change:
         raise UserError(
             f"{out} was trained on another version of {data.path} (data fingerprint "
-            f"{recorded[:SHORT]}, now {current[:SHORT]}); train into a new --out, or continue "
+            f"{_short(recorded)}, now {_short(current)}); train into a new --out, or continue "
             f"it on the changed data with: arelu train --resume {shlex.quote(str(out))} "
             "--allow-data-change")
     return DataChange(step, recorded, current)
+
+
+def _short(fingerprint: str | None) -> str:
+    return fingerprint[:SHORT] if fingerprint else "none"
 
 
 def record_data_change(out: Path, change: DataChange) -> str:
@@ -205,7 +201,7 @@ def record_data_change(out: Path, change: DataChange) -> str:
                                 {"step": change.step, "from": change.before, "to": change.after}]
     atomic_write_text(out / "config.json", json.dumps(config, indent=2) + "\n")
     return (f"note: {out} goes on from step {change.step} on changed data (data fingerprint "
-            f"{change.before[:SHORT]}, now {change.after[:SHORT]}; --allow-data-change), "
+            f"{_short(change.before)}, now {_short(change.after)}; --allow-data-change), "
             "recorded in its config.json")
 
 
@@ -215,12 +211,6 @@ def _read_config(run: Path) -> dict | None:
     except (OSError, UnicodeDecodeError, ValueError):
         return None
     return config if isinstance(config, dict) else None
-
-
-def recorded_recipe(folder: Path, ckpt: dict) -> str | None:
-    """The recipe name a run was started with: its checkpoint's, else (a run from before
-    checkpoints recorded it) the one its log's signature names."""
-    return ckpt.get("recipe") or train_log.signature_value(folder / "log.csv", "recipe")
 
 
 def kept_hint(out: Path, saved_step: int | None) -> str:

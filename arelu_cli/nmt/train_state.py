@@ -87,7 +87,7 @@ def clock(s: Session, state: State) -> float:
 
 
 def load_for_resume(out: Path, config: Config, data: Prepared, transform: OutputTransform,
-                    allow_data_change: bool, announce: bool) -> tuple[dict, DataChange | None]:
+                    allow_data_change: bool) -> tuple[dict, DataChange | None]:
     """``last.pt`` of the run in ``out``, checked against what it is to continue with: the
     same vocabulary, transform, tau, ``[model]`` and (unless ``allow_data_change``) data;
     and the change of data fingerprint to record, if the data changed and that is allowed
@@ -105,7 +105,7 @@ def load_for_resume(out: Path, config: Config, data: Prepared, transform: Output
         raise UserError(f"{out} is at step {ckpt['step']} already, past the max_steps of "
                         f"{config.train.max_steps} asked for now; give a larger --max-steps "
                         "(or --set train.max_steps=N) to continue it")
-    return ckpt, check_same_data(out, data, ckpt["step"], allow_data_change, announce)
+    return ckpt, check_same_data(out, data, ckpt["step"], allow_data_change)
 
 
 def restore(s: Session, state: State, ckpt: dict) -> None:

@@ -395,7 +395,7 @@ def study(config: Config, out: Path, console: Console | None = None,
     console = console or Console()
     check(config)
     check_runs(config, out)
-    check_outputs(out, OUTPUTS, "# Study report\n")
+    check_outputs(out, OUTPUTS)
     results_folder(out)
     trainer = trainer or (lambda cfg, folder, resume: train(
         cfg, folder, resume=resume, recipe=recipe, console=console,

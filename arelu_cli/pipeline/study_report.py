@@ -313,4 +313,4 @@ def write_report(config: Config, out: Path, selected: dict[str, Point],
     if curves:
         figures.append(plot_study_curves(out / "dev_curves.csv", out / "dev_curves.png").name)
     text = report_text(config, out, sweep, summary, sig, ms_per_step, todo, figures)
-    return write_markdown(out / "REPORT.md", text, "# Study report\n")
+    return write_markdown(out / "REPORT.md", text)

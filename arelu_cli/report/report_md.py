@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from arelu_cli.ownership import check_ours, marked_markdown, write_markdown
+from arelu_cli.ownership import check_ours, markdown_ours, write_markdown
 from arelu_cli.report import compare_figures as figs
 from arelu_cli.report import compare_tables as tables
 from arelu_cli.report.columns import CATALOG, catalog_markdown, read_csv
@@ -127,13 +127,9 @@ def render_report(folder: str | Path, commands: Sequence[str], title: str | None
     return "\n\n".join([*head, *body, absent, cmds, cols]) + "\n"
 
 
-LEGACY = "Every number below is read from the CSVs of this folder"
-"""A sentence every REPORT.md of this module holds, also those written before :data:`MD_MARK`."""
-
-
 def check_report(folder: str | Path) -> None:
     """Refuse, before anything is written, a REPORT.md in ``folder`` that arelu did not write."""
-    check_ours(Path(folder) / "REPORT.md", marked_markdown(LEGACY))
+    check_ours(Path(folder) / "REPORT.md", markdown_ours)
 
 
 def write_report(folder: str | Path, commands: Sequence[str], title: str | None = None,
@@ -141,7 +137,7 @@ def write_report(folder: str | Path, commands: Sequence[str], title: str | None 
     """Write ``folder/REPORT.md`` atomically and return its path; a REPORT.md that arelu did
     not write is refused (:mod:`arelu_cli.ownership`)."""
     text = render_report(folder, commands, title, notes=notes)
-    return write_markdown(Path(folder) / "REPORT.md", text, LEGACY)
+    return write_markdown(Path(folder) / "REPORT.md", text)
 
 
 __doc__ = f"{__doc__}\n## CSV columns\n\n{catalog_markdown()}"

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from arelu_cli.report.columns import signature_field
+from arelu_cli.results import signature_field
 from arelu_cli.report.layout import cell_name
 from arelu_cli.report.markdown import fmt
 
