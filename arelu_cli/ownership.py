@@ -1,21 +1,22 @@
 """Which output files arelu made: it replaces only those, never a user's file of the same name.
 
-CSVs carry their own proof: the writer's exact header
-(:func:`arelu_cli.results.check_replaceable`). The other outputs carry a mark: a Markdown
-report ends with :data:`MD_MARK` (an HTML comment, invisible when rendered) and a PNG has
-``Software: arelu ...`` in its metadata (:func:`png_metadata`). An empty file holds nothing
-to lose.
+CSVs carry their own proof: the writer's exact header (:func:`check_replaceable`). The
+other outputs carry a mark: a Markdown report ends with :data:`MD_MARK` (an HTML comment,
+invisible when rendered) and a PNG has ``Software: arelu ...`` in its metadata
+(:func:`png_metadata`). An empty file holds nothing to lose.
 """
 
 from __future__ import annotations
 
+import csv
 import json
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from arelu_cli.atomic import atomic_write_text
 from arelu_cli.errors import UserError
-from arelu_cli.results import atomic_write_text, csv_header, versions
+from arelu_cli.signatures import versions
 
 MD_MARK = "<!-- written by arelu, which rewrites this file; move it away to keep an edited copy -->"
 SOFTWARE = "arelu"
@@ -32,6 +33,30 @@ def check_ours(path: Path, ours: Callable[[Path], bool], *, writer: str = "arelu
         return
     raise UserError(f"{path} exists and was not written by {writer}, which replaces only its "
                     f"own files; {advice}")
+
+
+def csv_header(path: Path) -> list[str] | None:
+    """The column names of an existing file read as CSV; ``None`` when there is no such
+    file or it is empty (nothing in it to lose)."""
+    try:
+        with open(path, encoding="utf-8", newline="") as handle:
+            return next(csv.reader(handle), None)
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+        return None
+    except (OSError, UnicodeDecodeError, csv.Error):
+        return ["<not UTF-8 text>"]
+
+
+def check_replaceable(path: Path, columns: Sequence[str]) -> None:
+    """Refuse to replace a file this writer did not write: an existing non-empty file must be
+    a CSV whose header is ``columns``. A header that merely has a ``signature`` column is
+    not enough: every arelu CSV has one, and another command's file (``arelu score``'s
+    scores, say, with its ``bleu`` column) would be lost."""
+    header = csv_header(path)
+    if header is None or header == list(columns):
+        return
+    raise UserError(f"{path} exists and is not a CSV this command writes (header "
+                    f"{','.join(header)[:60]!r}); choose another --out or move that file away")
 
 
 def markdown_ours(path: Path) -> bool:

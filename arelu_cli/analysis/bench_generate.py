@@ -48,9 +48,10 @@ from arelu_cli.errors import UserError
 from arelu_cli.nmt.sampling import Decoding, next_tokens, sampling_probs
 from arelu_cli.options import parse_list
 from arelu_cli.registry import OutputTransform, get_transform
-from arelu_cli.results import machine, signature, write_rows
+from arelu_cli.signatures import machine, signature
+from arelu_cli.results import write_rows
 from arelu_cli.transforms.tau import analytic_tau
-from arelu_cli.transforms._checks import check_alpha
+from arelu_cli.transforms.checks import check_alpha
 
 SAMPLE, TOP_P = "softmax-sample", "softmax-top_p"
 TARGETS = {"ratio_to_softmax_top_p": 0.5, "ratio_to_softmax_sample": 1.0}

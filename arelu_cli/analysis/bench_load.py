@@ -44,7 +44,7 @@ from arelu_cli.data.prepared import load_prepared
 from arelu_cli.nmt.distributed import Context
 from arelu_cli.errors import UserError
 from arelu_cli.registry import get_transform
-from arelu_cli.results import signature
+from arelu_cli.signatures import signature
 from arelu_cli.nmt.train import _setup
 from arelu_cli.nmt.train_state import Session, State
 from arelu_cli.nmt.train_step import micro_batches, optimizer_step

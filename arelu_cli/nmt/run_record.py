@@ -22,7 +22,7 @@ from pathlib import Path
 from arelu_cli.config import Config, from_dict, saved_tables
 from arelu_cli.errors import UserError
 from arelu_cli.nmt.precision import resolve as resolve_precision
-from arelu_cli.results import atomic_write_text
+from arelu_cli.atomic import atomic_write_text
 
 CONFIG = "config.json"
 SHAPING = ("data", "model", "train")

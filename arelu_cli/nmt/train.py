@@ -50,7 +50,8 @@ from arelu_cli.nmt.precision import resolve as resolve_precision
 from arelu_cli.nmt.run_record import differences, read_record, record_setting_changes
 from arelu_cli.errors import UserError
 from arelu_cli.registry import OutputTransform, get_transform
-from arelu_cli.results import atomic_write_text, machine, signature
+from arelu_cli.atomic import atomic_write_text
+from arelu_cli.signatures import machine, signature
 from arelu_cli.tau import check_relu_tau
 from arelu_cli.nmt.train_guard import (DIVERGED, DataChange, Diverged, Interrupted, StopSignals,
                                        check_new_run_folder, check_run_folder, clean_temporaries,

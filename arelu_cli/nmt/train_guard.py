@@ -38,7 +38,7 @@ from arelu_cli.data.prepared import Prepared, data_fingerprint
 from arelu_cli.nmt import checkpoint, distributed
 from arelu_cli.errors import UserError
 from arelu_cli.registry import get_transform
-from arelu_cli.results import ATOMIC_TEMP, atomic_write_text
+from arelu_cli.atomic import ATOMIC_TEMP, atomic_write_text
 
 DIVERGED = "diverged.json"
 """Written when a run stops on a non-finite loss, gradient or weights."""
@@ -104,7 +104,7 @@ def check_new_run_folder(out: Path) -> None:
 
 
 def clean_temporaries(folder: Path) -> list[Path]:
-    """Remove the temporary files that killed writes (:func:`arelu_cli.results.open_temp`'s
+    """Remove the temporary files that killed writes (:func:`arelu_cli.atomic.open_temp`'s
     ``.NAME.RANDOM.tmp``) left in the run folder ``folder`` and its ``steps/``: a
     checkpoint's is as large as the checkpoint. Returns the files removed."""
     removed = []

@@ -19,7 +19,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from arelu_cli.errors import UserError
-from arelu_cli.results import atomic_write_text, read_table
+from arelu_cli.atomic import atomic_write_text
+from arelu_cli.results import read_table
 
 COLUMNS = ("step", "epoch", "wall_s", "tokens_per_s", "threads", "train_loss", "lr", "tau",
            "tau_z", "logit_norm", "sum_p", "nnz", "val_loss", "val_bleu", "val_ppl", "signature")

@@ -30,7 +30,7 @@ from arelu_cli.nmt.model import TokenModel
 from arelu_cli.nmt.schedule import noam_lr
 from arelu_cli.nmt.train_guard import DataChange, check_same_data, read_last
 from arelu_cli.registry import OutputTransform
-from arelu_cli.results import versions
+from arelu_cli.signatures import versions
 
 
 @dataclass

@@ -40,7 +40,7 @@ from arelu_cli.ownership import write_markdown
 from arelu_cli.pipeline.attention_study import (BENCH, DECODE, HEATMAPS, SPARSITY, Variant)
 from arelu_cli.pipeline.study_runs import (TEST, again, dev_log, summary, trained, translation_lines,
                                            translation_path)
-from arelu_cli.report.markdown import fmt, md_table
+from arelu_cli.report.section import fmt, md_table
 from arelu_cli.report.plots import plot_attention_curves, plot_attention_heatmaps, \
     plot_attention_sparsity
 from arelu_cli.errors import UserError

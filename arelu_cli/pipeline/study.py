@@ -51,7 +51,8 @@ from arelu_cli.nmt import checkpoint
 from arelu_cli.config import Config
 from arelu_cli.errors import UserError
 from arelu_cli.registry import get_transform
-from arelu_cli.results import atomic_write_text, read_table
+from arelu_cli.atomic import atomic_write_text
+from arelu_cli.results import read_table
 from arelu_cli.pipeline.grid import check_outputs, results_folder, up_to_date
 from arelu_cli.pipeline.reuse import LONGER, reuse
 from arelu_cli.pipeline.study_report import write_report

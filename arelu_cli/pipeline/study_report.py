@@ -32,7 +32,7 @@ import pandas as pd
 from arelu_cli.config import Config
 from arelu_cli.data.prepared import load_prepared
 from arelu_cli.nmt.bleu import bleu_chrf
-from arelu_cli.report.markdown import fmt, md_table
+from arelu_cli.report.section import fmt, md_table
 from arelu_cli.ownership import write_markdown
 from arelu_cli.report.plots import plot_study_curves, plot_study_sweep
 from arelu_cli.results import read_json, write_rows

@@ -15,10 +15,10 @@ One module per job, all pure functions over artifacts that other commands wrote:
   version of its data, inside its grid) and the lines naming those it leaves out;
 * :mod:`~arelu_cli.report.tables` -- Tables 1-3, inference time, sparsity and
   self-normalization histograms, translation examples, from plain inputs;
-* :mod:`~arelu_cli.report.curves` -- the alpha-ReLU graph (pure math);
+* :mod:`~arelu_cli.report.alpha_relu_graph` -- the alpha-ReLU graph (pure math);
 * :mod:`~arelu_cli.report.human_eval` -- blind annotation sheets and their scoring (Cohen's kappa);
 * :mod:`~arelu_cli.report.plots` -- one PNG per figure CSV, drawn from the CSV only;
 * :mod:`~arelu_cli.report.compare` -- "matches / differs" verdicts against the paper;
-* :mod:`~arelu_cli.report.report_md` -- REPORT.md from whatever CSVs a results folder holds;
+* :mod:`~arelu_cli.report.reproduction_report` -- REPORT.md from whatever CSVs a results folder holds;
 * :mod:`~arelu_cli.report.build` -- what ``arelu report`` regenerates in a results folder.
 """

@@ -3,7 +3,7 @@ every column documented. Writers hand :data:`COLUMNS` of their file to
 :func:`arelu_cli.results.write_rows`, which refuses rows whose columns differ from it.
 
 Every CSV has one row per measurement and ends with ``signature`` (transform, alpha, tau,
-data, recipe, seed, versions: :func:`arelu_cli.results.signature`) unless said otherwise.
+data, recipe, seed, versions: :func:`arelu_cli.signatures.signature`) unless said otherwise.
 A grid trained with several seeds has one row per (transform, seed) -- the ``seed``
 column -- and ``seed_summary.csv`` aggregates them (mean, std, n). The section below is generated from :data:`CATALOG`.
 """

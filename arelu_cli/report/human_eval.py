@@ -32,7 +32,9 @@ import numpy as np
 import pandas as pd
 
 from arelu_cli.errors import UserError
-from arelu_cli.results import atomic_write_text, csv_header, write_rows
+from arelu_cli.atomic import atomic_write_text
+from arelu_cli.ownership import csv_header
+from arelu_cli.results import write_rows
 
 REFERENCE = "reference"
 SCALE = (1, 2, 3, 4)

@@ -26,7 +26,7 @@ import pandas as pd
 from arelu_cli.config import from_dict, saved_tables
 from arelu_cli.nmt.attention import describe as describe_attention
 from arelu_cli.errors import UserError
-from arelu_cli.results import signature_field
+from arelu_cli.signatures import signature_field
 from arelu_cli.report.layout import find_run_dirs
 from arelu_cli.nmt.train_log import COLUMNS as LOG_COLUMNS, read_log
 

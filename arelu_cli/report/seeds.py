@@ -15,9 +15,9 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from arelu_cli.results import signature_field
+from arelu_cli.signatures import signature_field
 from arelu_cli.report.layout import cell_name
-from arelu_cli.report.markdown import fmt
+from arelu_cli.report.section import fmt
 
 KEYS = ("corpus", "transform", "setting")
 

@@ -20,9 +20,10 @@ import entmax as _entmax
 import torch
 import torch.nn.functional as F
 
-from arelu_cli.transforms._checks import (check_alpha, check_label_smoothing, check_reduction,
-                                          flatten_logits, log_with_zeros, reduce_rows,
-                                          split_ignored)
+from arelu_cli.transforms.checks import check_alpha, check_label_smoothing
+from arelu_cli.transforms.reduction import (check_reduction, flatten_logits, reduce_rows,
+                                            split_ignored)
+from arelu_cli.transforms.log_scores import log_with_zeros
 
 
 def _acc(logits: torch.Tensor) -> torch.Tensor:

@@ -5,7 +5,7 @@ import pytest
 
 from arelu_cli.analysis import tau_table
 from arelu_cli.errors import UserError
-from arelu_cli.report import columns, report_md
+from arelu_cli.report import columns, reproduction_report
 from arelu_cli.report.columns import CATALOG, COLUMNS, columns_of, read_csv
 from arelu_cli.results import write_rows
 
@@ -25,7 +25,7 @@ def test_catalog_holds_the_fixed_names_each_documented():
 
 def test_docstrings_and_markdown_list_every_column():
     for name, cols in COLUMNS.items():
-        for doc in (columns.__doc__, report_md.__doc__, columns.catalog_markdown()):
+        for doc in (columns.__doc__, reproduction_report.__doc__, columns.catalog_markdown()):
             assert f"### `{name}`" in doc
             assert all(f"- `{col}`:" in doc for col in cols)
 

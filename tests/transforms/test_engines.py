@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import arelu_cli.transforms as T
-from arelu_cli.transforms import _alpha_relu_kernels as kernels
+from arelu_cli.transforms import alpha_relu_kernels as kernels
 from arelu_cli.transforms import _cpp_kernels
 
 

@@ -19,7 +19,7 @@ from arelu_cli.ownership import check_ours, markdown_ours, write_markdown
 from arelu_cli.report import compare_figures as figs
 from arelu_cli.report import compare_tables as tables
 from arelu_cli.report.columns import CATALOG, catalog_markdown, read_csv
-from arelu_cli.report.markdown import Section, fmt, md_table
+from arelu_cli.report.section import Section, fmt, md_table
 from arelu_cli.report.quality import QUALITY_FLOOR, apply_floor, below_floor, floor_paragraph
 
 SECTIONS: dict[str, Callable[..., Section]] = {
