@@ -15,10 +15,11 @@ resumes from ``last.pt`` to the same final step with the same losses, on the dat
 trained on (``config.json`` records its fingerprint; ``--allow-data-change`` continues on
 another version and records that).
 
-Nothing passes for a good run that is not (:mod:`arelu_cli.nmt.train_guard`): impossible alpha
-and tau are refused before a model exists, a step with a non-finite loss or gradient norm
-is never applied and stops the run (``diverged.json``, exit 2, ``last.pt`` kept as it
-was), and SIGINT/SIGTERM save ``last.pt`` after the current step and say how to resume.
+Nothing passes for a good run that is not: impossible alpha and tau are refused before a
+model exists, a step with a non-finite loss or gradient norm is never applied and stops
+the run (:mod:`arelu_cli.nmt.divergence`: ``diverged.json``, exit 2, ``last.pt`` kept as it
+was), and SIGINT/SIGTERM save ``last.pt`` after the current step and say how to resume
+(:mod:`arelu_cli.nmt.stop_signals`).
 """
 
 from __future__ import annotations
@@ -53,10 +54,10 @@ from arelu_cli.registry import OutputTransform, get_transform
 from arelu_cli.atomic import atomic_write_text
 from arelu_cli.signatures import machine, signature
 from arelu_cli.tau import check_relu_tau
-from arelu_cli.nmt.train_guard import (DIVERGED, DataChange, Diverged, Interrupted, StopSignals,
-                                       check_new_run_folder, check_run_folder, clean_temporaries,
-                                       diverged, is_finite, record_data_change,
-                                       interrupted)
+from arelu_cli.nmt.data_version import DataChange, record_data_change
+from arelu_cli.nmt.divergence import DIVERGED, Diverged, diverged, is_finite
+from arelu_cli.nmt.run_folder import check_new_run_folder, check_run_folder, clean_temporaries
+from arelu_cli.nmt.stop_signals import Interrupted, StopSignals, interrupted
 from arelu_cli.nmt.train_state import (Session, State, clock, load_for_resume, payload,
                                        restore, save_last)
 from arelu_cli.nmt.train_step import (autocast, check_weights, micro_batches, optimizer_step,

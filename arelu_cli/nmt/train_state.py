@@ -10,7 +10,7 @@ a fixed budget; an interruption must not change the result). ``best.pt`` and the
 
 A run resumes only on the data it was trained on: :func:`load_for_resume` compares the data
 fingerprint the run recorded with the prepared folder's now
-(:func:`arelu_cli.nmt.train_guard.check_same_data`).
+(:func:`arelu_cli.nmt.data_version.check_same_data`).
 """
 
 from __future__ import annotations
@@ -28,7 +28,8 @@ from arelu_cli.errors import UserError
 from arelu_cli.nmt import checkpoint, distributed
 from arelu_cli.nmt.model import TokenModel
 from arelu_cli.nmt.schedule import noam_lr
-from arelu_cli.nmt.train_guard import DataChange, check_same_data, read_last
+from arelu_cli.nmt.data_version import DataChange, check_same_data
+from arelu_cli.nmt.run_folder import read_last
 from arelu_cli.registry import OutputTransform
 from arelu_cli.signatures import versions
 

@@ -13,7 +13,7 @@ fp32. With ``[train] fused_output`` the model and alpha-ReLU's loss run fused
 (:mod:`arelu_cli.nmt.fused_output`) and the statistics come from the decoder's output.
 
 A step with a non-finite loss or gradient norm is never applied
-(:func:`arelu_cli.nmt.train_guard.diverged`).
+(:func:`arelu_cli.nmt.divergence.diverged`).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from arelu_cli.data.blocks import block_lengths, collate_blocks, split_stream
 from arelu_cli.nmt import distributed
 from arelu_cli.nmt.output_stats import batch_stats, hidden_stats
 from arelu_cli.nmt.schedule import average_weight, noam_lr, update_average
-from arelu_cli.nmt.train_guard import diverged, grad_norm, is_finite
+from arelu_cli.nmt.divergence import diverged, grad_norm, is_finite
 from arelu_cli.nmt.train_state import Session, State
 
 

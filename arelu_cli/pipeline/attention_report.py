@@ -34,7 +34,7 @@ from arelu_cli.analysis.significance import paired_bootstrap
 from arelu_cli.config import Config
 from arelu_cli.data.prepared import load_prepared
 from arelu_cli.nmt.bleu import bleu_chrf
-from arelu_cli.nmt.train_guard import DIVERGED
+from arelu_cli.nmt.divergence import DIVERGED
 from arelu_cli.nmt.train_log import read_log
 from arelu_cli.ownership import write_markdown
 from arelu_cli.pipeline.attention_study import (BENCH, DECODE, HEATMAPS, SPARSITY, Variant)

@@ -10,6 +10,8 @@ import torch
 
 from arelu_cli.nmt import checkpoint
 from arelu_cli.cli import main
+from arelu_cli.cli.train import check_tau_given
+from arelu_cli.errors import UserError
 
 
 def _run(monkeypatch, capsys, *args):
@@ -295,3 +297,14 @@ def test_train_builds_the_cpp_engine_before_training_only_where_it_runs(monkeypa
     with use_engine(engine):
         _build_engine(device, transform)
     assert calls == ([1] if built else [])
+
+
+@pytest.mark.parametrize("tau, transform, refused", [
+    (0.3, "softmax", True), (0.0, "1.5-entmax", True), (0.3, "1.5-relu", False),
+    ("auto", "softmax", False), (None, "sparsemax", False)])
+def test_a_number_for_tau_needs_a_transform_with_one(tau, transform, refused):
+    if refused:
+        with pytest.raises(UserError, match=rf"--tau {tau:g} applies only to alpha-ReLU"):
+            check_tau_given(tau, transform)
+    else:
+        check_tau_given(tau, transform)
