@@ -148,7 +148,7 @@ def regenerate(folder: str | Path, commands: Sequence[str] = (), runs_dir: Optio
                         f"no results folder {folder}; give the folder `arelu reproduce` wrote "
                         "(or make the folder first)")
     plots.check_pngs(folder)  # a user's file of an output's name: refused before any
-    reproduction_report.check_report(folder)  # write, while the CSVs of older figures predate it
+    reproduction_report.check_report(folder)  # write
     scope = provenance.recorded_scope(folder) if scope is None else scope
     out = regenerate_csvs(folder, runs_dir, sweep_dir, gpu_watts, n_gpus, tau_csvs, scope)
     out.pngs = plots.plot_all(folder)

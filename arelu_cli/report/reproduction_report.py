@@ -2,10 +2,10 @@
 embedded, a computed "matches / differs" line per table, the exact commands, and the CSVs
 that are missing -- listed as missing, never filled in.
 
-The paper's numbers come from :mod:`arelu_cli.report.paper` (as quoted in SPEC.md); the
-verdicts from :mod:`arelu_cli.report.compare_tables` and :mod:`~.compare_figures`; the CSV
-columns are documented in :mod:`arelu_cli.report.columns` (appended to the report too, and
-below: the section is generated from the catalog).
+The paper's numbers come from :mod:`arelu_cli.report.paper`; the verdicts from
+:mod:`arelu_cli.report.compare_tables` and :mod:`~.compare_figures`; the CSV columns are
+documented in :mod:`arelu_cli.report.columns` (appended to the report too, and below: the
+section is generated from the catalog).
 """
 
 from __future__ import annotations

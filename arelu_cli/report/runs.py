@@ -52,7 +52,7 @@ class Run:
     """The prepared folder it was trained on, as its config names it (``data.path``)."""
     data_fingerprint: Optional[str] = None
     """That folder's :func:`~arelu_cli.data.prepared.data_fingerprint` when training began
-    (config ``resolved.data_fingerprint``); None for runs from before it was recorded."""
+    (config ``resolved.data_fingerprint``); None when the config records none."""
     attention: Optional[str] = None
     """Its attention (:func:`arelu_cli.nmt.attention.describe`): None for softmax everywhere."""
 

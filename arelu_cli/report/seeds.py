@@ -46,7 +46,7 @@ class Spread:
 
 
 def _absent(value: object) -> bool:
-    """None, NaN or pandas' NA (the empty seed of a CSV from before seeds were recorded)."""
+    """None, NaN or pandas' NA (an empty cell, e.g. the seed of a run that records none)."""
     return value is None or bool(pd.isna(value))
 
 
