@@ -1,23 +1,22 @@
 """Which output files arelu made: it replaces only those, never a user's file of the same name.
 
-CSVs carry their own proof: the writer's exact header
-(:func:`arelu_cli.results.check_replaceable`). The other outputs carry a mark: a Markdown
-report ends with :data:`MD_MARK` (an HTML comment, invisible when rendered) and a PNG has
-``Software: arelu ...`` in its metadata (:func:`png_metadata`). Files written before the
-mark existed are recognized by what those versions always wrote: a given phrase in a
-report, and for a figure of a results folder, matplotlib's ``Software`` tag beside the CSV
-of the same name that it was drawn from. An empty file holds nothing to lose.
+CSVs carry their own proof: the writer's exact header (:func:`check_replaceable`). The
+other outputs carry a mark: a Markdown report ends with :data:`MD_MARK` (an HTML comment,
+invisible when rendered) and a PNG has ``Software: arelu ...`` in its metadata
+(:func:`png_metadata`). An empty file holds nothing to lose.
 """
 
 from __future__ import annotations
 
+import csv
 import json
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from arelu_cli.atomic import atomic_write_text
 from arelu_cli.errors import UserError
-from arelu_cli.results import atomic_write_text, csv_header, versions
+from arelu_cli.signatures import versions
 
 MD_MARK = "<!-- written by arelu, which rewrites this file; move it away to keep an edited copy -->"
 SOFTWARE = "arelu"
@@ -36,23 +35,43 @@ def check_ours(path: Path, ours: Callable[[Path], bool], *, writer: str = "arelu
                     f"own files; {advice}")
 
 
-def marked_markdown(*legacy: str) -> Callable[[Path], bool]:
-    """Whether a Markdown file holds :data:`MD_MARK` or one of the ``legacy`` phrases that
-    earlier versions of its writer always wrote."""
-    def ours(path: Path) -> bool:
-        try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError):
-            return False
-        return MD_MARK in text or any(phrase in text for phrase in legacy)
-    return ours
+def csv_header(path: Path) -> list[str] | None:
+    """The column names of an existing file read as CSV; ``None`` when there is no such
+    file or it is empty (nothing in it to lose)."""
+    try:
+        with open(path, encoding="utf-8", newline="") as handle:
+            return next(csv.reader(handle), None)
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+        return None
+    except (OSError, UnicodeDecodeError, csv.Error):
+        return ["<not UTF-8 text>"]
 
 
-def write_markdown(path: str | Path, text: str, *legacy: str) -> Path:
+def check_replaceable(path: Path, columns: Sequence[str]) -> None:
+    """Refuse to replace a file this writer did not write: an existing non-empty file must be
+    a CSV whose header is ``columns``. A header that merely has a ``signature`` column is
+    not enough: every arelu CSV has one, and another command's file (``arelu score``'s
+    scores, say, with its ``bleu`` column) would be lost."""
+    header = csv_header(path)
+    if header is None or header == list(columns):
+        return
+    raise UserError(f"{path} exists and is not a CSV this command writes (header "
+                    f"{','.join(header)[:60]!r}); choose another --out or move that file away")
+
+
+def markdown_ours(path: Path) -> bool:
+    """Whether a Markdown file holds :data:`MD_MARK`."""
+    try:
+        return MD_MARK in path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return False
+
+
+def write_markdown(path: str | Path, text: str) -> Path:
     """Write a Markdown output atomically with :data:`MD_MARK` as its last line, replacing
-    only a file arelu wrote (:func:`marked_markdown` with ``legacy``)."""
+    only a file arelu wrote (:func:`markdown_ours`)."""
     path = Path(path)
-    check_ours(path, marked_markdown(*legacy))
+    check_ours(path, markdown_ours)
     return atomic_write_text(path, text.rstrip("\n") + f"\n\n{MD_MARK}\n")
 
 
@@ -85,14 +104,6 @@ def png_ours(path: Path) -> bool:
     """Whether the PNG ``path`` has arelu's mark (:func:`png_metadata`)."""
     return (png_text(path, "Software") or "").split(" ")[0] == SOFTWARE
 
-
-def png_ours_or_older(path: Path) -> bool:
-    """:func:`png_ours`, or a PNG that matplotlib drew beside the CSV of its name, as arelu
-    did before the mark. Sound only while that CSV predates the command (checked before
-    it writes any CSV, as :func:`arelu_cli.report.build.regenerate` does)."""
-    software = png_text(path, "Software") or ""
-    return png_ours(path) or (software.startswith("Matplotlib")
-                              and path.with_suffix(".csv").is_file())
 
 
 def json_with_keys(*keys: str) -> Callable[[Path], bool]:

@@ -4,7 +4,7 @@ Names:
   ``softmax``; ``sparsemax`` (= ``2-entmax``); ``<a>-entmax`` (exact sort for a = 1.5,
   sparsemax for a = 2, bisection otherwise); ``<a>-entmax-k<k>`` (partial sort over the
   top k, for a = 1.5 or 2); ``<a>-entmax-bisect``; ``<a>-relu`` (alpha-ReLU, ``tau=``).
-  ``a`` lies in [1.05, 2] (``transforms._checks.check_alpha`` says why). The paper's five:
+  ``a`` lies in [1.05, 2] (``transforms.checks.check_alpha`` says why). The paper's five:
   softmax, sparsemax, 1.5-entmax, 1.5-entmax-k100, 1.5-relu. Bad names raise ValueError.
 """
 
@@ -18,7 +18,7 @@ from typing import Callable, Literal
 import torch
 
 from arelu_cli import transforms as T
-from arelu_cli.transforms._checks import check_alpha
+from arelu_cli.transforms.checks import check_alpha
 from arelu_cli.transforms.top_scores import alpha_relu_top_log_scores, softmax_top_log_scores
 
 PAPER_TRANSFORMS = ("softmax", "sparsemax", "1.5-entmax", "1.5-entmax-k100", "1.5-relu")

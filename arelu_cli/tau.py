@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from arelu_cli.transforms._checks import check_alpha
+from arelu_cli.transforms.checks import check_alpha
 from arelu_cli.transforms.tau import check_d_vocab
 
 _F32_MAX = float(torch.finfo(torch.float32).max)

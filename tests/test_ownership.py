@@ -1,4 +1,4 @@
-"""Which output files arelu made: marks it writes, what earlier versions wrote, and refusals."""
+"""Which output files arelu made: the marks it writes, and refusals."""
 
 import json
 
@@ -18,28 +18,26 @@ def _png(path, **savefig) -> None:
     plt.close(fig)
 
 
-def test_a_png_carries_arelus_mark_and_older_ones_are_known_by_their_csv(tmp_path):
-    ours, older = tmp_path / "a.png", tmp_path / "b.png"
+def test_a_png_carries_arelus_mark(tmp_path):
+    ours, other = tmp_path / "a.png", tmp_path / "b.png"
     _png(ours, metadata=ownership.png_metadata())
-    _png(older)
+    _png(other)
+    (tmp_path / "b.csv").write_text("x\n")  # a matplotlib PNG beside a CSV is still anyone's
     assert ownership.png_text(ours, "Software").startswith("arelu")
-    assert ownership.png_ours(ours) and not ownership.png_ours(older)
-    assert not ownership.png_ours_or_older(older)  # a matplotlib PNG alone is anyone's
-    (tmp_path / "b.csv").write_text("x\n")
-    assert ownership.png_ours_or_older(older)
+    assert ownership.png_ours(ours) and not ownership.png_ours(other)
     (tmp_path / "c.png").write_bytes(b"not a png")
     assert ownership.png_text(tmp_path / "c.png", "Software") is None
 
 
 @pytest.mark.parametrize("text, ours", [
     ("# Report\n\n" + ownership.MD_MARK + "\n", True),
-    ("# Old report\nEvery number below is read here\n", True),  # the legacy phrase
+    ("# Old report\nEvery number below is read here\n", False),  # no mark: anyone's
     ("# my notes\n", False),
 ])
-def test_markdown_is_ours_by_its_mark_or_an_older_versions_phrase(tmp_path, text, ours):
+def test_markdown_is_ours_by_its_mark(tmp_path, text, ours):
     path = tmp_path / "REPORT.md"
     path.write_text(text)
-    assert ownership.marked_markdown("Every number below")(path) == ours
+    assert ownership.markdown_ours(path) == ours
 
 
 def test_write_markdown_marks_its_file_and_refuses_a_users(tmp_path):

@@ -86,7 +86,7 @@ def test_one_alpha_range_with_one_message_in_registry_losses_and_tau(alpha):
     """[1.05, 2] for every transform, loss and tau, with the message of ``check_alpha``."""
     from arelu_cli.transforms import (AlphaReLU, alpha_relu_loss, analytic_tau, entmax_bisect,
                                       entmax_bisect_loss, linear_alpha_relu_loss)
-    from arelu_cli.transforms._checks import check_alpha
+    from arelu_cli.transforms.checks import check_alpha
 
     z, y = torch.randn(2, 5), torch.tensor([0, 3])
     calls = [lambda: get_transform(f"{alpha}-relu"), lambda: get_transform(f"{alpha}-entmax"),

@@ -197,7 +197,7 @@ def heatmaps_path(out: str | Path) -> Path:
 
 def run(checkpoints: Sequence[str | Path], splits: list[str], alongs: list[Along],
         out: str | Path, *, data: str | Path | None = None, device: str = "auto",
-        beam: int | None = None, batch_tokens: int | None = None,
+        beam: int | None = None, max_tokens: int | None = None,
         max_sentences: int | None = None, seed: int = 0,
         heatmaps: int = 3) -> tuple[pd.DataFrame, list[Path]]:
     """Measure every checkpoint into ``out``, and the cross-attention of the first
@@ -208,7 +208,7 @@ def run(checkpoints: Sequence[str | Path], splits: list[str], alongs: list[Along
     rows, maps = [], []
     for path in checkpoints:
         decoder = open_checkpoint(path, data, device)
-        cfg = decode_config(decoder, beam=beam, max_tokens=batch_tokens)
+        cfg = decode_config(decoder, beam=beam, max_tokens=max_tokens)
         rows += measure(decoder, splits, alongs, cfg, max_sentences=max_sentences, seed=seed)
         if heatmaps:
             chosen = split_indices(decoder, splits[0], max_sentences, seed)[:heatmaps]

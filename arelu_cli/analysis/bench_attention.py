@@ -28,7 +28,7 @@ from arelu_cli.nmt.distributed import pick_device
 from arelu_cli.nmt.model import Transformer
 from arelu_cli.nmt.output_stats import first_batch, resolve_tau
 from arelu_cli.registry import get_transform
-from arelu_cli.results import machine, signature
+from arelu_cli.signatures import machine, signature
 
 
 def bench_attention(config: Config, models: Mapping[str, ModelConfig], baseline: str,

@@ -41,10 +41,11 @@ from rich.table import Table
 from arelu_cli.analysis import timing
 from arelu_cli.analysis.bench_loss import DTYPES, parse_sizes
 from arelu_cli.errors import UserError
-from arelu_cli.results import machine, signature, write_rows
+from arelu_cli.signatures import machine, signature
+from arelu_cli.results import write_rows
 from arelu_cli.transforms.tau import analytic_tau
-from arelu_cli.transforms import _alpha_relu_kernels, alpha_relu_loss, linear_alpha_relu_loss
-from arelu_cli.transforms._checks import check_alpha
+from arelu_cli.transforms import alpha_relu_kernels, alpha_relu_loss, linear_alpha_relu_loss
+from arelu_cli.transforms.checks import check_alpha
 
 FULL_SIZES = ((8192, 40000),)
 QUICK_SIZES = ((256, 4000),)
@@ -198,7 +199,7 @@ def _case_rows(plan: FusedPlan, n: int, v: int, d: int) -> list[dict]:
                 gpu=timing.device_label(device), machine=machine(device),
                 threads=torch.get_num_threads(),
                 alpha=plan.alpha, tau=round(tau, 5),
-                engine=_alpha_relu_kernels.engine_for(hidden), matmul_ms=round(matmul_ms, 2))
+                engine=alpha_relu_kernels.engine_for(hidden), matmul_ms=round(matmul_ms, 2))
     rows = []
     for name in plan.methods:
         row = base | _method_row(plan, name, steps, setup, peaks, matmul_ms)

@@ -1,33 +1,21 @@
 """``arelu bench generate``: time per generated token of one decoding step's output layer.
 
-The paper's motivation for alpha-ReLU in open-ended generation: sampling from it is already
-truncated, so it needs neither top-k's selection nor top-p's sort over the vocabulary, and
-(no normalizer) not even softmax's max and exp. Each case (vocabulary V, batch B, width d)
-times ``steps`` decoding steps of the output layer alone: hidden states ``(B, d) @ W.T``
-(``W (V, d)``), then :func:`arelu_cli.nmt.sampling.next_tokens` (the one implementation
-``arelu generate`` uses), for every method on the *same* weights and hidden states:
+Sampling from alpha-ReLU is truncated already: no top-k selection, no top-p sort, not even
+softmax's max and exp. Each case (vocabulary V, batch B, width d) times ``steps`` steps of
+the output layer alone, ``(B, d) @ W.T`` then :func:`arelu_cli.nmt.sampling.next_tokens`,
+for every method on the same weights and hidden states: ``softmax-sample`` (baseline of
+``ratio_to_softmax_sample``), ``softmax-top_k<k>``, ``softmax-top_p<p>`` (baseline of
+``ratio_to_softmax_top_p``), ``sparsemax-sample``, ``<a>-entmax-sample``,
+``<a>-relu-sample``; the ``select_*`` columns time the selection alone on the same logits.
 
-* ``softmax-sample`` (pure sampling, the baseline of ``ratio_to_softmax_sample``),
-  ``softmax-top_k<k>``, ``softmax-top_p<p>`` (nucleus: a sort over V, the baseline of
-  ``ratio_to_softmax_top_p``);
-* ``sparsemax-sample``, ``<a>-entmax-sample`` (the sparse p, a sort each), ``<a>-relu-sample``
-  (alpha-ReLU's weights and one exponential race).
+Each repeat times every method once in a rotated order; a ratio is the median over repeats
+of the method's time over the baseline's of the same repeat. Synthetic ``W ~ N(0, s^2 / d)``
+and hidden states ``N(0, 1)`` give logits ``N(0, s^2)`` (``--logit-std s``) and alpha-ReLU
+the analytic tau for V and s; ``--checkpoint`` takes ``W`` (and tau) from a trained model.
 
-Each method is also timed on the same steps' precomputed logits (the ``select_*`` columns):
-the selection alone, without the projection that every method shares (on a CPU at d = 512
-the projection takes most of a step and pulls every full-step ratio towards 1).
-
-Repetitions are paired and interleaved: each repeat times every method once, in an order
-rotated from repeat to repeat, and a ratio is the median over repeats of the method's time
-over the baseline's time *of the same repeat*. Synthetic weights ``W ~ N(0, s^2 / d)`` with
-hidden states ``N(0, 1)`` give logits ``N(0, s^2)`` (``--logit-std s``), and alpha-ReLU's tau
-is the paper's analytic estimate for V and s, so its support has the size the paper's
-estimate gives; ``--checkpoint`` takes ``W`` (and bias) from a trained model's output layer
-and alpha-ReLU's tau from it when it was trained with alpha-ReLU of the same alpha.
-
-Targets (issue 32; the ``meets_targets`` column of alpha-ReLU's rows): time per token at
-most 0.5x softmax top-p's and at most 1.0x softmax pure sampling's, at V = 50K and B = 32.
-They are checked here, never by a timed test.
+Targets (``meets_targets`` of alpha-ReLU's rows): at most 0.5x softmax top-p's time per
+token and at most 1.0x pure sampling's, at V = 50K and B = 32; checked here, never by a
+timed test.
 """
 
 from __future__ import annotations
@@ -48,9 +36,10 @@ from arelu_cli.errors import UserError
 from arelu_cli.nmt.sampling import Decoding, next_tokens, sampling_probs
 from arelu_cli.options import parse_list
 from arelu_cli.registry import OutputTransform, get_transform
-from arelu_cli.results import machine, signature, write_rows
+from arelu_cli.signatures import machine, signature
+from arelu_cli.results import write_rows
 from arelu_cli.transforms.tau import analytic_tau
-from arelu_cli.transforms._checks import check_alpha
+from arelu_cli.transforms.checks import check_alpha
 
 SAMPLE, TOP_P = "softmax-sample", "softmax-top_p"
 TARGETS = {"ratio_to_softmax_top_p": 0.5, "ratio_to_softmax_sample": 1.0}

@@ -32,7 +32,7 @@ from rich.table import Table
 from arelu_cli.analysis import timing
 from arelu_cli.analysis.bench_fused import external_loss, unavailable
 from arelu_cli.errors import UserError
-from arelu_cli.results import machine, signature
+from arelu_cli.signatures import machine, signature
 
 VOCABS = (32768, 131072)
 QUICK_VOCABS = (1000, 4000)

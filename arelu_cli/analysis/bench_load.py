@@ -44,8 +44,8 @@ from arelu_cli.data.prepared import load_prepared
 from arelu_cli.nmt.distributed import Context
 from arelu_cli.errors import UserError
 from arelu_cli.registry import get_transform
-from arelu_cli.results import signature
-from arelu_cli.nmt.train import _setup
+from arelu_cli.signatures import signature
+from arelu_cli.nmt.train import setup_run
 from arelu_cli.nmt.train_state import Session, State
 from arelu_cli.nmt.train_step import micro_batches, optimizer_step
 
@@ -127,13 +127,13 @@ class Phase:
 def _run(s: Session, governor: threads.Governor | None, steps: int) -> Phase:
     """``steps`` training steps from the first batch on, timed and governed as ``_loop``
     does it."""
-    state = State()
-    batches = micro_batches(s, state)
+    s.state = state = State()
+    batches = micro_batches(s)
     counts = []
     for _ in range(steps):
         began, tokens = time.perf_counter(), state.totals["tokens"]
         counts.append(torch.get_num_threads())
-        optimizer_step(s, state, [next(batches) for _ in range(s.config.train.accum)], False)
+        optimizer_step(s, [next(batches) for _ in range(s.config.train.accum)], False)
         spent = time.perf_counter() - began
         state.totals["seconds"] += spent
         if governor is not None:
@@ -169,7 +169,7 @@ def bench_under_load(config: Config, transforms: list[str], steps: int = 100, wa
             for mode in MODES:
                 if console:
                     console.log(f"{name}, threads {mode}: quiet, then beside the competitor")
-                session, _ = _setup(run_config, Path(tmp) / f"{name}-{mode}", ctx, False, None)
+                session = setup_run(run_config, Path(tmp) / f"{name}-{mode}", ctx, False, None)
                 with threads.governed(top if mode == "fixed" else "auto", ctx,
                                       policy) as governor:
                     _run(session, governor, warmup)

@@ -42,8 +42,9 @@ from arelu_cli.analysis import timing
 from arelu_cli.errors import UserError
 from arelu_cli.options import parse_list
 from arelu_cli.registry import OutputTransform, get_transform
-from arelu_cli.results import machine, signature, write_rows
-from arelu_cli.transforms import _alpha_relu_kernels
+from arelu_cli.signatures import machine, signature
+from arelu_cli.results import write_rows
+from arelu_cli.transforms import alpha_relu_kernels
 from arelu_cli.transforms import engine as use_engine
 
 DEFAULT_TRANSFORMS = ("softmax", "sparsemax", "1.5-entmax", "1.5-entmax-k100",
@@ -297,7 +298,7 @@ def _unavailable_rows(plan: BenchPlan, method: Method, status: str) -> list[dict
 
 def _engine_name(method: Method, transform: OutputTransform, x: torch.Tensor) -> str:
     if transform.family == "relu":
-        return _alpha_relu_kernels.engine_for(x)
+        return alpha_relu_kernels.engine_for(x)
     if method.variant in EXTERNAL:
         return method.variant
     return "torch.compile" if method.compiled else "eager"

@@ -38,8 +38,8 @@ from arelu_cli.nmt.lm_model import build_model
 from arelu_cli.nmt.model import TokenModel
 from arelu_cli.nmt.output_stats import first_batch, resolve_tau
 from arelu_cli.registry import PAPER_TRANSFORMS, get_transform
-from arelu_cli.results import machine, signature
-from arelu_cli.transforms._checks import check_label_smoothing
+from arelu_cli.signatures import machine, signature
+from arelu_cli.transforms.checks import check_label_smoothing
 from arelu_cli.nmt.schedule import noam_lr
 
 BASELINE = "softmax"

@@ -38,7 +38,8 @@ from arelu_cli.nmt.generate import (Generated, check_out, generate, split_prompt
                                     write_generation)
 from arelu_cli.nmt.inference import Decoder
 from arelu_cli.nmt.sampling import Decoding
-from arelu_cli.results import atomic_write_text, csv_header
+from arelu_cli.atomic import atomic_write_text
+from arelu_cli.ownership import csv_header
 
 TEXT_STATS = ("distinct_1", "distinct_2", "distinct_3", "distinct_4", "loop", "zipf",
               "self_bleu", "length")

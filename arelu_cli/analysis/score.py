@@ -28,7 +28,9 @@ import pandas as pd
 from arelu_cli.data.prepared import META, Prepared, load_prepared
 from arelu_cli.errors import UserError
 from arelu_cli.nmt.bleu import bleu_chrf
-from arelu_cli.results import atomic_write_text, csv_header, signature
+from arelu_cli.atomic import atomic_write_text
+from arelu_cli.ownership import csv_header
+from arelu_cli.signatures import signature
 from arelu_cli.data.textio import read_text_lines
 from arelu_cli.nmt.inference import meta_path
 

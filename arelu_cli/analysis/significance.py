@@ -1,40 +1,20 @@
 """Paired bootstrap resampling of corpus BLEU: is a transform's test BLEU better than the
-baseline's (softmax) by more than the choice of test sentences explains?
+baseline's by more than the choice of test sentences explains?
 
-The procedure is sacrebleu's ``--paired-bs`` (``sacrebleu.significance._paired_bs_test``,
-which replicates Moses' ``bootstrap-hypothesis-difference-significance.pl``; Koehn, 2004,
-"Statistical Significance Tests for Machine Translation Evaluation"):
+sacrebleu's ``--paired-bs`` (Koehn, 2004): per-sentence BLEU statistics of both systems;
+``samples`` (1,000) resamples of the test sentences, ``numpy.random.default_rng(seed)
+.choice(N, size=(samples, N))``, the same indices for both systems (the draw sacrebleu makes
+for the same seed); corpus BLEU of each resample from the summed statistics; the 95%
+interval (26th smallest and largest of 1,000) of the system's BLEU and of the difference;
+and the p-value of "no difference" with ``d_i = |BLEU_sys,i - BLEU_base,i|`` centred as the
+null: ``p = (#{d_i - mean(d) >= |BLEU_sys - BLEU_base|} + 1) / (samples + 1)``. sacrebleu
+counts ``>``; ``>=`` differs only where a resample ties the observed difference (two
+identical systems: p = 1 here, 1/1001 there).
 
-1. per-sentence BLEU sufficient statistics of both systems (hypothesis and reference length,
-   matching and total n-grams for n = 1..4), extracted by the metric itself;
-2. ``samples`` (1,000) resamples of the test sentences with replacement, drawn with
-   ``numpy.random.default_rng(seed).choice(N, size=(samples, N))`` -- the same
-   indices for both systems (that is what makes the test paired) and the same draw as
-   sacrebleu's for the same seed (its default ``SACREBLEU_SEED``: 12345);
-3. corpus BLEU of each resample from the summed statistics (``BLEU.compute_bleu``, through
-   the metric's own ``_compute_score_from_stats`` as in sacrebleu);
-4. the 95% interval: the 26th smallest and 26th largest of the 1,000 resampled scores
-   (sacrebleu's ``estimate_ci``, which prints half its width as "± 95% CI" around the
-   resamples' mean), for the system's BLEU and for the difference system - baseline;
-5. the p-value of H0 "no difference": with ``d_i = |BLEU_sys,i - BLEU_base,i|`` and the
-   centred ``d_i - mean(d)`` as the null distribution,
-   ``p = (#{d_i - mean(d) >= |BLEU_sys - BLEU_base|} + 1) / (samples + 1)``.
-
-Several runs of each system (training seeds) are tested together with ``runs``: the
-hypotheses of the runs are concatenated in the same order on both sides, each run
-line-aligned with its copy of the references, and every sentence's statistics are summed
-over the runs before step 2, so that a resample draws *test sentences*, each with all its
-runs' translations (a cluster bootstrap). Resampling the ``runs x N`` lines independently
-would treat one sentence's translations by different seeds as independent draws; they are
-not (a hard sentence is hard for every seed), and the interval would come out too narrow
-and the p-value too small. The observed BLEU is the same either way (the corpus BLEU of all
-the lines).
-
-One deliberate difference from sacrebleu in step 5: it counts ``>`` where this module
-counts ``>=`` (the textbook "at least as extreme"). The two agree whenever no resample ties
-the observed difference exactly; they differ in degenerate cases, most visibly two identical
-systems, where every centred difference and the observed one are 0: sacrebleu reports
-p = 1/1001 ("significant"), this module p = 1.
+Several runs of each system (training seeds, ``runs``) are a cluster bootstrap: each
+sentence's statistics are summed over the runs before resampling, so a resample draws test
+sentences with all their runs' translations (one sentence's translations by different seeds
+are not independent draws).
 """
 
 from __future__ import annotations

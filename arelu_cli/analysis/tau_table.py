@@ -23,7 +23,7 @@ from arelu_cli.data.prepared import load_prepared
 from arelu_cli.errors import UserError
 from arelu_cli.nmt.lm_model import build_model
 from arelu_cli.nmt.output_stats import first_batch_taus
-from arelu_cli.results import signature
+from arelu_cli.signatures import signature
 
 METHODS = ("analytic", "monte-carlo", "empirical", "both", "all")
 """``both`` is empirical beside analytic (the paper's Table 3); ``all`` is analytic beside

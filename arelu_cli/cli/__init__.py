@@ -36,7 +36,7 @@ def main() -> None:
     """Console entry point: user errors (and the library's ValueErrors) become one line on
     stderr and exit status 2; a stop signal in a multi-step command (``arelu train`` says its
     own) one line with the command that continues, and 128 + the signal's number."""
-    from arelu_cli.nmt.train_guard import Interrupted
+    from arelu_cli.nmt.stop_signals import Interrupted
 
     err = Console(stderr=True)
     try:

@@ -10,8 +10,8 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from arelu_cli.cli.app import (DECODE_HELP, app, batch_tokens_alias, checkpoint_paths, console,
-                               max_tokens as max_tokens_of, progress, stdin_is_piped)
+from arelu_cli.cli.app import (DECODE_HELP, app, checkpoint_paths, console, progress,
+                               stdin_is_piped)
 from arelu_cli.data.textio import STDIO, read_text_lines
 from arelu_cli.errors import UserError
 
@@ -30,7 +30,6 @@ def translate(
                                "'i ||| translation ||| score' (K <= beam)."),
     length_penalty: Optional[float] = typer.Option(None, help=DECODE_HELP["length_penalty"]),
     max_tokens: Optional[int] = typer.Option(None, help=DECODE_HELP["max_tokens"]),
-    batch_tokens: Optional[int] = batch_tokens_alias(),
     renormalize: bool = typer.Option(False, "--renormalize", help=DECODE_HELP["renormalize"]),
     data: Optional[Path] = typer.Option(None, help=DECODE_HELP["data"]),
     device: str = typer.Option("auto", help=DECODE_HELP["device"]),
@@ -42,7 +41,6 @@ def translate(
     """
     from arelu_cli.nmt import inference as tr
 
-    max_tokens = max_tokens_of(max_tokens, batch_tokens)
     if input is None and split is None and stdin_is_piped():
         input = Path(STDIO)  # `cat x.de | arelu translate > x.en`
     if (input is None) == (split is None):
@@ -134,7 +132,6 @@ def empty_check(
     beam: Optional[int] = typer.Option(None, help=DECODE_HELP["beam"]),
     length_penalty: Optional[float] = typer.Option(None, help=DECODE_HELP["length_penalty"]),
     max_tokens: Optional[int] = typer.Option(None, help=DECODE_HELP["max_tokens"]),
-    batch_tokens: Optional[int] = batch_tokens_alias(),
     renormalize: bool = typer.Option(False, "--renormalize", help=DECODE_HELP["renormalize"]),
     max_sentences: Optional[int] = typer.Option(None, help=DECODE_HELP["max_sentences"]),
     seed: int = typer.Option(0, help="Seed of the --max-sentences sample."),
@@ -148,7 +145,6 @@ def empty_check(
     from arelu_cli.results import write_rows
     from arelu_cli.nmt.inference import decode_config, open_checkpoint
 
-    max_tokens = max_tokens_of(max_tokens, batch_tokens)
     summaries, details = [], []
     for path in checkpoint_paths(checkpoint):
         decoder = open_checkpoint(path, data, device)
@@ -176,7 +172,6 @@ def sparsity(
                               "beam output, or both."),
     beam: Optional[int] = typer.Option(None, help=DECODE_HELP["beam"]),
     max_tokens: Optional[int] = typer.Option(None, help=DECODE_HELP["max_tokens"]),
-    batch_tokens: Optional[int] = batch_tokens_alias(),
     max_sentences: Optional[int] = typer.Option(None, help=DECODE_HELP["max_sentences"]),
     seed: int = typer.Option(0, help="Seed of the --max-sentences sample."),
     data: Optional[Path] = typer.Option(None, help=DECODE_HELP["data"]),
@@ -200,14 +195,13 @@ def sparsity(
     from arelu_cli.results import write_rows
     from arelu_cli.nmt.inference import decode_config, open_checkpoint
 
-    max_tokens = max_tokens_of(max_tokens, batch_tokens)
     alongs, rows = parse_along(along), []
     if attention:
         from arelu_cli.analysis import attention_sparsity as att
 
         out = out or Path("results/attention_sparsity.csv")
         frame, written = att.run(checkpoint_paths(checkpoint), split, alongs, out, data=data,
-                                 device=device, beam=beam, batch_tokens=max_tokens,
+                                 device=device, beam=beam, max_tokens=max_tokens,
                                  max_sentences=max_sentences, seed=seed, heatmaps=heatmaps)
         if plot and heatmaps:
             written.append(plots.plot_attention_heatmaps(written[-1], out.with_suffix(".png")))
@@ -240,7 +234,6 @@ def self_norm(
                               "teacher-forced on the references, or both."),
     beam: Optional[int] = typer.Option(None, help=DECODE_HELP["beam"]),
     max_tokens: Optional[int] = typer.Option(None, help=DECODE_HELP["max_tokens"]),
-    batch_tokens: Optional[int] = batch_tokens_alias(),
     max_sentences: Optional[int] = typer.Option(None, help=DECODE_HELP["max_sentences"]),
     seed: int = typer.Option(0, help="Seed of the --max-sentences sample."),
     data: Optional[Path] = typer.Option(None, help=DECODE_HELP["data"]),
@@ -256,7 +249,6 @@ def self_norm(
     from arelu_cli.results import write_rows
     from arelu_cli.nmt.inference import decode_config, open_checkpoint
 
-    max_tokens = max_tokens_of(max_tokens, batch_tokens)
     alongs, summaries, histograms = parse_along(along), [], []
     for path in checkpoint_paths(checkpoint):
         decoder = open_checkpoint(path, data, device)

@@ -17,7 +17,6 @@ from rich.console import Console
 from rich.markup import escape
 
 from arelu_cli import __version__
-from arelu_cli.errors import UserError
 
 app = typer.Typer(
     name="arelu",
@@ -66,20 +65,6 @@ DECODE_HELP = {
                      "1000 of train).",
     "device": "auto, cpu or cuda.",
 }
-
-
-def batch_tokens_alias():
-    """``--batch-tokens``: the old name of ``--max-tokens``, hidden, still accepted."""
-    return typer.Option(None, "--batch-tokens", hidden=True, help="Old name of --max-tokens.")
-
-
-def max_tokens(new: int | None, old: int | None) -> int | None:
-    """``--max-tokens``, or its old name ``--batch-tokens``; both with different values is
-    an error."""
-    if new is not None and old is not None and new != old:
-        raise UserError(f"--batch-tokens is the old name of --max-tokens; give one of them, not "
-                        f"both ({old} vs {new})")
-    return new if new is not None else old
 
 
 def checkpoint_paths(given: list[Path]) -> list[Path]:

@@ -7,8 +7,7 @@ from typing import Optional
 
 import typer
 
-from arelu_cli.cli.app import (DECODE_HELP, batch_tokens_alias, bench_app, checkpoint_paths,
-                               console, max_tokens as max_tokens_of)
+from arelu_cli.cli.app import DECODE_HELP, bench_app, checkpoint_paths, console
 from arelu_cli.errors import UserError
 
 
@@ -199,7 +198,6 @@ def bench_translate(
     repeats: int = typer.Option(1, help="Timed translations per model and beam, interleaved "
                                 "(A, B, A, B, ...); the median is reported."),
     max_tokens: Optional[int] = typer.Option(None, help=DECODE_HELP["max_tokens"]),
-    batch_tokens: Optional[int] = batch_tokens_alias(),
     data: Optional[Path] = typer.Option(None, help=DECODE_HELP["data"]),
     device: str = typer.Option("auto", help=DECODE_HELP["device"]),
     out: Path = typer.Option(Path("results/bench/translate.csv"), help="CSV to write; OUT.png too."),
@@ -211,7 +209,6 @@ def bench_translate(
     from arelu_cli.options import parse_list
     from arelu_cli.results import write_rows
 
-    max_tokens = max_tokens_of(max_tokens, batch_tokens)
     paths = checkpoint_paths(parse_list(checkpoints or "", Path, "--checkpoints", empty_ok=True))
     rows = bench.bench_translate(paths, bench.parse_beams(beams), split, data=data, device=device,
                                  max_sentences=max_sentences, repeats=repeats,
@@ -219,7 +216,7 @@ def bench_translate(
                                  transforms=bench.parse_transforms(transforms), log=console.log)
     bench.print_table(write_rows(rows, out), console)
     _warn_if_busy(rows)
-    console.print(f"wrote {out} and {plots.plot_inference_time(out, out.with_suffix('.png'), older_ok=False)}")
+    console.print(f"wrote {out} and {plots.plot_inference_time(out, out.with_suffix('.png'))}")
 
 
 @bench_app.command("generate")

@@ -126,7 +126,8 @@ def train(
     from arelu_cli.config import load_config, parse_override
     from arelu_cli.config import resolve_recipe
     from arelu_cli.nmt.train import train as run_training
-    from arelu_cli.nmt.train_guard import Interrupted, check_tau_given, read_last
+    from arelu_cli.nmt.run_folder import read_last
+    from arelu_cli.nmt.stop_signals import Interrupted
 
     recipe = recipe and resolve_recipe(recipe)
     overrides = {(sec, key): value for sec, key, value in map(parse_override, set_)}
@@ -163,3 +164,15 @@ def train(
         console.print(f"{summary.steps} steps in {summary.seconds / 60:.1f} min "
                       f"({summary.tokens_per_s:,.0f} tok/s{tau_text}); {best} at step "
                       f"{summary.best_step}; wrote {summary.out}")
+
+
+def check_tau_given(tau: object, transform: str) -> None:
+    """A number given for tau (``--tau``, ``--set train.tau=``) with a transform that has no
+    fixed threshold would be ignored: refuse it. (A recipe's numeric tau is kept, as
+    ``reproduce`` trains its other transforms with the recipe that sets 1.5-ReLU's.)"""
+    from arelu_cli.registry import get_transform
+
+    if isinstance(tau, str) or tau is None or get_transform(transform).family == "relu":
+        return
+    raise UserError(f"--tau {tau:g} applies only to alpha-ReLU transforms (<a>-relu, e.g. "
+                    f"1.5-relu); {transform} has no fixed threshold, so drop --tau")

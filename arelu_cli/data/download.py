@@ -8,7 +8,6 @@ under ``$ARELU_CACHE`` (default ``~/.cache/arelu``) and read like a ``--source``
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import socket
 import tarfile
@@ -68,7 +67,6 @@ def fetch_archive(spec: CorpusSpec, url: str, subdir: str) -> Path:
     the hidden folders of killed downloads are removed first."""
     target = cache_dir() / spec.name
     clean_leftovers(target)
-    _clean_old_leftovers(target)
     if (target / subdir).is_dir():
         return target / subdir
     parsed = urlparse(url)
@@ -76,19 +74,6 @@ def fetch_archive(spec: CorpusSpec, url: str, subdir: str) -> Path:
     with atomic_dir(target) as work:
         _download_into(spec, url, work)
     return target / subdir
-
-
-def _clean_old_leftovers(target: Path) -> None:
-    """Remove what killed downloads of earlier versions left beside ``target``: hidden
-    ``.NAME.XXXXXXXX`` folders (``tempfile.mkdtemp``'s names) holding only their archive
-    and extraction folder."""
-    if not target.parent.is_dir():
-        return
-    pattern = re.compile(rf"\.{re.escape(target.name)}\.[a-z0-9_]{{8}}")
-    for entry in target.parent.iterdir():
-        if (pattern.fullmatch(entry.name) and entry.is_dir() and not entry.is_symlink()
-                and {p.name for p in entry.iterdir()} <= {"archive.tgz", "x"}):
-            shutil.rmtree(entry, ignore_errors=True)
 
 
 def _download_into(spec: CorpusSpec, url: str, work: Path) -> None:

@@ -29,7 +29,7 @@ from arelu_cli.data.prepared import (FORMAT, atomic_dir, clean_leftovers, read_m
 from arelu_cli.data.textio import sha256_file
 from arelu_cli.data.words import train_words, unknown_count
 from arelu_cli.errors import UserError
-from arelu_cli.results import versions
+from arelu_cli.signatures import versions
 
 LANG = "txt"
 """The "language" of an LM folder's files: ``SPLIT.txt``."""

@@ -36,7 +36,7 @@ from arelu_cli.data.prepared import (FORMAT, atomic_dir, clean_leftovers, foreig
                                      write_ids, write_meta, write_text)
 from arelu_cli.data.textio import sha256_file
 from arelu_cli.errors import UserError
-from arelu_cli.results import versions
+from arelu_cli.signatures import versions
 
 Texts = dict[str, tuple[list[str], list[str]]]
 Log = Callable[[str], None]

@@ -46,7 +46,7 @@ from tokenizers import Tokenizer
 from arelu_cli.data import bpe
 from arelu_cli.data.textio import sha256_file
 from arelu_cli.errors import UserError
-from arelu_cli.results import cannot_write
+from arelu_cli.atomic import cannot_write
 
 FORMAT = 1
 META = "meta.json"
@@ -281,9 +281,7 @@ def _leftover_tag(out: Path, entry: Path) -> str | None:
     if found:
         mine = found[3] == socket.gethostname()
         return found[1] if mine and not _alive(int(found[2])) else None
-    # Versions before the process id was in the name: tempfile.mkdtemp's 8 characters.
-    found = re.fullmatch(rf"\.{name}\.tmp-[a-z0-9_]{{8}}(\.old)?", entry.name)
-    return None if found is None else OLD if found[1] else TMP
+    return None
 
 
 def clean_leftovers(out: str | Path) -> list[Path]:

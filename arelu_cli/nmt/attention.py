@@ -1,40 +1,24 @@
 """The transform of the attention scores: softmax, sparsemax / alpha-entmax, or alpha-ReLU.
 
-Beyond the paper. Its Conclusion leaves open alpha-ReLU "as a replacement for softmax in
-the attention layers" and names the risk: an unnormalized transform there may stop the
-model from learning (plain ReLU attention diverges; ReLU plus a normalization learns,
-Zhang et al., 2021). This module lets ``[model] attention`` pick any registry name
-(:mod:`arelu_cli.registry`) for the weights ``p = transform(s)`` of the scores
-``s_j = q . k_j / sqrt(d_k)`` of a query over its visible keys, per kind (encoder
-self-attention, decoder self-attention, cross-attention):
+Beyond the paper, whose Conclusion leaves alpha-ReLU attention open (an unnormalized
+transform there may stop a model from learning; Zhang et al., 2021). ``[model] attention``
+takes any registry name, per kind (encoder self-, decoder self-, cross-attention), for the
+weights ``p = transform(s)`` of the scores ``s_j = q . k_j / sqrt(d_k)`` over visible keys:
 
-* ``softmax`` (default): ``F.scaled_dot_product_attention``, the model's path before this
-  option existed, bit for bit; the weights are formed explicitly only when recorded.
-* ``sparsemax``, ``1.5-entmax``, ``<a>-entmax[-k<k>|-bisect]``: the normalizing sparse
-  transforms of the registry over the visible keys.
-* ``<a>-relu``, in one of three variants (``[model] attention_relu``), with
-  ``beta = 1 / (alpha - 1)``:
+* ``softmax`` (default): ``F.scaled_dot_product_attention``; weights formed only when recorded;
+* ``sparsemax``, ``<a>-entmax[-k<k>|-bisect]``: the registry's normalizing transforms;
+* ``<a>-relu`` with ``beta = 1 / (alpha - 1)``, by ``[model] attention_relu``:
 
-  - ``raw``: ``p_j = [(alpha - 1) s_j - tau]_+^beta``, ``tau = [model] attention_tau``
-    (default 0): alpha-ReLU as it is, unnormalized; the paper's predicted failure.
-  - ``estimated``: the same with ``tau = tau_hat(n)``, the analytic threshold of
-    :func:`arelu_cli.transforms.analytic_tau` (``arelu estimate-tau``, paper eq. tau_est) for
-    ``n`` scores ``N(0, sigma^2)``: ``n`` the query's visible keys in place of
-    ``d_vocab``, ``sigma`` the head's score std at initialization (:func:`score_sigma`)
-    in place of Lemma var_transformer's logit std. As at the output layer, tau is then
-    the mean alpha-entmax threshold of an untrained model, so that the weights sum to
-    about one at the start of training. ``tau_hat(1) = -1``: one score ``s`` has the
-    entmax threshold ``(alpha - 1) s - 1``, of mean -1. The rule is :data:`TAU_RULE`.
-  - ``renormalized``: ``r_j = [(alpha - 1) s_j - tau]_+^beta`` (``tau`` as for ``raw``)
-    divided by ``sum_j r_j + eps``, ``eps = [model] attention_eps`` (default
-    :data:`RENORM_EPS`): a row whose sum is large against ``eps`` sums to about 1, and a row
-    of zeros stays zeros (no 0/0).
+  - ``raw``: ``p_j = [(alpha - 1) s_j - tau]_+^beta``, ``tau = [model] attention_tau``;
+  - ``estimated``: the same with ``tau = tau_hat(n)``, :func:`arelu_cli.transforms.analytic_tau`
+    for ``n`` visible keys and the head's initial score std (:func:`score_sigma`), so that
+    the weights sum to about one at the start of training (rule :data:`TAU_RULE`);
+  - ``renormalized``: ``r_j`` as for ``raw``, divided by ``sum_j r_j + eps``
+    (``eps = [model] attention_eps``, default :data:`RENORM_EPS`).
 
-A query whose support is empty (every alpha-ReLU weight zero, possible in every variant)
-gets the zero vector from its attention; the sub-layer then adds only the output
-projection's bias to the residual stream. Masks are exact for every transform: a masked
-key (padding, the future) gets exactly 0, and its score never changes the visible keys'
-weights. A query with no visible key at all gets zero weights (the model never builds one).
+An empty alpha-ReLU support gives the zero vector (the sub-layer adds only its output bias).
+A masked key (padding, the future) gets exactly 0 and never changes the visible keys'
+weights; a query with no visible key gets zero weights.
 """
 
 from __future__ import annotations
@@ -65,20 +49,12 @@ weights that sum to 1.2-1.5 on average; ``tail`` is within 0.02 of the Monte Car
 threshold there and its weights sum to 1.00 on average (tests/test_attention.py)."""
 RENORM_EPS = 1e-2
 """The default ``eps`` of the renormalized variant (``[model] attention_eps``). A row whose
-raw sum ``S`` is large against ``eps`` sums to about 1; a row with ``S`` comparable to
-``eps`` sums to ``S / (S + eps) < 1``, so the weights fade out continuously as the support
-empties instead of jumping to one on its last, barely positive key.
-
-The price of a small ``eps`` is a steep slope there: at alpha 1.5 a lone key at
-``x = (alpha - 1) s - tau`` above the threshold weighs ``x^2 / (x^2 + eps)``, which rises
-from 0 to 1 within a few ``sqrt(eps)`` and has the slope ``(3 sqrt(3) / 8) / sqrt(eps)``
-at its steepest (6.5 for 1e-2, 650 for 1e-6). Queries whose support is about to empty then
-send gradients hundreds of times larger than the others'. With 1e-6, the default until
-the attention studies measured it (:data:`arelu_cli.config.LEGACY_ATTENTION_EPS`, still
-what a saved run without the key used), renormalized 1.5-ReLU attention learned slowest of
-all the variants (toy: dev BLEU 1.9 and 2.1 after 700 steps on two CPUs; Multi30k: 13.7
-after 1,200); with 1e-2 it learns best of the alpha-ReLU variants (toy 72.0, Multi30k 39.5;
-``results/toy-attention/``, ``results/multi30k-attention/``)."""
+raw sum ``S`` is large against ``eps`` sums to about 1, one with ``S`` comparable to ``eps``
+to ``S / (S + eps) < 1``: the weights fade out as the support empties instead of jumping to
+one on its last key. The price of a small ``eps`` is a steep slope: at alpha 1.5 a lone key
+``x`` above the threshold weighs ``x^2 / (x^2 + eps)``, of slope up to
+``(3 sqrt(3) / 8) / sqrt(eps)`` (6.5 for 1e-2, 650 for 1e-6). The attention studies chose
+1e-2 over 1e-6 (``results/toy-attention/``, ``results/multi30k-attention/``)."""
 
 
 def score_sigma(d_model: int, q_fan_out: int, k_fan_out: int) -> float:

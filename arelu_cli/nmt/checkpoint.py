@@ -29,7 +29,7 @@ from arelu_cli.errors import UserError
 from arelu_cli.nmt.lm_model import build_model
 from arelu_cli.nmt.model import TokenModel
 from arelu_cli.registry import OutputTransform, get_transform
-from arelu_cli.results import open_temp
+from arelu_cli.atomic import open_temp
 
 FORMAT = 1
 LAST, BEST = "last.pt", "best.pt"

@@ -1,32 +1,21 @@
 """Decoding: batched greedy and beam search over a model's logits, scored by an output transform.
 
-Every hypothesis is scored with the transform's own ``log_scores``: log softmax, log entmax /
-sparsemax, and for alpha-ReLU the log of its unnormalized output (``renormalize=True``
-divides alpha-ReLU's output by its sum at each step instead, to compare). A token outside
-the support scores ``-inf``. Search needs only the best few scores of each row
-(:func:`step_top_scores`): for alpha-ReLU and softmax, whose scores rank tokens by logit,
-those come from the ``k`` largest logits (alpha-ReLU: one pass over the logits and ``k``
-logs per row; softmax: one more exp-sum pass), never the whole ``(R, V)`` score matrix
-(:meth:`arelu_cli.registry.OutputTransform.top_log_scores`). Logits holding
-NaN (a checkpoint whose weights are not finite) stop decoding, and teacher-forced scoring,
-with a :class:`UserError` (:func:`refuse_nan`).
+A hypothesis scores the transform's own ``log_scores`` (log softmax, log entmax / sparsemax,
+for alpha-ReLU the log of its unnormalized output, or of it over its sum with
+``renormalize=True``); a token outside the support scores ``-inf``. Search reads only the
+best few scores of a row (:func:`step_top_scores`, from the ``k`` largest logits for
+alpha-ReLU and softmax), never the whole ``(R, V)`` score matrix. NaN logits (weights that
+are not finite) are a :class:`UserError` (:func:`refuse_nan`).
 
-Greedy search picks the arg-max logit at each step (the first of equal ones); every transform
-of the registry is monotone in the logits, so that choice is the same for all of them and
-stays defined when alpha-ReLU's output is all zero.
-
-Beam search follows OpenNMT-py (the toolkit of the paper): at each step the ``beam`` best
-extensions of a sentence's live hypotheses are kept; those ending in eos are finished and
-leave the beam, and a sentence stops once the best extension of some step was eos and it
-has ``n_best`` finished hypotheses, or at its length limit (where the live hypotheses are
-finished without eos). Finished hypotheses rank by the GNMT length-normalized score
-``score / ((5 + length) / 6) ** length_penalty`` (0: the raw score, OpenNMT's default).
-Candidates of score ``-inf`` never enter the beam: a hypothesis with no finite continuation
-dies, and a sentence whose sparse outputs leave fewer than ``beam`` finite candidates decodes
-fewer rows (live hypotheses are a flat batch, not a fixed ``sentences x beam`` grid). If every
-hypothesis of a sentence dies before finishing, its best prefix is returned with score
-``-inf``. The decoder runs one position per step with cached keys/values
-(:meth:`arelu_cli.nmt.model.Transformer.step`), reordered with :meth:`DecoderState.select`.
+Greedy search takes the arg-max logit (the first of equal ones): the same token for every
+transform, all being monotone in the logits. Beam search follows OpenNMT-py (the paper's
+toolkit): the ``beam`` best extensions of a sentence's live hypotheses are kept, those
+ending in eos leave the beam finished, and a sentence stops once a step's best extension
+was eos and it has ``n_best`` finished hypotheses, or at its length limit. Finished
+hypotheses rank by ``score / ((5 + length) / 6) ** length_penalty``. A ``-inf`` candidate
+never enters the beam, so a sentence may decode fewer than ``beam`` rows; one whose every
+hypothesis dies returns its best prefix with score ``-inf``. The decoder runs one position
+per step on cached keys/values, reordered with :meth:`DecoderState.select`.
 """
 
 from __future__ import annotations

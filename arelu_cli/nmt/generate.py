@@ -38,7 +38,7 @@ from arelu_cli.nmt.lm_model import LanguageModel
 from arelu_cli.nmt.sampling import Decoding, next_tokens
 from arelu_cli.ownership import check_ours, json_with_keys
 from arelu_cli.registry import OutputTransform
-from arelu_cli.results import atomic_write_text
+from arelu_cli.atomic import atomic_write_text
 
 
 @dataclass(frozen=True)

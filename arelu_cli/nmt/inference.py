@@ -53,7 +53,8 @@ from arelu_cli.errors import UserError
 from arelu_cli.nmt.model import Transformer
 from arelu_cli.ownership import check_ours, json_with_keys
 from arelu_cli.registry import OutputTransform
-from arelu_cli.results import atomic_write_text, signature
+from arelu_cli.atomic import atomic_write_text
+from arelu_cli.signatures import signature
 
 Progress = Callable[[int], None]
 """Called with the number of sentences just translated."""

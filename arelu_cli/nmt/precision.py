@@ -3,8 +3,8 @@ natively (CUDA; a CPU with AVX512-BF16 or AMX), fp32 elsewhere.
 
 ``[train] precision = "auto"`` (what the recipes use) decides by the hardware. On a CPU
 without those instructions (e.g. an AVX2-only AMD EPYC) PyTorch emulates bf16 autocast,
-which issue 30 measured at about 10x slower than fp32 training; an explicit ``"bf16"`` there
-is kept (the user asked for it) with one warning per process.
+far slower than fp32 training (issue 30); an explicit ``"bf16"`` there is kept (the user
+asked for it) with one warning per process.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ with another configuration, and the settings changed when it was resumed.
 ``[data]``, ``[model]`` and ``[train]`` tables shape the run (:data:`SHAPING`), except the
 keys in :data:`NOT_SHAPING`, which change how fast or where it runs, or what is logged, but
 not the model it trains (the data's identity is its fingerprint, checked on its own:
-:func:`arelu_cli.nmt.train_guard.check_same_data`). A run resumed with other settings
+:func:`arelu_cli.nmt.data_version.check_same_data`). A run resumed with other settings
 (``arelu train --resume RUN --set train.lr=...``) records the settings in force at the top
 of ``config.json`` and each change, with the step from which it took effect, in
 ``resolved.setting_changes`` (as ``resolved.data_changes`` records a change of data).
@@ -22,7 +22,7 @@ from pathlib import Path
 from arelu_cli.config import Config, from_dict, saved_tables
 from arelu_cli.errors import UserError
 from arelu_cli.nmt.precision import resolve as resolve_precision
-from arelu_cli.results import atomic_write_text
+from arelu_cli.atomic import atomic_write_text
 
 CONFIG = "config.json"
 SHAPING = ("data", "model", "train")

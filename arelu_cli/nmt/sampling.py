@@ -1,41 +1,23 @@
 """Next-token selection for open-ended generation: one decoding step's logits -> tokens.
 
-The paper's motivation (its introduction, after Holtzman et al. 2020) is that softmax puts
-mass on every token, so pure sampling from it wanders into the long tail and people truncate
-it with top-k or nucleus (top-p) sampling, which costs a sort over the vocabulary. alpha-ReLU
-is sparse by construction: sampling from it is already truncated, with no k or p to tune and
-no sort. This module says exactly which distribution each decoding samples from
-(:func:`sampling_probs`) and draws from it quickly (:func:`next_tokens`).
+The paper's motivation (introduction, after Holtzman et al. 2020): softmax puts mass on every
+token, so sampling is truncated with top-k or top-p, at the cost of a sort; alpha-ReLU is
+sparse by construction, truncated already. :func:`sampling_probs` is the distribution each
+decoding samples from, :func:`next_tokens` draws from it. For a row of logits ``z`` at
+temperature ``T`` (applied before the transform, so it moves a sparse support too):
 
-The distribution of a row of logits ``z`` (``T`` the temperature; it scales the logits of
-every transform, before the transform, so for the sparse ones it moves the support too):
+* softmax: ``softmax(z / T)``, then top-k and/or top-p (top-k first), renormalized;
+* sparsemax / alpha-entmax: the transform's own ``p`` of ``z / T``;
+* alpha-ReLU: ``w = [(alpha - 1) z / T - (tau + tau_shift)]_+ ^ (1 / (alpha - 1))`` over its
+  sum; an empty support falls back to the arg-max token (:func:`empty_support` counts them).
 
-* softmax: ``softmax(z / T)``, then top-k (the ``k`` largest logits) and/or top-p (the
-  smallest prefix of tokens by decreasing probability whose mass reaches ``p``, Holtzman et
-  al. 2020; top-k first when both are given), renormalized;
-* sparsemax / alpha-entmax: the transform's own sparse ``p`` of ``z / T``;
-* alpha-ReLU: ``w = [(alpha - 1) z / T - (tau + tau_shift)]_+ ^ (1 / (alpha - 1))`` divided by
-  its sum on its support. ``tau_shift`` is alpha-ReLU's own sparsity knob at decode time
-  (a larger threshold, a smaller support). A row whose support is empty (every logit at or
-  below the threshold) falls back to the arg-max token: the point mass on it (see
-  :func:`empty_support` to count such rows). The arg-max token is in the support whenever the
-  support is not empty, so the fallback never picks a token of probability 0.
+top-k/top-p on a sparse transform and ``tau_shift`` on any but alpha-ReLU are ValueErrors;
+``greedy`` is the arg-max logit and takes no sampling option.
 
-top-k and top-p are softmax's truncations and are refused (ValueError) on the sparse
-transforms, which are truncated already (alpha-ReLU has ``tau_shift`` for that); ``tau_shift``
-is refused on every transform but alpha-ReLU. ``greedy`` takes the arg-max logit (the same
-token for every transform, all being monotone in the logits) and takes none of the sampling
-options.
-
-Sampling is an exponential race: token ``i`` of weights ``w`` wins ``argmax_i w_i / E_i``
-with ``E_i ~ Exp(1)`` independent, which picks ``i`` with probability ``w_i / sum_j w_j``
-without ever normalizing ``w``, and never picks a weight 0. It is computed as
-``argmax_i log(U_i) / w_i`` with ``U_i ~ U[0, 1)`` (``-log U_i`` is the exponential): a zero
-weight scores ``-inf`` and a positive one a finite value. (``U_i = 0`` (probability 2^-24 per
-entry in float32) makes entry ``i`` lose its race as well: a relative bias of about 6e-8,
-the size of float32's rounding of ``w``.) So alpha-ReLU sampling is its elementwise weights and one race, with no
-sort, no max and no sum; softmax's pure sampling is a max, an exp and the same race; top-p
-needs a sort over the vocabulary (softmax's cost, the baseline of ``arelu bench generate``).
+Sampling is an exponential race: ``argmax_i log(U_i) / w_i`` with ``U_i ~ U[0, 1)`` picks
+``i`` with probability ``w_i / sum_j w_j`` without normalizing ``w`` and never picks a zero
+weight (``U_i = 0``, probability 2^-24 in float32, biases by about 6e-8). alpha-ReLU sampling
+is thus its elementwise weights and one race: no sort, no max, no sum.
 """
 
 from __future__ import annotations

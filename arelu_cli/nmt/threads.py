@@ -1,36 +1,20 @@
 """The thread governor: torch's intra-op thread count picked from measured training speed.
 
-Not part of the paper; it keeps the training-time comparisons (Appendix, training hours)
-measurable on a shared CPU. torch's intra-op threads meet at a barrier after every op, so
-when another process takes a core, each op waits for the thread the scheduler has put
-aside: on a 2-core machine, training with 2 threads beside one 2-thread PyTorch process of
-the same priority ran at 0.18x its quiet speed, where a fair share is 0.5x. With fewer
-threads than free cores nobody waits at the barrier.
+Not part of the paper; it keeps the training-time comparisons measurable on a shared CPU.
+torch's intra-op threads meet at a barrier after every op, so when another process takes a
+core every op waits for the thread set aside (measured: ``results/bench/README.md``); with
+fewer threads than free cores nobody waits.
 
-The decision logic is pure (:func:`observe`: a state and one step's tokens, seconds and
-run-queue wait in, the next state out; :attr:`GovernorState.threads` is the count for the
-next step); :class:`Governor` and :func:`governed` apply it (``torch.set_num_threads``)
-and read the run-queue wait from ``/proc``. The policy (:class:`Policy`):
-
-* Steps are grouped into windows of ``window`` steps; a window's speed is tokens per
-  second (batches differ in size, so steps per second would mislead). The first window is
-  warm-up (allocator, kernel builds) and is not measured.
-* At a count ``c > 1`` the governor probes ``c // 2`` for one window when contention shows:
-  the window ran below ``drop`` x the best of the recent windows at ``c`` (contention
-  appeared), or the process's threads spent more than ``busy`` of the window waiting for a
-  CPU (contention was there from the start: a rate cannot drop from a level it never had).
-  A probe is kept only if it is faster by ``margin``; a lost probe resets the reference to
-  the current speed, and waiting alone may trigger the next one only after a backoff.
-* Below the maximum, the governor re-probes the maximum after ``backoff`` steps, then after
-  twice as many each time it loses (capped at ``max_backoff``), so that it goes back to full
-  speed soon after the competitor leaves (the speed at fewer threads barely changes when it
-  does, so only a probe can tell).
-* A probe window also ends once it has taken as long as the window before it, so a probe
-  of the maximum under load costs at most one window's time.
-* A quiet machine is never probed: the speed does not drop and no thread waits.
-
-Switching changes the order of floating-point sums, so a governed run is reproducible only
-to rounding once it has switched; ``[train] threads = N`` fixes the count.
+:func:`observe` is the pure decision (a :class:`GovernorState` and one step's tokens,
+seconds and run-queue wait in, the next state out); :class:`Governor` and :func:`governed`
+apply it (``torch.set_num_threads``) and read the wait from ``/proc``. The :class:`Policy`:
+windows of ``window`` steps measured in tokens/s, the first one warm-up; at ``c > 1`` threads
+a window below ``drop`` x the recent best, or with more than ``busy`` of it spent waiting for
+a CPU, probes ``c // 2`` for one window, kept only if faster by ``margin``; below the
+maximum, the maximum is probed again after ``backoff`` steps, doubling up to
+``max_backoff`` each time it loses; a probe window ends once it has taken as long as the
+window before it; a quiet machine is never probed. A governed run is reproducible only to
+rounding once it has switched; ``[train] threads = N`` fixes the count.
 """
 
 from __future__ import annotations

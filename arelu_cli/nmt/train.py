@@ -15,10 +15,11 @@ resumes from ``last.pt`` to the same final step with the same losses, on the dat
 trained on (``config.json`` records its fingerprint; ``--allow-data-change`` continues on
 another version and records that).
 
-Nothing passes for a good run that is not (:mod:`arelu_cli.nmt.train_guard`): impossible alpha
-and tau are refused before a model exists, a step with a non-finite loss or gradient norm
-is never applied and stops the run (``diverged.json``, exit 2, ``last.pt`` kept as it
-was), and SIGINT/SIGTERM save ``last.pt`` after the current step and say how to resume.
+Nothing passes for a good run that is not: impossible alpha and tau are refused before a
+model exists, a step with a non-finite loss or gradient norm is never applied and stops
+the run (:mod:`arelu_cli.nmt.divergence`: ``diverged.json``, exit 2, ``last.pt`` kept as it
+was), and SIGINT/SIGTERM save ``last.pt`` after the current step and say how to resume
+(:mod:`arelu_cli.nmt.stop_signals`).
 """
 
 from __future__ import annotations
@@ -50,14 +51,14 @@ from arelu_cli.nmt.precision import resolve as resolve_precision
 from arelu_cli.nmt.run_record import differences, read_record, record_setting_changes
 from arelu_cli.errors import UserError
 from arelu_cli.registry import OutputTransform, get_transform
-from arelu_cli.results import atomic_write_text, machine, signature
+from arelu_cli.atomic import atomic_write_text
+from arelu_cli.signatures import machine, signature
 from arelu_cli.tau import check_relu_tau
-from arelu_cli.nmt.train_guard import (DIVERGED, DataChange, Diverged, Interrupted, StopSignals,
-                                       check_new_run_folder, check_run_folder, clean_temporaries,
-                                       diverged, is_finite, record_data_change, recorded_recipe,
-                                       interrupted)
-from arelu_cli.nmt.train_state import (Session, State, clock, load_for_resume, payload,
-                                       restore, save_last)
+from arelu_cli.nmt.data_version import DataChange, record_data_change
+from arelu_cli.nmt.divergence import DIVERGED, Diverged, diverged, is_finite
+from arelu_cli.nmt.run_folder import check_new_run_folder, check_run_folder, clean_temporaries
+from arelu_cli.nmt.stop_signals import Interrupted, StopSignals, interrupted
+from arelu_cli.nmt.train_state import Session, load_for_resume
 from arelu_cli.nmt.train_step import (autocast, check_weights, micro_batches, optimizer_step,
                                       train_row)
 from arelu_cli.nmt.evaluate import validate
@@ -95,18 +96,18 @@ def train(config: Config, out: str | Path, *, resume: bool = False, recipe: str 
     ctx = distributed.setup(config.train.device)
     created = not Path(out).exists()
     try:
-        session, state = _setup(config, Path(out), ctx, resume, recipe, allow_data_change)
+        session = setup_run(config, Path(out), ctx, resume, recipe, allow_data_change)
         try:
             with StopSignals(announce=ctx.is_main) as signals:
-                outcome = _loop(session, state, console if ctx.is_main else None, signals)
+                outcome = _loop(session, console if ctx.is_main else None, signals)
         except (Diverged, Interrupted) as stopped:  # raised by every process alike
             outcome = stopped.with_traceback(None)  # its frames would keep DDP alive
         except KeyboardInterrupt:  # a second Ctrl-C: abort at once
-            raise interrupted(f"aborted by a second Ctrl-C after step {state.step}", 130,
+            raise interrupted(f"aborted by a second Ctrl-C after step {session.state.step}", 130,
                               session.out, session.saved_step, ctx.rank) from None
         # DDP's reducer holds the process group: free it while every process is still here
         # (a gloo group destroyed after its peer left can hang in its destructor).
-        del session, state
+        del session
         gc.collect()
         distributed.barrier(ctx)
         if isinstance(outcome, Exception):
@@ -129,13 +130,15 @@ def _remove_unstarted(out: Path) -> None:
         out.rmdir()
 
 
-def _setup(config: Config, out: Path, ctx: distributed.Context, resume: bool,
-           recipe: str | None, allow_data_change: bool = False) -> tuple[Session, State]:
+def setup_run(config: Config, out: Path, ctx: distributed.Context, resume: bool,
+              recipe: str | None, allow_data_change: bool = False) -> Session:
+    """The :class:`Session` of the run in ``out`` before its first step: data, model,
+    optimizer and tau, resumed from ``last.pt`` (``resume``) or a new run's folder claimed."""
     data = load_prepared(config.data.path)
     check_task(config, data)
     t = config.train
     transform = get_transform(t.transform)
-    ckpt, change = (load_for_resume(out, config, data, transform, allow_data_change, ctx.is_main)
+    ckpt, change = (load_for_resume(out, config, data, transform, allow_data_change)
                     if resume else (None, None))
     if transform.family == "relu" and not ckpt and not isinstance(t.tau, str):
         check_relu_tau(t.tau, transform.name, transform.alpha, data.tgt_vocab_size,
@@ -153,12 +156,11 @@ def _setup(config: Config, out: Path, ctx: distributed.Context, resume: bool,
     transform = get_transform(t.transform, tau=tau or 0.0)
     torch.manual_seed(t.seed + ctx.rank)  # dropout streams differ across processes
     session = _session(config, out, ctx, data, model, transform, tau, recipe)
-    state = State()
     if ckpt:
-        _resumed(session, state, ckpt, change)
+        _resumed(session, ckpt, change)
     elif ctx.is_main:
         _started(session, tau)
-    return session, state
+    return session
 
 
 def _session(config: Config, out: Path, ctx: distributed.Context, data: Prepared,
@@ -184,10 +186,11 @@ def _session(config: Config, out: Path, ctx: distributed.Context, data: Prepared
                    recipe=recipe)
 
 
-def _resumed(s: Session, state: State, ckpt: dict, change: DataChange | None) -> None:
+def _resumed(s: Session, ckpt: dict, change: DataChange | None) -> None:
     """Continue from ``last.pt``: its state back, the log cut to its step, and (main
     process) a change of data or of settings recorded in ``config.json``."""
-    restore(s, state, ckpt)
+    state = s.state
+    s.restore(ckpt)
     s.saved_step = state.step
     if s.ctx.is_main:
         train_log.truncate_after(s.out / "log.csv", state.step)
@@ -233,11 +236,12 @@ def _claim_folder(out: Path, ctx: distributed.Context, ckpt: dict | None,
         check_new_run_folder(out)
     if ctx.is_main:
         clean_temporaries(out)
-    return recorded_recipe(out, ckpt) if ckpt is not None and recipe is None else recipe
+    return ckpt.get("recipe") if ckpt is not None and recipe is None else recipe
 
 
-def _validate(s: Session, state: State) -> dict:
+def _validate(s: Session) -> dict:
     """Validation on the main process (the others wait); keeps ``best.pt``. Returns log fields."""
+    state = s.state
     fields: dict = {}
     if s.ctx.is_main:
         began = time.perf_counter()
@@ -246,7 +250,7 @@ def _validate(s: Session, state: State) -> dict:
             result = validate(model, s.data, s.transform, s.config, s.ctx.device)
         if is_finite(result.loss) and (result.score > state.best_bleu or not state.best_step):
             state.best_bleu, state.best_step = result.score, state.step
-            checkpoint.save(payload(s, state, "best"), s.out / checkpoint.BEST)
+            checkpoint.save(s.payload("best"), s.out / checkpoint.BEST)
         state.valid_seconds = time.perf_counter() - began
         fields = {"val_loss": result.loss, "val_bleu": result.bleu, "val_ppl": result.ppl}
     distributed.barrier(s.ctx)
@@ -257,7 +261,8 @@ def _validate(s: Session, state: State) -> dict:
     return fields
 
 
-def _out_of_budget(s: Session, state: State) -> bool:
+def _out_of_budget(s: Session) -> bool:
+    state = s.state
     t = s.config.train
     if state.step >= t.max_steps:
         return True
@@ -265,24 +270,26 @@ def _out_of_budget(s: Session, state: State) -> bool:
         return False
     # Stop while there is still time for one more step and the final validation.
     reserve = state.valid_seconds + state.totals["seconds"] / max(state.step, 1)
-    return distributed.any_true(s.ctx, clock(s, state) + reserve >= 60.0 * t.max_minutes)
+    return distributed.any_true(s.ctx, s.clock() + reserve >= 60.0 * t.max_minutes)
 
 
-def _write_row(s: Session, state: State, row: dict) -> None:
+def _write_row(s: Session, row: dict) -> None:
+    state = s.state
     if row and s.ctx.is_main:
         epoch = state.epoch + state.position / max(state.epoch_batches, 1)
         train_log.append_row(s.out / "log.csv", {
-            "step": state.step, "epoch": round(epoch, 4), "wall_s": round(clock(s, state), 3),
+            "step": state.step, "epoch": round(epoch, 4), "wall_s": round(s.clock(), 3),
             **row, "signature": s.signature})
 
 
-def _show(bar, task, s: Session, state: State, row: dict) -> None:
+def _show(bar, task, s: Session, row: dict) -> None:
+    state = s.state
     if bar is None:
         return
     t = s.config.train
     eta = (t.max_steps - state.step) * state.totals["seconds"] / max(state.step, 1)
     if t.max_minutes > 0:
-        eta = min(eta, 60.0 * t.max_minutes - clock(s, state))
+        eta = min(eta, 60.0 * t.max_minutes - s.clock())
     fields = {"eta": train_log.format_eta(eta)}
     if "tokens_per_s" in row:
         fields.update(speed=f"{row['tokens_per_s']:,.0f}", loss=f"{row['train_loss']:.3f}")
@@ -290,20 +297,21 @@ def _show(bar, task, s: Session, state: State, row: dict) -> None:
         ppl = "" if row["val_ppl"] is None else f", perplexity {row['val_ppl']:.2f}"
         bar.console.print(f"step {state.step}: validation loss {row['val_loss']:.4f}{ppl} (best "
                           f"{-state.best_bleu:.4f} at step {state.best_step}), "
-                          f"{clock(s, state) / 60:.1f} min")
+                          f"{s.clock() / 60:.1f} min")
     elif "val_bleu" in row:
         fields["bleu"] = f"{row['val_bleu']:.2f}"
         bar.console.print(f"step {state.step}: validation loss {row['val_loss']:.4f}, BLEU "
                           f"{row['val_bleu']:.2f} (best {state.best_bleu:.2f} at step "
-                          f"{state.best_step}), {clock(s, state) / 60:.1f} min")
+                          f"{state.best_step}), {s.clock() / 60:.1f} min")
     bar.update(task, completed=state.step, **fields)
 
 
-def _loop(s: Session, state: State, console: Console | None, signals: StopSignals) -> Summary:
+def _loop(s: Session, console: Console | None, signals: StopSignals) -> Summary:
     """Steps until the budget ends; on a stop signal, ``last.pt`` after the current step and
     :class:`Interrupted`."""
+    state = s.state
     t = s.config.train
-    batches = micro_batches(s, state)
+    batches = micro_batches(s)
     bar = train_log.progress_bar(console)
     last_bleu, done, stop = None, state.step >= t.max_steps, False
     with bar or contextlib.nullcontext(), threads.governed(t.threads, s.ctx) as governor:
@@ -313,33 +321,33 @@ def _loop(s: Session, state: State, console: Console | None, signals: StopSignal
             began, tokens = time.perf_counter(), state.totals["tokens"]
             used = torch.get_num_threads()
             logging = (state.step + 1) % t.log_every == 0
-            stats = optimizer_step(s, state, [next(batches) for _ in range(t.accum)],
+            stats = optimizer_step(s, [next(batches) for _ in range(t.accum)],
                                    logging and s.ctx.is_main)
             spent = time.perf_counter() - began
             state.interval["seconds"] += spent
             state.totals["seconds"] += spent
             if governor is not None:
                 governor.after_step(state.totals["tokens"] - tokens, spent)
-            finished = _out_of_budget(s, state)
+            finished = _out_of_budget(s)
             stop = signals.requested(s.ctx) and not finished  # a finished run ends as usual
             done = stop or finished
-            row = {**train_row(s, state, stats), "threads": used} if logging else {}
+            row = {**train_row(s, stats), "threads": used} if logging else {}
             validating = not stop and (state.step % t.valid_every == 0 or done)
             keeping = t.keep_every and state.step % t.keep_every == 0
             if validating or keeping or state.step % t.save_every == 0 or done:
-                check_weights(s, state)
+                check_weights(s)
             if validating:
-                row.update(_validate(s, state))
+                row.update(_validate(s))
                 last_bleu = row.get("val_bleu", last_bleu)
-            _write_row(s, state, row)
+            _write_row(s, row)
             if keeping and s.ctx.is_main:
-                checkpoint.save(payload(s, state, "snapshot"), snapshot_path(s.out, state.step))
+                checkpoint.save(s.payload("snapshot"), snapshot_path(s.out, state.step))
             if state.step % t.save_every == 0 or done:
-                save_last(s, state)
-            _show(bar, task, s, state, row)
+                s.save_last()
+            _show(bar, task, s, row)
     if stop:
         raise signals.interrupted(state.step, s.out, s.saved_step, s.ctx.rank)
-    summary = Summary(s.out, state.step, clock(s, state),
+    summary = Summary(s.out, state.step, s.clock(),
                       state.totals["tokens"] / max(state.totals["seconds"], 1e-9),
                       state.best_bleu, state.best_step, last_bleu, s.transform.tau, s.ctx.rank)
     if s.ctx.is_main:

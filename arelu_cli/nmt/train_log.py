@@ -4,9 +4,8 @@ Columns (see :data:`COLUMNS`) feed the paper's training-dynamics figure (loss an
 against steps or seconds), the tau/||z|| evolution and the tau sweep: ``tau`` is the
 transform's threshold (alpha-ReLU's fixed tau, alpha-entmax's mean ``tau(z)``, empty for
 softmax), ``tau_z`` the mean 1.5-entmax ``tau(z)`` of the same logits for every transform.
-Rows are appended as they come, under the file's own header (a resumed older run keeps its
-columns); a resumed run first drops the rows a killed run wrote after its last checkpoint,
-so the file reads as one uninterrupted run.
+Rows are appended as they come; a resumed run first drops the rows a killed run wrote after
+its last checkpoint, so the file reads as one uninterrupted run.
 """
 
 from __future__ import annotations
@@ -20,7 +19,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from arelu_cli.errors import UserError
-from arelu_cli.results import atomic_write_text, read_table, signature_field
+from arelu_cli.atomic import atomic_write_text
+from arelu_cli.results import read_table
 
 COLUMNS = ("step", "epoch", "wall_s", "tokens_per_s", "threads", "train_loss", "lr", "tau",
            "tau_z", "logit_norm", "sum_p", "nnz", "val_loss", "val_bleu", "val_ppl", "signature")
@@ -32,15 +32,17 @@ logs ``val_ppl`` (softmax only) where a translation model logs ``val_bleu``."""
 
 
 def append_row(path: Path, row: dict) -> None:
-    """Append one row (missing columns empty), writing the header to a new file; a file
-    written before a column existed keeps its own columns (a resumed older run)."""
+    """Append one row (missing columns empty), writing the header to a new file; a log of
+    other columns is a one-line :class:`UserError`."""
     new = not path.exists() or path.stat().st_size == 0
-    columns = COLUMNS if new else _header(path)
+    if not new and _header(path) != COLUMNS:
+        raise UserError(f"{path} has other columns than arelu train's log ({', '.join(COLUMNS)})"
+                        "; train the run again into a new --out")
     with open(path, "a", encoding="utf-8", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=columns)
+        writer = csv.DictWriter(handle, fieldnames=COLUMNS)
         if new:
             writer.writeheader()
-        writer.writerow({key: row.get(key) for key in columns})
+        writer.writerow({key: row.get(key) for key in COLUMNS})
 
 
 def _header(path: Path) -> tuple[str, ...]:
@@ -48,31 +50,16 @@ def _header(path: Path) -> tuple[str, ...]:
         return tuple(next(csv.reader(handle), COLUMNS))
 
 
-def signature_value(path: Path, key: str) -> str | None:
-    """``key`` in the signature of the log's first row; None without a log, a row or the key."""
-    try:
-        with open(path, encoding="utf-8", newline="") as handle:
-            row = next(csv.DictReader(handle), None)
-    except (OSError, UnicodeDecodeError, csv.Error):
-        return None
-    return signature_field(row.get("signature") or "", key) if row else None
-
-
 def read_log(path: Path, remedy: str = "restore it, or train the run again") -> pd.DataFrame:
-    """``log.csv`` as a frame; a log written before the ``threads`` column existed gets it
-    empty, so that old and new runs read alike. A missing, empty or broken file is a
-    one-line :class:`UserError` naming it and ``remedy``."""
-    frame = read_table(path, f"it is the run's training log: {remedy}")
-    if "threads" not in frame.columns and "tokens_per_s" in frame.columns:
-        frame.insert(frame.columns.get_loc("tokens_per_s") + 1, "threads", float("nan"))
-    return frame
+    """``log.csv`` as a frame; a missing, empty or broken file is a one-line
+    :class:`UserError` naming it and ``remedy``."""
+    return read_table(path, f"it is the run's training log: {remedy}")
 
 
 def truncate_after(path: Path, step: int) -> None:
     """Drop the rows written after ``step`` (by a run killed after its last checkpoint) and
-    a last line that a kill cut short; the rows kept stay as they were written, under the
-    file's own header (an older run's columns included). A log without a complete header
-    is emptied: the next row starts it again."""
+    a last line that a kill cut short; the rows kept stay as they were written. A log
+    without a complete header is emptied: the next row starts it again."""
     if not path.exists():
         return
     with open(path, encoding="utf-8", newline="") as handle:

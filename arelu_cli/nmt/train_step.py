@@ -13,7 +13,7 @@ fp32. With ``[train] fused_output`` the model and alpha-ReLU's loss run fused
 (:mod:`arelu_cli.nmt.fused_output`) and the statistics come from the decoder's output.
 
 A step with a non-finite loss or gradient norm is never applied
-(:func:`arelu_cli.nmt.train_guard.diverged`).
+(:func:`arelu_cli.nmt.divergence.diverged`).
 """
 
 from __future__ import annotations
@@ -29,12 +29,13 @@ from arelu_cli.data.blocks import block_lengths, collate_blocks, split_stream
 from arelu_cli.nmt import distributed
 from arelu_cli.nmt.output_stats import batch_stats, hidden_stats
 from arelu_cli.nmt.schedule import average_weight, noam_lr, update_average
-from arelu_cli.nmt.train_guard import diverged, grad_norm, is_finite
-from arelu_cli.nmt.train_state import Session, State
+from arelu_cli.nmt.divergence import diverged, grad_norm, is_finite
+from arelu_cli.nmt.train_state import Session
 
 
-def micro_batches(s: Session, state: State) -> Iterator[Batch]:
+def micro_batches(s: Session) -> Iterator[Batch]:
     """This process's training batches from the current data position on, epoch after epoch."""
+    state = s.state
     while True:
         plan, make = _epoch_plan(s, state.epoch)
         state.epoch_batches = len(plan)
@@ -99,8 +100,9 @@ def micro_loss(s: Session, batch: Batch, with_stats: bool) -> tuple[torch.Tensor
     return loss.sum(dtype=torch.float32), stats
 
 
-def optimizer_step(s: Session, state: State, batches: list[Batch], with_stats: bool) -> dict | None:
+def optimizer_step(s: Session, batches: list[Batch], with_stats: bool) -> dict | None:
     """One optimizer step over ``batches`` (this process's micro-batches)."""
+    state = s.state
     pad = s.data.pad_id
     tgt = sum(b.n_tgt_tokens for b in batches)
     tokens = tgt + sum(int((b.src != pad).sum()) for b in batches)
@@ -139,17 +141,19 @@ def optimizer_step(s: Session, state: State, batches: list[Batch], with_stats: b
     return {**(stats or {}), "lr": lr}
 
 
-def check_weights(s: Session, state: State) -> None:
+def check_weights(s: Session) -> None:
     """Before weights are validated or saved: an update with a finite gradient can still
     overflow them (a huge learning rate)."""
+    state = s.state
     norm = torch.nn.utils.get_total_norm(list(s.model.parameters()))
     if not is_finite(norm):
         diverged(s.out, state.step, {"weight_norm": norm}, s.saved_step, s.ctx.is_main)
 
 
-def train_row(s: Session, state: State, stats: dict) -> dict:
+def train_row(s: Session, stats: dict) -> dict:
     """The training half of a log row (a collective: every process calls it); resets the
     interval sums."""
+    state = s.state
     iv = state.interval
     loss = distributed.all_sum(s.ctx, [float(iv["loss"])])[0]
     row = {"train_loss": loss / max(iv["tgt"], 1.0),

@@ -34,13 +34,13 @@ from arelu_cli.analysis.significance import paired_bootstrap
 from arelu_cli.config import Config
 from arelu_cli.data.prepared import load_prepared
 from arelu_cli.nmt.bleu import bleu_chrf
-from arelu_cli.nmt.train_guard import DIVERGED
+from arelu_cli.nmt.divergence import DIVERGED
 from arelu_cli.nmt.train_log import read_log
 from arelu_cli.ownership import write_markdown
 from arelu_cli.pipeline.attention_study import (BENCH, DECODE, HEATMAPS, SPARSITY, Variant)
 from arelu_cli.pipeline.study_runs import (TEST, again, dev_log, summary, trained, translation_lines,
                                            translation_path)
-from arelu_cli.report.markdown import fmt, md_table
+from arelu_cli.report.section import fmt, md_table
 from arelu_cli.report.plots import plot_attention_curves, plot_attention_heatmaps, \
     plot_attention_sparsity
 from arelu_cli.errors import UserError

@@ -52,7 +52,7 @@ from arelu_cli.nmt import checkpoint
 from arelu_cli.nmt.attention import RENORM_EPS, VARIANTS
 from arelu_cli.nmt.precision import resolve as resolve_precision
 from arelu_cli.nmt.train import snapshot_path, train
-from arelu_cli.nmt.train_guard import DIVERGED, Diverged
+from arelu_cli.nmt.divergence import DIVERGED, Diverged
 from arelu_cli.pipeline.grid import check_outputs, results_folder
 from arelu_cli.pipeline.reuse import SAME, reuse
 from arelu_cli.pipeline.study import check_budget, check_timed_with, warn_if_busy_file

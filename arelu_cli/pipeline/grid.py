@@ -13,7 +13,7 @@ from pathlib import Path
 
 from arelu_cli.config import Config
 from arelu_cli.errors import UserError
-from arelu_cli.ownership import check_ours, csv_starting_with, marked_markdown
+from arelu_cli.ownership import check_ours, csv_starting_with, markdown_ours
 from arelu_cli.report import layout
 
 TEST, DEV = "test", "dev"
@@ -76,15 +76,15 @@ def results_folder(out: Path) -> Path:
     return out
 
 
-def check_outputs(out: Path, tables: Mapping[str, str], *legacy: str) -> None:
+def check_outputs(out: Path, tables: Mapping[str, str]) -> None:
     """Refuse, before any work, a file in ``out`` of the name of an output of the pipeline
     that it did not write: each CSV of ``tables`` (``{name: its first column}``) and
-    ``REPORT.md`` (:func:`~arelu_cli.ownership.marked_markdown` with ``legacy``), so that hours of training never end on a
+    ``REPORT.md`` (:func:`~arelu_cli.ownership.markdown_ours`), so that hours of training never end on a
     user's file that cannot be replaced."""
     advice = "move that file away or give another --out"
     for name, first in tables.items():
         check_ours(out / name, csv_starting_with(first), advice=advice)
-    check_ours(out / "REPORT.md", marked_markdown(*legacy), advice=advice)
+    check_ours(out / "REPORT.md", markdown_ours, advice=advice)
 
 
 def up_to_date(output: Path, inputs: Iterable[Path] = ()) -> bool:

@@ -51,9 +51,9 @@ from arelu_cli.options import parse_list
 from arelu_cli.ownership import check_ours, json_with_keys, lines_start_with
 from arelu_cli.registry import get_transform
 from arelu_cli.report.provenance import SHORT
-from arelu_cli.results import atomic_write_text
+from arelu_cli.atomic import atomic_write_text
 from arelu_cli.nmt.train import SUMMARY, train
-from arelu_cli.nmt.train_guard import recorded_fingerprint
+from arelu_cli.nmt.data_version import recorded_fingerprint
 from arelu_cli.pipeline import reproduce_steps as rs
 from arelu_cli.pipeline.grid import TEST, Grid, Step, results_folder
 from arelu_cli.pipeline.reuse import SAME, reuse

@@ -29,11 +29,13 @@ from arelu_cli.data.textio import read_text_lines
 from arelu_cli.nmt.bleu import bleu_chrf, paper_bleu
 from arelu_cli.report import human_eval, provenance, tables
 from arelu_cli.report.build import regenerate
-from arelu_cli.report.columns import COLUMNS, read_csv, signature_field
+from arelu_cli.report.columns import COLUMNS, read_csv
+from arelu_cli.signatures import signature_field
 from arelu_cli.report.distributions import self_norm_rows, sparsity_rows
 from arelu_cli.report.examples import translation_examples_rows
 from arelu_cli.pipeline.grid import DEV, TEST, Grid, Step, up_to_date
-from arelu_cli.results import signature, write_rows
+from arelu_cli.signatures import signature
+from arelu_cli.results import write_rows
 from arelu_cli.nmt.inference import (Decoder, open_checkpoint, resolve_checkpoint, translate,
                                      write_translation)
 

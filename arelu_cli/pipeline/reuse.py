@@ -19,7 +19,7 @@ from arelu_cli.nmt import checkpoint
 from arelu_cli.nmt.run_record import (CONFIG, NOT_SHAPING, changed_while_resumed,
                                       differences, read_record, show)
 from arelu_cli.nmt.train import SUMMARY
-from arelu_cli.nmt.train_guard import DIVERGED
+from arelu_cli.nmt.divergence import DIVERGED
 
 NEW, SAME, LONGER = "new", "same", "longer"
 """What :func:`reuse` says of a run folder: nothing trained there yet; trained (or being

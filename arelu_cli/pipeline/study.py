@@ -51,7 +51,8 @@ from arelu_cli.nmt import checkpoint
 from arelu_cli.config import Config
 from arelu_cli.errors import UserError
 from arelu_cli.registry import get_transform
-from arelu_cli.results import atomic_write_text, read_table
+from arelu_cli.atomic import atomic_write_text
+from arelu_cli.results import read_table
 from arelu_cli.pipeline.grid import check_outputs, results_folder, up_to_date
 from arelu_cli.pipeline.reuse import LONGER, reuse
 from arelu_cli.pipeline.study_report import write_report
@@ -395,7 +396,7 @@ def study(config: Config, out: Path, console: Console | None = None,
     console = console or Console()
     check(config)
     check_runs(config, out)
-    check_outputs(out, OUTPUTS, "# Study report\n")
+    check_outputs(out, OUTPUTS)
     results_folder(out)
     trainer = trainer or (lambda cfg, folder, resume: train(
         cfg, folder, resume=resume, recipe=recipe, console=console,

@@ -32,7 +32,7 @@ import pandas as pd
 from arelu_cli.config import Config
 from arelu_cli.data.prepared import load_prepared
 from arelu_cli.nmt.bleu import bleu_chrf
-from arelu_cli.report.markdown import fmt, md_table
+from arelu_cli.report.section import fmt, md_table
 from arelu_cli.ownership import write_markdown
 from arelu_cli.report.plots import plot_study_curves, plot_study_sweep
 from arelu_cli.results import read_json, write_rows
@@ -313,4 +313,4 @@ def write_report(config: Config, out: Path, selected: dict[str, Point],
     if curves:
         figures.append(plot_study_curves(out / "dev_curves.csv", out / "dev_curves.png").name)
     text = report_text(config, out, sweep, summary, sig, ms_per_step, todo, figures)
-    return write_markdown(out / "REPORT.md", text, "# Study report\n")
+    return write_markdown(out / "REPORT.md", text)

@@ -26,9 +26,9 @@ from typing import Optional
 import pandas as pd
 
 from arelu_cli.errors import UserError
-from arelu_cli.report import plots, provenance, report_md, runs, seeds, tables
+from arelu_cli.report import plots, provenance, reproduction_report, runs, seeds, tables
 from arelu_cli.report.columns import COLUMNS, read_csv
-from arelu_cli.report.curves import alpha_relu_curve_rows
+from arelu_cli.report.alpha_relu_graph import alpha_relu_curve_rows
 from arelu_cli.results import write_rows
 
 COMMANDS_FILE = "commands.txt"
@@ -148,12 +148,12 @@ def regenerate(folder: str | Path, commands: Sequence[str] = (), runs_dir: Optio
                         f"no results folder {folder}; give the folder `arelu reproduce` wrote "
                         "(or make the folder first)")
     plots.check_pngs(folder)  # a user's file of an output's name: refused before any
-    report_md.check_report(folder)  # write, while the CSVs of older figures predate it
+    reproduction_report.check_report(folder)  # write
     scope = provenance.recorded_scope(folder) if scope is None else scope
     out = regenerate_csvs(folder, runs_dir, sweep_dir, gpu_watts, n_gpus, tau_csvs, scope)
     out.pngs = plots.plot_all(folder)
-    out.report = report_md.write_report(folder, [*recorded_commands(folder), *commands],
-                                        notes=out.notes)
+    out.report = reproduction_report.write_report(
+        folder, [*recorded_commands(folder), *commands], notes=out.notes)
     for line in out.notes:
         log(line)
     return out

@@ -3,11 +3,9 @@ every column documented. Writers hand :data:`COLUMNS` of their file to
 :func:`arelu_cli.results.write_rows`, which refuses rows whose columns differ from it.
 
 Every CSV has one row per measurement and ends with ``signature`` (transform, alpha, tau,
-data, recipe, seed, versions: :func:`arelu_cli.results.signature`) unless said otherwise.
+data, recipe, seed, versions: :func:`arelu_cli.signatures.signature`) unless said otherwise.
 A grid trained with several seeds has one row per (transform, seed) -- the ``seed``
-column -- and ``seed_summary.csv`` aggregates them (mean, std, n). CSVs written before the
-``seed`` column existed are read with the seed of their signature (:func:`read_csv`).
-The section below is generated from :data:`CATALOG`.
+column -- and ``seed_summary.csv`` aggregates them (mean, std, n). The section below is generated from :data:`CATALOG`.
 """
 
 from __future__ import annotations
@@ -20,7 +18,6 @@ from typing import Optional
 import pandas as pd
 
 from arelu_cli.errors import UserError
-from arelu_cli.results import signature_field
 
 SIGNATURE = "run signature: transform, alpha, tau, data, recipe, seed, package versions"
 SEED = "training seed of the run (empty when unknown)"
@@ -163,28 +160,14 @@ def columns_of(name: str) -> tuple[str, ...]:
     return COLUMNS[name]
 
 
-def with_seed_column(frame: pd.DataFrame, expected: tuple[str, ...]) -> pd.DataFrame:
-    """A CSV of the catalog written before its ``seed`` column existed (a committed
-    single-seed grid), with that column filled from each row's signature (empty when the
-    signature names no seed); any other frame unchanged."""
-    if "seed" not in expected or "seed" in frame or "signature" not in frame:
-        return frame
-    if tuple(frame.columns) != tuple(c for c in expected if c != "seed"):
-        return frame
-    seeds = [signature_field(s, "seed") for s in frame["signature"]]
-    seeds = [int(s) if s is not None and s.isdigit() else None for s in seeds]
-    frame.insert(expected.index("seed"), "seed", pd.array(seeds, dtype="Int64"))
-    return frame
-
-
 def read_csv(folder: str | Path, name: str) -> Optional[pd.DataFrame]:
-    """``folder/name`` as a DataFrame, or None when absent; wrong columns are a UserError
-    (a CSV from before the ``seed`` column gets one: :func:`with_seed_column`)."""
+    """``folder/name`` as a DataFrame, or None when absent; other columns than the catalog's
+    are a UserError."""
     path = Path(folder) / name
     if not path.is_file():
         return None
     expected = columns_of(name)
-    frame = with_seed_column(pd.read_csv(path), expected)
+    frame = pd.read_csv(path)
     if tuple(frame.columns) != expected:
         raise UserError(f"{path} has columns {list(frame.columns)}, expected {list(expected)}; "
                         "regenerate it with the current version")

@@ -1,8 +1,8 @@
 """Our figures' numbers beside the paper's claims about them.
 
 One function per figure CSV (:mod:`arelu_cli.report.columns`), each returning a
-:class:`~arelu_cli.report.markdown.Section` with a summary table and computed verdicts; the
-figure itself is embedded by :mod:`arelu_cli.report.report_md`.
+:class:`~arelu_cli.report.section.Section` with a summary table and computed verdicts; the
+figure itself is embedded by :mod:`arelu_cli.report.reproduction_report`.
 """
 
 from __future__ import annotations
@@ -12,8 +12,7 @@ import pandas as pd
 from arelu_cli.report import paper
 from arelu_cli.report.quality import QUALITY_FLOOR
 from arelu_cli.report.layout import cell_name
-from arelu_cli.report.markdown import (Section, claim, compare_numbers, fmt, match_line,
-                                       md_table)
+from arelu_cli.report.section import Section, claim, compare_numbers, fmt, match_line, md_table
 from arelu_cli.report.seeds import groups, seeds_note, show, spread
 
 SPEED_PARITY = 1.2

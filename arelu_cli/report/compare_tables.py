@@ -1,7 +1,7 @@
 """Our tables beside the paper's: Tables 1-3, training time and human evaluation.
 
 Each function takes the CSV's DataFrame (:mod:`arelu_cli.report.columns`) and returns a
-:class:`~arelu_cli.report.markdown.Section` whose verdicts are computed from the numbers:
+:class:`~arelu_cli.report.section.Section` whose verdicts are computed from the numbers:
 printed numbers within :data:`arelu_cli.report.paper.TOLERANCE` match, and the paper's
 qualitative claims are checked on every corpus, including those the paper did not use.
 """
@@ -11,8 +11,8 @@ from __future__ import annotations
 import pandas as pd
 
 from arelu_cli.report import paper
-from arelu_cli.report.markdown import (Section, claim, compare_numbers, fmt, match_line,
-                                       md_table, missing, signed)
+from arelu_cli.report.section import (Section, claim, compare_numbers, fmt, match_line, md_table,
+                                      missing, signed)
 from arelu_cli.report.layout import cell_name
 from arelu_cli.report.seeds import groups, seeds_note, show, spread
 

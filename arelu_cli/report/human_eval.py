@@ -32,7 +32,8 @@ import numpy as np
 import pandas as pd
 
 from arelu_cli.errors import UserError
-from arelu_cli.results import atomic_write_text, csv_header, write_rows
+from arelu_cli.atomic import atomic_write_text
+from arelu_cli.results import write_rows
 
 REFERENCE = "reference"
 SCALE = (1, 2, 3, 4)
@@ -40,8 +41,7 @@ REFINE = 0.25
 """What a ``+`` adds to (a ``-`` takes from) a score in means."""
 KEY_COLUMNS = ("item", "annotator", "index", "column", "system", "sha256")
 """A key's columns; ``sha256`` is the hash of the item's source and the column's candidate
-text as exported (:func:`text_hash`), so that an edited sheet is caught. A key written
-before it (the first five columns) is read without that check."""
+text as exported (:func:`text_hash`), so that an edited sheet is caught."""
 INSTRUCTIONS = """\
 You are shown a source sentence and several candidate translations. Please indicate, for
 each, on a 4-point scale, how much of the meaning is represented in the translation,
@@ -130,8 +130,6 @@ def export_sheets(sources: Sequence[str], references: Sequence[str],
         sheets[name] = out_dir / f"sheet_{name}.csv"
         write_rows(rows, sheets[name])
     key_file = key_path(out_dir)
-    if csv_header(key_file) == list(KEY_COLUMNS[:-1]):  # ours, from before it held sha256
-        key_file.unlink()
     write_rows(key, key_file, KEY_COLUMNS)
     atomic_write_text(out_dir / "INSTRUCTIONS.txt", INSTRUCTIONS)
     return ExportedSheets(sheets, key_file, n_shared)
@@ -188,7 +186,7 @@ def _read(path: Path, what: str) -> pd.DataFrame:
 def _check_sheet(path: Path, sheet: pd.DataFrame, key: pd.DataFrame) -> None:
     """A filled sheet is the one exported: every row an item of the key, all of one
     annotator's items (none deleted, none of another's sheet), every score column of its
-    candidates, and (with a key that records it) the exported texts."""
+    candidates, and the exported texts."""
     owner = dict(zip(key["item"], key["annotator"]))
     records = sheet.to_dict("records")
     for r in records:
@@ -214,14 +212,13 @@ def _check_sheet(path: Path, sheet: pd.DataFrame, key: pd.DataFrame) -> None:
         if f"score_{c}" not in sheet.columns:
             raise UserError(f"{path} has no score_{c} column (deleted?); restore it as exported "
                             "(leave a score blank for don't know)")
-    if "sha256" in key.columns:
-        texts = {r["item"]: r for r in records}
-        for k in mine.to_dict("records"):
-            r = texts[k["item"]]
-            if text_hash(r.get("source", ""), r.get(k["column"], "")) != k["sha256"]:
-                raise UserError(f"{path}, item {k['item']}: the source or candidate "
-                                f"{k['column']} was edited since the export; restore the "
-                                "exported text (a score judges what was shown)")
+    texts = {r["item"]: r for r in records}
+    for k in mine.to_dict("records"):
+        r = texts[k["item"]]
+        if text_hash(r.get("source", ""), r.get(k["column"], "")) != k["sha256"]:
+            raise UserError(f"{path}, item {k['item']}: the source or candidate "
+                            f"{k['column']} was edited since the export; restore the "
+                            "exported text (a score judges what was shown)")
 
 
 def _judgements(sheet_paths: Sequence[str | Path], key: pd.DataFrame) -> pd.DataFrame:
@@ -271,7 +268,7 @@ def score_sheets(sheet_paths: Sequence[str | Path],
     """Rows of ``table_human_eval.csv`` (mean, std per system) and ``human_eval_kappa.csv``
     (kappa per annotator pair with shared items) from filled sheets and their key."""
     key = _read(key_path, "key file")
-    if tuple(key.columns) not in (KEY_COLUMNS, KEY_COLUMNS[:-1]):
+    if tuple(key.columns) != KEY_COLUMNS:
         raise UserError(f"{key_path} is not a key file (columns {list(key.columns)}, expected "
                         f"{list(KEY_COLUMNS)})")
     judged = _judgements(sheet_paths, key)

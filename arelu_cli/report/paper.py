@@ -1,8 +1,10 @@
-"""The paper's printed numbers (as quoted in SPEC.md) and how close counts as a match.
+"""The paper's printed numbers (*Speeding Up Entmax*, Tables 1-3) and how close counts as a
+match.
 
 Corpora are keyed by the prepared corpus names of :mod:`arelu_cli.data.corpora`; a corpus
 the paper did not use (toy, multi30k, ...) has no numbers, and only the paper's qualitative
-claims are checked for it (:mod:`arelu_cli.report.compare`).
+claims are checked for it (:mod:`arelu_cli.report.compare_tables`,
+:mod:`~arelu_cli.report.compare_figures`).
 """
 
 from __future__ import annotations

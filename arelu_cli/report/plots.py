@@ -27,7 +27,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from arelu_cli.errors import UserError  # noqa: E402
-from arelu_cli.ownership import check_ours, png_metadata, png_ours, png_ours_or_older  # noqa: E402
+from arelu_cli.ownership import check_ours, png_metadata, png_ours  # noqa: E402
 from arelu_cli.report.columns import read_csv  # noqa: E402
 from arelu_cli.report.layout import cell_name  # noqa: E402
 from arelu_cli.report.seeds import groups  # noqa: E402
@@ -36,13 +36,12 @@ from arelu_cli.report.seeds import groups  # noqa: E402
 LINESTYLES = {"reference": "-", "beam": "--"}
 
 
-def _save(fig, png: str | Path, older_ok: bool = True) -> Path:
-    """Write the figure; replace only a PNG arelu drew (with ``older_ok``, also one drawn
-    before arelu marked its PNGs: :func:`arelu_cli.ownership.png_ours_or_older`)."""
+def _save(fig, png: str | Path) -> Path:
+    """Write the figure; replace only a PNG arelu drew (:func:`arelu_cli.ownership.png_ours`)."""
     png = Path(png)
     png.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
-    check_ours(png, png_ours_or_older if older_ok else png_ours)
+    check_ours(png, png_ours)
     fig.savefig(png, dpi=120, metadata=png_metadata())
     plt.close(fig)
     return png
@@ -160,7 +159,7 @@ def plot_tau_sweep(csv: Path, png: Path) -> Path:
     return _save(fig, png)
 
 
-def plot_inference_time(csv: str | Path, png: str | Path, older_ok: bool = True) -> Path:
+def plot_inference_time(csv: str | Path, png: str | Path) -> Path:
     """Fig. infTime: translation time over the fastest per beam size, one bar per model (a
     transform; with several seeds the mean bar and a standard-deviation error bar). Reads
     ``fig_inference_time.csv`` or the CSV of ``arelu bench translate``, where a transform
@@ -181,7 +180,7 @@ def plot_inference_time(csv: str | Path, png: str | Path, older_ok: bool = True)
     mean.plot.bar(ax=ax, rot=0, yerr=std.fillna(0.0) if several else None, capsize=3)
     ax.set(xlabel="beam size", ylabel="time / fastest")
     ax.legend(fontsize="small")
-    return _save(fig, png, older_ok)
+    return _save(fig, png)
 
 
 def _histograms(frame: pd.DataFrame, xlabel: str, png: Path) -> Path:
@@ -229,7 +228,7 @@ def plot_step_sparsity(csv: str | Path, png: str | Path, bins: int = 50) -> Path
         ax.set(title=split, xlabel="proportion of zero components",
                ylabel="fraction of decoding steps")
         ax.legend(fontsize="small")
-    return _save(fig, png, older_ok=False)
+    return _save(fig, png)
 
 
 def plot_step_self_norm(csv: str | Path, png: str | Path) -> Path:
@@ -250,7 +249,7 @@ def plot_step_self_norm(csv: str | Path, png: str | Path) -> Path:
                       linestyle=LINESTYLES.get(along, "-"))
         ax.set(title=split, xlabel=r"$\sum_i p_i$", ylabel="fraction of decoding steps")
         ax.legend(fontsize="small")
-    return _save(fig, png, older_ok=False)
+    return _save(fig, png)
 
 
 def plot_attention_heatmaps(csv: str | Path, png: str | Path) -> Path:
@@ -279,7 +278,7 @@ def plot_attention_heatmaps(csv: str | Path, png: str | Path) -> Path:
             ax.set_title(f"{part['attention'].iloc[0]}: sentence {sentence}, layer {layer}",
                          fontsize=7)
         fig.colorbar(image, ax=row[-1], label="weight")  # the same scale in every panel
-    return _save(fig, png, older_ok=False)
+    return _save(fig, png)
 
 
 def plot_attention_curves(csv: str | Path, png: str | Path) -> Path:
@@ -299,7 +298,7 @@ def plot_attention_curves(csv: str | Path, png: str | Path) -> Path:
         ax.set_xlabel("step")
         ax.set_ylabel(label)
     axes[0].legend(fontsize="small")
-    return _save(fig, png, older_ok=False)
+    return _save(fig, png)
 
 
 def plot_attention_sparsity(csv: str | Path, png: str | Path) -> Path:
@@ -321,7 +320,7 @@ def plot_attention_sparsity(csv: str | Path, png: str | Path) -> Path:
         ax.set_ylabel("exactly-zero weights (%)")
         ax.set_xticks(sorted(set(part["layer"])))
     axes[0][-1].legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.02, 1.0))
-    return _save(fig, png, older_ok=False)
+    return _save(fig, png)
 
 
 def plot_study_curves(csv: str | Path, png: str | Path) -> Path:
@@ -339,7 +338,7 @@ def plot_study_curves(csv: str | Path, png: str | Path) -> Path:
     ax.set_xlabel("step")
     ax.set_ylabel("dev BLEU (greedy)")
     ax.legend(fontsize="small")
-    return _save(fig, png, older_ok=False)
+    return _save(fig, png)
 
 
 def plot_study_sweep(csv: str | Path, png: str | Path) -> Path:
@@ -364,7 +363,7 @@ def plot_study_sweep(csv: str | Path, png: str | Path) -> Path:
     ax.set_xlabel("learning rate (Noam factor)")
     ax.set_ylabel("dev BLEU (greedy)")
     ax.legend(fontsize="small")
-    return _save(fig, png, older_ok=False)
+    return _save(fig, png)
 
 
 FIGURES: dict[str, Callable[[Path, Path], Path]] = {
@@ -381,9 +380,9 @@ FIGURES: dict[str, Callable[[Path, Path], Path]] = {
 
 def check_pngs(folder: str | Path) -> None:
     """Refuse, before anything is written, a figure's PNG in ``folder`` that arelu did not
-    draw (:func:`arelu_cli.ownership.png_ours_or_older`)."""
+    draw (:func:`arelu_cli.ownership.png_ours`)."""
     for name in FIGURES:
-        check_ours((Path(folder) / name).with_suffix(".png"), png_ours_or_older)
+        check_ours((Path(folder) / name).with_suffix(".png"), png_ours)
 
 
 def plot_all(folder: str | Path) -> list[Path]:
@@ -397,7 +396,7 @@ def plot_all(folder: str | Path) -> list[Path]:
         if not csv.is_file():
             continue
         if read_csv(folder, name).empty:
-            check_ours(png, png_ours_or_older)
+            check_ours(png, png_ours)
             png.unlink(missing_ok=True)
             continue
         drawn.append(draw(csv, png))

@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 
 import pandas as pd
 
-from arelu_cli.report.markdown import Section, fmt
+from arelu_cli.report.section import Section, fmt
 from arelu_cli.report.seeds import groups, spread
 
 QUALITY_FLOOR = 20.0

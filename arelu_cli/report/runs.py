@@ -26,7 +26,7 @@ import pandas as pd
 from arelu_cli.config import from_dict, saved_tables
 from arelu_cli.nmt.attention import describe as describe_attention
 from arelu_cli.errors import UserError
-from arelu_cli.report.columns import signature_field
+from arelu_cli.signatures import signature_field
 from arelu_cli.report.layout import find_run_dirs
 from arelu_cli.nmt.train_log import COLUMNS as LOG_COLUMNS, read_log
 
@@ -52,7 +52,7 @@ class Run:
     """The prepared folder it was trained on, as its config names it (``data.path``)."""
     data_fingerprint: Optional[str] = None
     """That folder's :func:`~arelu_cli.data.prepared.data_fingerprint` when training began
-    (config ``resolved.data_fingerprint``); None for runs from before it was recorded."""
+    (config ``resolved.data_fingerprint``); None when the config records none."""
     attention: Optional[str] = None
     """Its attention (:func:`arelu_cli.nmt.attention.describe`): None for softmax everywhere."""
 

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from arelu_cli.report.columns import signature_field
+from arelu_cli.signatures import signature_field
 from arelu_cli.report.layout import cell_name
-from arelu_cli.report.markdown import fmt
+from arelu_cli.report.section import fmt
 
 KEYS = ("corpus", "transform", "setting")
 
@@ -46,7 +46,7 @@ class Spread:
 
 
 def _absent(value: object) -> bool:
-    """None, NaN or pandas' NA (the empty seed of a CSV from before seeds were recorded)."""
+    """None, NaN or pandas' NA (an empty cell, e.g. the seed of a run that records none)."""
     return value is None or bool(pd.isna(value))
 
 

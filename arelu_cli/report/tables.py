@@ -24,7 +24,7 @@ from arelu_cli.analysis import tau_table
 from arelu_cli.analysis.significance import PairedBootstrap
 from arelu_cli.errors import UserError
 from arelu_cli.report import paper
-from arelu_cli.results import signature
+from arelu_cli.signatures import signature
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """The ``cpp`` engine of alpha-ReLU: ``csrc/alpha_relu_cpu.cpp``, compiled once per machine.
 
-The two passes of the paper's eq. (sp_loss) and Lemma 1 (see ``_alpha_relu_kernels``), with
+The two passes of the paper's eq. (sp_loss) and Lemma 1 (see ``alpha_relu_kernels``), with
 label smoothing's row sum and uniform gradient term fused in, and decoding's per-row top-k
 logits (``top_scores``), as vectorized C++ loops over rows on ATen's own thread pool
 (``at::parallel_for``; the extension links the OpenMP runtime torch already loaded). Built by

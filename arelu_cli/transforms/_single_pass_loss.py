@@ -20,7 +20,7 @@ from __future__ import annotations
 import torch
 from torch.autograd.function import once_differentiable
 
-from arelu_cli.transforms._checks import reduce_rows
+from arelu_cli.transforms.reduction import reduce_rows
 
 
 class _SinglePassLossFunction(torch.autograd.Function):

@@ -10,7 +10,7 @@ target ``q = (1 - eps) e_y + eps / V`` (``eps = 0``: the paper's one-hot ``e_y``
     loss(z, y) = (p - q)^T (z - tau / (alpha - 1) 1) + H_alpha(p),   d loss / d z = p - q
 
 (no ``- H(q)``, like PyTorch's). Forward never builds ``p``; backward writes the gradient in
-one pass (``_alpha_relu_kernels``, on the engine of ``engines``). Layers as in ``entmax``:
+one pass (``alpha_relu_kernels``, on the engine of ``engines``). Layers as in ``entmax``:
 autograd Functions, plain functions, thin modules. The paper's tau is the mean 1.5-entmax
 threshold of an untrained model's first batch, predicted by ``tau`` (``tau="analytic"``).
 """
@@ -20,12 +20,13 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from arelu_cli.transforms import _alpha_relu_kernels as kernels
+from arelu_cli.transforms import alpha_relu_kernels as kernels
 from arelu_cli.transforms._single_pass_loss import single_pass_loss
 from arelu_cli.transforms.tau import tau_for
-from arelu_cli.transforms._checks import (check_alpha, check_label_smoothing,
-                                          check_reduction, flatten_logits, log_with_zeros,
-                                          reduce_rows, row_scale, split_ignored)
+from arelu_cli.transforms.checks import check_alpha, check_label_smoothing
+from arelu_cli.transforms.reduction import (check_reduction, flatten_logits, reduce_rows, row_scale,
+                                            split_ignored)
+from arelu_cli.transforms.log_scores import log_with_zeros
 
 
 class _AlphaReLUFunction(torch.autograd.Function):

@@ -22,9 +22,9 @@ import torch
 from torch import nn
 from torch.autograd.function import once_differentiable
 
-from arelu_cli.transforms import _alpha_relu_kernels as kernels
-from arelu_cli.transforms._checks import (check_alpha, check_reduction, reduce_rows,
-                                          row_scale, split_ignored)
+from arelu_cli.transforms import alpha_relu_kernels as kernels
+from arelu_cli.transforms.checks import check_alpha
+from arelu_cli.transforms.reduction import check_reduction, reduce_rows, row_scale, split_ignored
 
 # Logits elements per chunk, the memory the loop holds beyond the gradients themselves (why
 # these sizes: results/bench/README.md; the triton loop also takes at least N * d, see

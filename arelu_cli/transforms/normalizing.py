@@ -16,13 +16,21 @@ setting) runs the unsmoothed code unchanged.
 
 from __future__ import annotations
 
-import entmax as _entmax
 import torch
 import torch.nn.functional as F
 
-from arelu_cli.transforms._checks import (check_alpha, check_label_smoothing, check_reduction,
-                                          flatten_logits, log_with_zeros, reduce_rows,
-                                          split_ignored)
+from arelu_cli.transforms.checks import check_alpha, check_label_smoothing
+from arelu_cli.transforms.reduction import (check_reduction, flatten_logits, reduce_rows,
+                                            split_ignored)
+from arelu_cli.transforms.log_scores import log_with_zeros
+
+
+def _entmax():
+    """The ``entmax`` package, imported at the first call that needs it (importing
+    :mod:`arelu_cli.transforms` needs torch only)."""
+    import entmax
+
+    return entmax
 
 
 def _acc(logits: torch.Tensor) -> torch.Tensor:
@@ -43,19 +51,20 @@ def softmax(logits: torch.Tensor, dim: int = -1) -> torch.Tensor:
 
 def sparsemax(logits: torch.Tensor, dim: int = -1, k: int | None = None) -> torch.Tensor:
     """sparsemax (2-entmax): Euclidean projection onto the simplex; exact sort, or top-``k``."""
-    return _entmax.sparsemax(_acc(logits), dim=dim, k=_check_k(k)).to(logits.dtype)
+    return _entmax().sparsemax(_acc(logits), dim=dim, k=_check_k(k)).to(logits.dtype)
 
 
 def entmax15(logits: torch.Tensor, dim: int = -1, k: int | None = None) -> torch.Tensor:
     """1.5-entmax by exact sort, or by partial sort over the top ``k`` (widened if needed)."""
-    return _entmax.entmax15(_acc(logits), dim=dim, k=_check_k(k)).to(logits.dtype)
+    return _entmax().entmax15(_acc(logits), dim=dim, k=_check_k(k)).to(logits.dtype)
 
 
 def entmax_bisect(logits: torch.Tensor, alpha: float = 1.5, dim: int = -1,
                   n_iter: int = 50) -> torch.Tensor:
     """alpha-entmax for any alpha in [1.05, 2] by bisection on the threshold."""
     alpha = check_alpha(alpha)
-    return _entmax.entmax_bisect(_acc(logits), alpha=alpha, dim=dim, n_iter=n_iter).to(logits.dtype)
+    probs = _entmax().entmax_bisect(_acc(logits), alpha=alpha, dim=dim, n_iter=n_iter)
+    return probs.to(logits.dtype)
 
 
 def log_probs(probs: torch.Tensor) -> torch.Tensor:
@@ -97,7 +106,7 @@ def sparsemax_loss(logits: torch.Tensor, target: torch.Tensor, k: int | None = N
                    label_smoothing: float = 0.0) -> torch.Tensor:
     """The sparsemax loss (Martins & Astudillo, 2016); gradient ``sparsemax(z) - q``."""
     k = _check_k(k)
-    return _reduced(lambda z, y: _entmax.sparsemax_loss(z, y, k), logits, target,
+    return _reduced(lambda z, y: _entmax().sparsemax_loss(z, y, k), logits, target,
                     ignore_index, reduction, label_smoothing)
 
 
@@ -106,7 +115,7 @@ def entmax15_loss(logits: torch.Tensor, target: torch.Tensor, k: int | None = No
                   label_smoothing: float = 0.0) -> torch.Tensor:
     """The 1.5-entmax loss; exact sort when ``k`` is None, else partial sort over the top ``k``."""
     k = _check_k(k)
-    return _reduced(lambda z, y: _entmax.entmax15_loss(z, y, k), logits, target,
+    return _reduced(lambda z, y: _entmax().entmax15_loss(z, y, k), logits, target,
                     ignore_index, reduction, label_smoothing)
 
 
@@ -115,5 +124,5 @@ def entmax_bisect_loss(logits: torch.Tensor, target: torch.Tensor, alpha: float 
                        label_smoothing: float = 0.0) -> torch.Tensor:
     """The alpha-entmax loss for any alpha in [1.05, 2], threshold found by bisection."""
     alpha = check_alpha(alpha)
-    return _reduced(lambda z, y: _entmax.entmax_bisect_loss(z, y, alpha, n_iter), logits, target,
+    return _reduced(lambda z, y: _entmax().entmax_bisect_loss(z, y, alpha, n_iter), logits, target,
                     ignore_index, reduction, label_smoothing)

@@ -23,7 +23,7 @@ from typing import Literal, Optional
 
 import torch
 
-from arelu_cli.transforms._checks import check_alpha
+from arelu_cli.transforms.checks import check_alpha
 
 Rule = Literal["paper", "tail"]
 RULES: tuple[str, ...] = ("paper", "tail")

@@ -19,9 +19,9 @@ import math
 
 import torch
 
-from arelu_cli.transforms import _alpha_relu_kernels as kernels
+from arelu_cli.transforms import alpha_relu_kernels as kernels
 from arelu_cli.transforms import _cpp_kernels
-from arelu_cli.transforms._checks import check_alpha
+from arelu_cli.transforms.checks import check_alpha
 from arelu_cli.transforms.alpha_relu import alpha_relu_log_scores
 
 _MAGNITUDE = 0x7FFFFFFF

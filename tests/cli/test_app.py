@@ -1,29 +1,19 @@
-"""What the commands share: --max-tokens and its hidden old name --batch-tokens; the entry
-point's one-line stops."""
+"""What the commands share: --max-tokens; the entry point's one-line stops."""
 
 import pytest
 from typer.testing import CliRunner
 
 from arelu_cli.cli import app
-from arelu_cli.cli.app import max_tokens
-from arelu_cli.errors import UserError
-
-
-def test_the_old_option_name_is_an_alias():
-    assert max_tokens(None, None) is None
-    assert max_tokens(300, None) == max_tokens(None, 300) == max_tokens(300, 300) == 300
-    with pytest.raises(UserError, match="--batch-tokens is the old name of --max-tokens"):
-        max_tokens(300, 400)
 
 
 @pytest.mark.parametrize("command", [["translate"], ["empty-check"], ["sparsity"], ["self-norm"],
                                      ["bench", "translate"]])
-def test_decoding_commands_show_max_tokens_and_accept_batch_tokens(command):
+def test_decoding_commands_take_max_tokens(command):
     runner = CliRunner()
     shown = runner.invoke(app, [*command, "--help"], env={"COLUMNS": "200"})
-    assert "--max-tokens" in shown.output and "--batch-tokens" not in shown.output
-    bad = runner.invoke(app, [*command, "--batch-tokens", "many"])
-    assert bad.exit_code == 2 and "No such option" not in bad.output
+    assert "--max-tokens" in shown.output
+    bad = runner.invoke(app, [*command, "--max-tokens", "many"])
+    assert bad.exit_code == 2 and "Invalid value for '--max-tokens'" in bad.output
 
 
 def _main_raising(monkeypatch, error, argv):
@@ -44,7 +34,7 @@ def _main_raising(monkeypatch, error, argv):
 
 def test_a_study_stopped_in_a_training_run_says_to_run_the_study_again(monkeypatch, capsys,
                                                                         tmp_path):
-    from arelu_cli.nmt.train_guard import interrupted
+    from arelu_cli.nmt.stop_signals import interrupted
 
     run = tmp_path / "runs" / "1.5-relu" / "lr-0.3"
     error = interrupted("stopped by SIGINT after step 638", 130, run, 638, 0)
@@ -61,7 +51,7 @@ def test_a_study_stopped_in_a_training_run_says_to_run_the_study_again(monkeypat
 
 
 def test_a_run_stopped_before_its_first_save_and_other_ranks(monkeypatch, capsys, tmp_path):
-    from arelu_cli.nmt.train_guard import interrupted
+    from arelu_cli.nmt.stop_signals import interrupted
 
     first = interrupted("stopped by SIGTERM after step 3", 143, tmp_path, None, 0)
     assert _main_raising(monkeypatch, first, ["arelu", "reproduce", "toy"]) == 143

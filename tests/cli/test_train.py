@@ -10,6 +10,8 @@ import torch
 
 from arelu_cli.nmt import checkpoint
 from arelu_cli.cli import main
+from arelu_cli.cli.train import check_tau_given
+from arelu_cli.errors import UserError
 
 
 def _run(monkeypatch, capsys, *args):
@@ -192,18 +194,13 @@ def _signatures(out) -> set[str]:
     return {*rows, json.loads((out / "summary.json").read_text())["signature"]}
 
 
-@pytest.mark.parametrize("older", [False, True])
 def test_resume_without_recipe_keeps_the_recipe_in_every_signature(monkeypatch, capsys,
-                                                                   two_step_run, tmp_path, older):
-    """``--resume RUN`` alone signs its rows and summary with the recipe the run started with:
-    from its checkpoint, or (``older``: a checkpoint from before it was recorded there)
-    from the log's signature."""
+                                                                   two_step_run, tmp_path):
+    """``--resume RUN`` alone signs its rows and summary with the recipe the run started
+    with, from its checkpoint."""
     out = _copy(two_step_run, tmp_path)
     assert all("|recipe:r|" in s for s in _signatures(out))
-    if older:
-        saved = checkpoint.load(out / checkpoint.LAST)
-        assert saved.pop("recipe") == "r"
-        checkpoint.save(saved, out / checkpoint.LAST)
+    assert checkpoint.load(out / checkpoint.LAST)["recipe"] == "r"
     code, _ = _run(monkeypatch, capsys, "train", "--resume", out, "--max-steps", "3")
     assert code == 0 and (out / "log.csv").read_text().count("\n3,") == 1
     assert all("|recipe:r|" in s for s in _signatures(out)), _signatures(out)
@@ -310,3 +307,14 @@ def test_train_builds_the_cpp_engine_before_training_only_where_it_runs(monkeypa
     with use_engine(engine):
         _build_engine(device, transform)
     assert calls == ([1] if built else [])
+
+
+@pytest.mark.parametrize("tau, transform, refused", [
+    (0.3, "softmax", True), (0.0, "1.5-entmax", True), (0.3, "1.5-relu", False),
+    ("auto", "softmax", False), (None, "sparsemax", False)])
+def test_a_number_for_tau_needs_a_transform_with_one(tau, transform, refused):
+    if refused:
+        with pytest.raises(UserError, match=rf"--tau {tau:g} applies only to alpha-ReLU"):
+            check_tau_given(tau, transform)
+    else:
+        check_tau_given(tau, transform)

@@ -71,8 +71,8 @@ download.fetch_archive(get_spec("custom"), sys.argv[1], "de-en")
 
 
 def test_a_killed_download_is_cleaned_up_by_the_next_one(online, monkeypatch, tmp_path):
-    """Only the hidden folders this tool names (a dead process's, or an earlier version's
-    holding nothing but its archive) are removed; a user's look-alike stays."""
+    """Only the hidden folders this tool names (a dead process's) are removed; a user's
+    look-alike stays."""
     archive, cache = _archive(tmp_path), tmp_path / "cache"
     monkeypatch.setenv("ARELU_CACHE", str(cache))
     ran = subprocess.run([sys.executable, "-c", textwrap.dedent(KILLED), archive.as_uri()],
@@ -80,8 +80,6 @@ def test_a_killed_download_is_cleaned_up_by_the_next_one(online, monkeypatch, tm
     assert ran.returncode == -9, ran.stderr
     left = [p.name for p in cache.iterdir()]
     assert len(left) == 1 and left[0].startswith(".custom.tmp-"), left
-    (cache / ".custom.k3j_9x2a").mkdir()  # tempfile.mkdtemp's name in earlier versions
-    (cache / ".custom.k3j_9x2a" / "archive.tgz").write_bytes(b"partial")
     (cache / ".custom.mynotes").mkdir()  # not a name arelu makes
     (cache / ".custom.mynotes" / "keep.txt").write_text("mine")
     got = download.fetch_archive(get_spec("custom"), archive.as_uri(), "de-en")

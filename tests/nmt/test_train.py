@@ -22,7 +22,7 @@ from arelu_cli.cli import app
 from arelu_cli.errors import UserError
 from arelu_cli.nmt import checkpoint
 from arelu_cli.nmt.train import train
-from arelu_cli.nmt.train_guard import DIVERGED, Diverged
+from arelu_cli.nmt.divergence import DIVERGED, Diverged
 from arelu_cli.nmt.train_log import COLUMNS
 
 TINY_RECIPE = """

@@ -1,5 +1,5 @@
-"""The training log: rows under the file's own header, and a resumed run's truncation that
-keeps the rows as written and survives whatever a kill left."""
+"""The training log: rows under its one header, and a resumed run's truncation that keeps
+the rows as written and survives whatever a kill left."""
 
 import csv
 
@@ -19,17 +19,20 @@ def _rows(path):
         return list(csv.reader(handle))
 
 
-def test_a_resumed_older_run_keeps_its_columns_and_rows(tmp_path):
+def test_a_resumed_run_keeps_its_rows_as_written(tmp_path):
     """Rows after the checkpoint and a line a kill cut short are dropped; the kept lines
     stay byte for byte (``100`` above an empty cell is not rewritten as ``100.0``); the
-    rows appended after it land under the old header, every row as wide as the header."""
+    rows appended after it are as wide as the header."""
     path = tmp_path / "log.csv"
+    blank = dict.fromkeys(train_log.COLUMNS, "")
     with open(path, "w", encoding="utf-8", newline="") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(OLDER)
-        writer.writerow([1, 0.1, 1.0, 100, 5.0, 0.001, "", "", "sig|recipe:r"])
-        writer.writerow([2, 0.2, 2.0, "", "", "", 4.5, 1.2, "sig|recipe:r"])  # validation only
-        writer.writerow([3, 0.3, 3.0, 100, 3.5, 0.003, "", "", "sig|recipe:r"])
+        writer = csv.DictWriter(handle, fieldnames=train_log.COLUMNS)
+        writer.writeheader()
+        writer.writerow(blank | {"step": 1, "tokens_per_s": 100, "train_loss": 5.0,
+                                 "signature": "sig|recipe:r"})
+        writer.writerow(blank | {"step": 2, "val_loss": 4.5, "val_bleu": 1.2,
+                                 "signature": "sig|recipe:r"})  # validation only
+        writer.writerow(blank | {"step": 3, "tokens_per_s": 100, "signature": "sig|recipe:r"})
         handle.write("4,0.4,4.0,10")  # killed mid-row
     kept = b"".join(path.read_bytes().splitlines(keepends=True)[:3])
     train_log.truncate_after(path, 2)
@@ -37,13 +40,20 @@ def test_a_resumed_older_run_keeps_its_columns_and_rows(tmp_path):
     train_log.append_row(path, {"step": 3, "epoch": 0.3, "wall_s": 3.0, "tokens_per_s": 90,
                                 "threads": 2, "train_loss": 3.4, "tau_z": 0.3, "signature": "s"})
     rows = _rows(path)
-    assert rows[0] == list(OLDER) and {len(r) for r in rows} == {len(OLDER)}
+    assert rows[0] == list(train_log.COLUMNS) and {len(r) for r in rows} == {len(rows[0])}
     frame = train_log.read_log(path)
     assert frame["step"].tolist() == [1, 2, 3] and frame["val_loss"].tolist()[1] == 4.5
     assert frame["train_loss"].fillna(0).tolist() == [5.0, 0.0, 3.4]
     assert frame["signature"].tolist() == ["sig|recipe:r", "sig|recipe:r", "s"]
-    assert frame["threads"].isna().all()  # read_log adds the column an older log lacks
-    assert train_log.signature_value(path, "recipe") == "r"
+    assert frame["threads"].fillna(0).tolist() == [0, 0, 2]
+
+
+def test_a_row_is_never_appended_under_other_columns(tmp_path):
+    path = tmp_path / "log.csv"
+    path.write_text("step,epoch,signature\n1,0.1,s\n")
+    with pytest.raises(UserError, match=r"log.csv has other columns than arelu train's log"):
+        train_log.append_row(path, {"step": 2, "signature": "s"})
+    assert path.read_text() == "step,epoch,signature\n1,0.1,s\n"
 
 
 @pytest.mark.parametrize("text", ["", "step,epo"])

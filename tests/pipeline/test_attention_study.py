@@ -15,7 +15,7 @@ from rich.console import Console
 from arelu_cli.config import ModelConfig, load_config
 from arelu_cli.errors import UserError
 from arelu_cli.nmt.train import train
-from arelu_cli.nmt.train_guard import DIVERGED, Diverged
+from arelu_cli.nmt.divergence import DIVERGED, Diverged
 from arelu_cli.pipeline.attention_report import answer
 from arelu_cli.pipeline.attention_study import attention_study, variant_model
 

@@ -24,7 +24,7 @@ from arelu_cli.pipeline.study_runs import Run
 from arelu_cli.pipeline.study_report import _sweep_table, machines_sentence, sweep_rows
 from arelu_cli.pipeline.sweep import Point
 from arelu_cli.nmt.train import SUMMARY
-from arelu_cli.results import machine
+from arelu_cli.signatures import machine
 
 QUIET = Console(quiet=True)
 

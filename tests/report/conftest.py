@@ -77,7 +77,7 @@ def write_all_csvs(folder: Path, seeds: tuple[int, ...] = (1,)) -> Path:
     from arelu_cli.report import build, distributions, examples, runs, tables
     from arelu_cli.report.columns import COLUMNS
     from arelu_cli.results import write_rows
-    from arelu_cli.report.curves import alpha_relu_curve_rows
+    from arelu_cli.report.alpha_relu_graph import alpha_relu_curve_rows
 
     corpus, built = "iwslt14", {name: [] for name in (
         "table1_bleu.csv", "table2_empty.csv", "fig_inference_time.csv", "fig_sparsity.csv",

@@ -118,7 +118,7 @@ def test_export_and_score_to_an_unwritable_out_are_one_line(monkeypatch, capsys,
 
 
 def _user_png(path) -> bytes:
-    """A PNG that arelu did not draw (matplotlib's, not beside a CSV of its name)."""
+    """A PNG that arelu did not draw (matplotlib's, without arelu's mark)."""
     import matplotlib.pyplot as plt
 
     fig = plt.figure(figsize=(1, 1))
@@ -142,28 +142,22 @@ def test_report_never_replaces_a_users_report_or_figure(monkeypatch, capsys, tmp
     assert [p.name for p in tmp_path.iterdir()] == [name] and path.read_bytes() == before
 
 
-def test_a_figure_beside_arelus_csv_is_still_refused_when_not_matplotlibs(monkeypatch, capsys,
-                                                                         tmp_path):
+def test_a_figure_beside_arelus_csv_is_refused_without_arelus_mark(monkeypatch, capsys,
+                                                                   tmp_path):
     assert _run(monkeypatch, capsys, "report", tmp_path)[0] == 0
     png = tmp_path / "fig_alpha_relu_curves.png"
-    png.write_bytes(b"\x89PNG\r\n\x1a\n" + b"\0" * 64)  # no Software tag
+    _user_png(png)  # matplotlib's, beside the CSV of its name
     code, printed = _run(monkeypatch, capsys, "report", tmp_path)
     _refused(code, printed, f"{png} exists and was not written by arelu")
 
 
-def test_report_replaces_its_own_outputs_and_those_of_earlier_versions(monkeypatch, capsys,
-                                                                       tmp_path):
+def test_report_replaces_its_own_outputs(monkeypatch, capsys, tmp_path):
     from arelu_cli.ownership import MD_MARK, png_text
 
     assert _run(monkeypatch, capsys, "report", tmp_path)[0] == 0
     report, png = tmp_path / "REPORT.md", tmp_path / "fig_alpha_relu_curves.png"
     assert report.read_text().endswith(MD_MARK + "\n")
     assert png_text(png, "Software").startswith("arelu")
+    before = report.read_text()
     assert _run(monkeypatch, capsys, "report", tmp_path)[0] == 0
-    # written before the mark: a report without it, matplotlib's PNG beside its CSV
-    report.write_text(report.read_text().replace(MD_MARK, ""))
-    _user_png(png)
-    assert png_text(png, "Software").startswith("Matplotlib")
-    code, printed = _run(monkeypatch, capsys, "report", tmp_path)
-    assert code == 0, printed.err
-    assert MD_MARK in report.read_text() and png_text(png, "Software").startswith("arelu")
+    assert report.read_text() == before and png_text(png, "Software").startswith("arelu")

@@ -5,7 +5,7 @@ import pytest
 
 from arelu_cli.analysis import tau_table
 from arelu_cli.errors import UserError
-from arelu_cli.report import columns, report_md
+from arelu_cli.report import columns, reproduction_report
 from arelu_cli.report.columns import CATALOG, COLUMNS, columns_of, read_csv
 from arelu_cli.results import write_rows
 
@@ -25,7 +25,7 @@ def test_catalog_holds_the_fixed_names_each_documented():
 
 def test_docstrings_and_markdown_list_every_column():
     for name, cols in COLUMNS.items():
-        for doc in (columns.__doc__, report_md.__doc__, columns.catalog_markdown()):
+        for doc in (columns.__doc__, reproduction_report.__doc__, columns.catalog_markdown()):
             assert f"### `{name}`" in doc
             assert all(f"- `{col}`:" in doc for col in cols)
 
@@ -57,15 +57,3 @@ def test_read_csv_missing_is_none_and_wrong_columns_an_error(tmp_path):
     pd.DataFrame({"bleu": [1.0]}).to_csv(tmp_path / "table1_bleu.csv", index=False)
     with pytest.raises(UserError, match="expected"):
         read_csv(tmp_path, "table1_bleu.csv")
-
-
-def test_a_csv_from_before_the_seed_column_reads_with_its_signatures_seed(tmp_path):
-    """Committed single-seed results stay readable: the seed comes from the signature."""
-    old = [c for c in COLUMNS["table2_empty.csv"] if c != "seed"]
-    rows = [dict(zip(old, ["toy", "softmax", "dev", 40, 3, 7.5, "transform:softmax|seed:3|x:1"])),
-            dict(zip(old, ["toy", "1.5-relu", "dev", 40, 0, 0.0, "transform:1.5-relu|x:1"]))]
-    pd.DataFrame(rows).to_csv(tmp_path / "table2_empty.csv", index=False)
-    frame = read_csv(tmp_path, "table2_empty.csv")
-    assert tuple(frame.columns) == COLUMNS["table2_empty.csv"]
-    assert frame["seed"].iloc[0] == 3 and pd.isna(frame["seed"].iloc[1])
-    assert columns.signature_field("a:1|seed:2|b:3", "seed") == "2"

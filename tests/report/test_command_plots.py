@@ -16,12 +16,12 @@ def _timing_csv(path):
 
 def test_a_figure_is_marked_and_replaced_only_when_arelu_drew_it(tmp_path):
     csv, png = _timing_csv(tmp_path / "t.csv"), tmp_path / "t.png"
-    assert png_ours(plots.plot_inference_time(csv, png, older_ok=False))
-    plots.plot_inference_time(csv, png, older_ok=False)  # its own figure: replaced
+    assert png_ours(plots.plot_inference_time(csv, png))
+    plots.plot_inference_time(csv, png)  # its own figure: replaced
     png.write_bytes(b"\x89PNG\r\n\x1a\n" + b"\0" * 32)  # someone else's file of that name
     before = png.read_bytes()
     with pytest.raises(UserError, match=r"t.png exists and was not written by arelu"):
-        plots.plot_inference_time(csv, png, older_ok=False)
+        plots.plot_inference_time(csv, png)
     assert png.read_bytes() == before
 
 

@@ -193,14 +193,3 @@ def test_a_sheet_that_is_not_the_exported_one_is_named(exported):
     refused(rf"{a1}, item a1-002: the source or candidate B was edited since the export")
     _edit(a1, lambda s: s.assign(source=s["source"].where(s.index != 0, "edited")))
     refused(rf"{a1}, item a1-001: the source or candidate A was edited", a1)
-
-
-def test_a_key_written_before_it_recorded_texts_is_still_read(exported):
-    key = pd.read_csv(exported.key, dtype=str, keep_default_na=False)
-    key.drop(columns=["sha256"]).to_csv(exported.key, index=False)
-    _edit(exported.sheets["a1"], lambda s: s.assign(score_A="4", B="edited"))
-    systems, _ = he.score_sheets([exported.sheets["a1"]], exported.key)
-    assert sum(r["n"] for r in systems) == 3
-    again = he.export_sheets(SOURCES, REFS, SYSTEMS, exported.key.parent.parent / "sheets",
-                             n_items=3, seed=7)  # a new export replaces such a key
-    assert list(pd.read_csv(again.key).columns) == list(he.KEY_COLUMNS)

@@ -2,10 +2,10 @@
 
 import pandas as pd
 
-from arelu_cli.report import quality, report_md, tables
+from arelu_cli.report import quality, reproduction_report, tables
 from arelu_cli.report.columns import COLUMNS
 from arelu_cli.results import write_rows
-from arelu_cli.report.markdown import Section, claim
+from arelu_cli.report.section import Section, claim
 
 
 def _table1(folder, scores, corpus="toy"):
@@ -47,7 +47,7 @@ def test_apply_floor_spares_speed_and_untrained_sections():
 
 def test_report_withholds_quality_verdicts_of_untrained_models(tmp_path):
     _table1(tmp_path, {"softmax": 0.3, "1.5-entmax": 0.0, "1.5-relu": 0.8})
-    text = report_md.render_report(tmp_path, [])
+    text = reproduction_report.render_report(tmp_path, [])
     assert "**Quality floor.**" in text and "softmax on toy (0.3 BLEU)" in text
     assert "✓ Paper's claim" not in text and "✗ Paper's claim" not in text
     assert "? Paper's claim — 1.5-ReLU performs on par with 1.5-entmax" in text
@@ -56,10 +56,10 @@ def test_report_withholds_quality_verdicts_of_untrained_models(tmp_path):
 
 def test_report_judges_models_above_the_floor(tmp_path):
     _table1(tmp_path, {"softmax": 45.0, "1.5-entmax": 44.0, "1.5-relu": 44.5})
-    text = report_md.render_report(tmp_path, [])
+    text = reproduction_report.render_report(tmp_path, [])
     assert "Quality floor" not in text
     assert "✓ Paper's claim — 1.5-ReLU performs on par with 1.5-entmax" in text
-    lowered = report_md.render_report(tmp_path, [], floor=50.0)
+    lowered = reproduction_report.render_report(tmp_path, [], floor=50.0)
     assert "**Quality floor.**" in lowered and "✓ Paper's claim — 1.5-ReLU" not in lowered
 
 
@@ -69,6 +69,6 @@ def test_entmax_k100_stands_for_entmax_in_quality_claims(tmp_path):
     assert paper.entmax15_run(["softmax", "1.5-entmax-k100"]) == "1.5-entmax-k100"
     assert paper.entmax15_run(["softmax"]) is None
     _table1(tmp_path, {"softmax": 45.0, "1.5-entmax-k100": 50.0, "1.5-relu": 44.0})
-    text = report_md.render_report(tmp_path, [])
+    text = reproduction_report.render_report(tmp_path, [])
     assert "✗ Paper's claim — 1.5-ReLU performs on par with 1.5-entmax" in text
     assert "1.5-ReLU − 1.5-entmax-k100 = -6.0 BLEU" in text

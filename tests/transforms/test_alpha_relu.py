@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from arelu_cli.transforms import (AlphaReLULoss, alpha_relu, alpha_relu_log_scores,
                                   alpha_relu_loss)
-from arelu_cli.transforms import _alpha_relu_kernels as kernels
+from arelu_cli.transforms import alpha_relu_kernels as kernels
 from arelu_cli.transforms import set_engine
 
 ALPHAS = [1.1, 1.25, 4 / 3, 1.5, 1.75, 2.0]

@@ -7,7 +7,7 @@ import warnings
 import pytest
 import torch
 
-from arelu_cli.transforms import _alpha_relu_kernels as kernels
+from arelu_cli.transforms import alpha_relu_kernels as kernels
 from arelu_cli.transforms import _cpp_kernels, alpha_relu_loss
 from arelu_cli.transforms import set_engine
 

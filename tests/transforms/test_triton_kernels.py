@@ -7,7 +7,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from arelu_cli.transforms import _alpha_relu_kernels as kernels
+from arelu_cli.transforms import alpha_relu_kernels as kernels
 from arelu_cli.transforms import alpha_relu, alpha_relu_loss, linear_alpha_relu_loss
 from arelu_cli.transforms import set_engine
 

@@ -3,7 +3,7 @@
 import pytest
 
 from arelu_cli.errors import UserError
-from arelu_cli.report import report_md, tables
+from arelu_cli.report import reproduction_report, tables
 from arelu_cli.report.build import regenerate
 from arelu_cli.report.columns import CATALOG, COLUMNS
 from arelu_cli.results import write_rows
@@ -16,7 +16,7 @@ def _table1(folder, relu_bleu):
 
 
 def test_empty_folder_lists_every_csv_as_missing(tmp_path):
-    text = report_md.render_report(tmp_path, ["arelu reproduce recipes/toy.toml"])
+    text = reproduction_report.render_report(tmp_path, ["arelu reproduce recipes/toy.toml"])
     missing = text.split("## Missing")[1].split("## Commands")[0]
     assert all(f"`{name}`" in missing for name in CATALOG)
     assert "## Table 1" not in text and "![" not in text
@@ -25,33 +25,34 @@ def test_empty_folder_lists_every_csv_as_missing(tmp_path):
 
 def test_table1_verdicts_are_computed_from_the_numbers(tmp_path):
     _table1(tmp_path, 37.3)
-    text = report_md.render_report(tmp_path, [])
+    text = reproduction_report.render_report(tmp_path, [])
     assert "| iwslt14 | sparsemax | 30.0 | - | 35.5 | -5.5 |" in text
     assert "**Differs**: iwslt14 sparsemax (30.0 vs 35.5, Δ -5.5)" in text
     assert "iwslt14 1.5-relu (37.3 vs 37.3, Δ +0.0)" in text.split("**Differs**")[0]
     assert "✓ Paper's claim — 1.5-ReLU performs on par with 1.5-entmax" in text
     assert "`table1_bleu.csv`" not in text.split("## Missing")[1].split("## Commands")[0]
     _table1(tmp_path, 34.0)
-    assert "✗ Paper's claim — 1.5-ReLU performs on par" in report_md.render_report(tmp_path, [])
+    text = reproduction_report.render_report(tmp_path, [])
+    assert "✗ Paper's claim — 1.5-ReLU performs on par" in text
 
 
 def test_corpus_without_paper_numbers_checks_only_claims(tmp_path):
     write_rows(tables.table1_rows("toy", {"1.5-relu": tables.BleuScore(20.0)}),
                tmp_path / "table1_bleu.csv", COLUMNS["table1_bleu.csv"])
-    text = report_md.render_report(tmp_path, [])
+    text = reproduction_report.render_report(tmp_path, [])
     assert "No number here has a paper counterpart" in text
     assert "? Paper's claim — 1.5-ReLU performs on par" in text
 
 
 def test_every_csv_makes_a_section_and_figures_embed_only_when_drawn(all_csvs):
-    text = report_md.render_report(all_csvs, [])
+    text = reproduction_report.render_report(all_csvs, [])
     assert "Nothing: every CSV of the catalog is present." in text
     assert "![" not in text and "is not drawn yet" in text
     done = regenerate(all_csvs, ["arelu train ..."])
     text = done.report.read_text()
     for png in done.pngs:
         assert f"]({png.name})" in text
-    assert text.count("## ") >= len(report_md.SECTIONS) + 3
+    assert text.count("## ") >= len(reproduction_report.SECTIONS) + 3
 
 
 def test_regenerate_builds_from_runs_and_records_commands(tmp_path, run_folder):

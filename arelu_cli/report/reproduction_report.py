@@ -2,10 +2,10 @@
 embedded, a computed "matches / differs" line per table, the exact commands, and the CSVs
 that are missing -- listed as missing, never filled in.
 
-The paper's numbers come from :mod:`arelu_cli.report.paper` (as quoted in SPEC.md); the
-verdicts from :mod:`arelu_cli.report.compare_tables` and :mod:`~.compare_figures`; the CSV
-columns are documented in :mod:`arelu_cli.report.columns` (appended to the report too, and
-below: the section is generated from the catalog).
+The paper's numbers come from :mod:`arelu_cli.report.paper`; the verdicts from
+:mod:`arelu_cli.report.compare_tables` and :mod:`~.compare_figures`; the CSV columns are
+documented in :mod:`arelu_cli.report.columns` (appended to the report too, and below: the
+section is generated from the catalog).
 """
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from arelu_cli.ownership import check_ours, marked_markdown, write_markdown
+from arelu_cli.ownership import check_ours, markdown_ours, write_markdown
 from arelu_cli.report import compare_figures as figs
 from arelu_cli.report import compare_tables as tables
 from arelu_cli.report.columns import CATALOG, catalog_markdown, read_csv
-from arelu_cli.report.markdown import Section, fmt, md_table
+from arelu_cli.report.section import Section, fmt, md_table
 from arelu_cli.report.quality import QUALITY_FLOOR, apply_floor, below_floor, floor_paragraph
 
 SECTIONS: dict[str, Callable[..., Section]] = {
@@ -127,13 +127,9 @@ def render_report(folder: str | Path, commands: Sequence[str], title: str | None
     return "\n\n".join([*head, *body, absent, cmds, cols]) + "\n"
 
 
-LEGACY = "Every number below is read from the CSVs of this folder"
-"""A sentence every REPORT.md of this module holds, also those written before :data:`MD_MARK`."""
-
-
 def check_report(folder: str | Path) -> None:
     """Refuse, before anything is written, a REPORT.md in ``folder`` that arelu did not write."""
-    check_ours(Path(folder) / "REPORT.md", marked_markdown(LEGACY))
+    check_ours(Path(folder) / "REPORT.md", markdown_ours)
 
 
 def write_report(folder: str | Path, commands: Sequence[str], title: str | None = None,
@@ -141,7 +137,7 @@ def write_report(folder: str | Path, commands: Sequence[str], title: str | None 
     """Write ``folder/REPORT.md`` atomically and return its path; a REPORT.md that arelu did
     not write is refused (:mod:`arelu_cli.ownership`)."""
     text = render_report(folder, commands, title, notes=notes)
-    return write_markdown(Path(folder) / "REPORT.md", text, LEGACY)
+    return write_markdown(Path(folder) / "REPORT.md", text)
 
 
 __doc__ = f"{__doc__}\n## CSV columns\n\n{catalog_markdown()}"

@@ -4,7 +4,7 @@ import pytest
 
 from arelu_cli.errors import UserError
 from arelu_cli.report.columns import COLUMNS
-from arelu_cli.report.curves import alpha_relu_curve_rows
+from arelu_cli.report.alpha_relu_graph import alpha_relu_curve_rows
 
 CLOSED_FORMS = [  # alpha, tau, f(x)
     (1.5, 0.0, lambda x: max(x / 2, 0.0) ** 2),
