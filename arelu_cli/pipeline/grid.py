@@ -7,7 +7,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -76,21 +76,12 @@ def results_folder(out: Path) -> Path:
     return out
 
 
-def check_outputs(out: Path, tables: Mapping[str, str], *legacy: str) -> None:
+def check_outputs(out: Path, tables: Mapping[str, str]) -> None:
     """Refuse, before any work, a file in ``out`` of the name of an output of the pipeline
     that it did not write: each CSV of ``tables`` (``{name: its first column}``) and
-    ``REPORT.md`` (:func:`~arelu_cli.ownership.marked_markdown` with ``legacy``), so that hours of training never end on a
-    user's file that cannot be replaced."""
+    ``REPORT.md`` (:func:`~arelu_cli.ownership.marked_markdown`), so that hours of training
+    never end on a user's file that cannot be replaced."""
     advice = "move that file away or give another --out"
     for name, first in tables.items():
         check_ours(out / name, csv_starting_with(first), advice=advice)
-    check_ours(out / "REPORT.md", marked_markdown(*legacy), advice=advice)
-
-
-def up_to_date(output: Path, inputs: Iterable[Path] = ()) -> bool:
-    """make's rule: ``output`` exists, every input exists and none is newer than it, so that a
-    retrained model or a new translation redoes what was computed from the old one."""
-    if not output.is_file():
-        return False
-    made = output.stat().st_mtime_ns
-    return all(p.is_file() and p.stat().st_mtime_ns <= made for p in inputs)
+    check_ours(out / "REPORT.md", marked_markdown(), advice=advice)

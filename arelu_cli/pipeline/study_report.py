@@ -32,16 +32,17 @@ import pandas as pd
 from arelu_cli.config import Config
 from arelu_cli.data.prepared import load_prepared
 from arelu_cli.nmt.bleu import bleu_chrf
-from arelu_cli.report.markdown import fmt, md_table
 from arelu_cli.ownership import write_markdown
+from arelu_cli.pipeline.core import Run, finished
+from arelu_cli.pipeline.scoring import (TEST, bootstrap_rows, dev_log, first_summary, seed_groups,
+                                        summary, translation_lines, translation_path)
+from arelu_cli.pipeline.study_claims import SPEED_TOLERANCE, answer, earlier_rows, pairs
+from arelu_cli.pipeline.study_runs import (BENCH, Evaluation, axes, equal_time_budget_ms,
+                                           point_of, run_folder, scores, sweep_summary)
+from arelu_cli.pipeline.sweep import Point, visited
+from arelu_cli.report.markdown import fmt, md_table
 from arelu_cli.report.plots import plot_study_curves, plot_study_sweep
 from arelu_cli.results import read_json, write_rows
-from arelu_cli.pipeline.study_claims import SPEED_TOLERANCE, answer, earlier_rows, pairs
-from arelu_cli.pipeline.study_runs import (BENCH, TEST, Run, axes, dev_log,
-                                           equal_time_budget_ms, first_summary, run_folder,
-                                           scores, summary, sweep_summary, trained,
-                                           translation_lines, translation_path)
-from arelu_cli.pipeline.sweep import Point, visited
 
 COMPARISONS = {"equal_steps": "equal steps", "equal_time": "equal time",
                "convergence_start": "convergence run, start", "convergence": "convergence"}
@@ -66,20 +67,21 @@ def sweep_rows(config: Config, out: Path, selected: dict[str, Point]) -> list[di
 
 
 def _current(folder: Path) -> dict | None:
-    return summary(folder) if trained(folder) else None
+    return summary(folder) if finished(folder) else None
 
 
-def bleu_rows(config: Config, todo: list[tuple[str, Run, int]]) -> list[dict]:
+def bleu_rows(config: Config, todo: list[Evaluation]) -> list[dict]:
     refs = load_prepared(config.data.path).references(TEST)
     hyps, rows = _hypotheses(config, todo, len(refs)), []
     for comparison, run, step in todo:
         path = translation_path(run.folder, step, config.decode.beam)
-        bleu, chrf, bleu_sig, _ = bleu_chrf(hyps[(comparison, run.transform, run.seed)], refs)
+        bleu, chrf, bleu_sig, _ = bleu_chrf(hyps[(comparison, run.name, run.seed)], refs)
         meta = read_json(f"{path}.json", f"delete {path} and its .json to translate again")
-        rows.append({"comparison": comparison, "transform": run.transform, "seed": run.seed,
+        point = point_of(run)
+        rows.append({"comparison": comparison, "transform": run.name, "seed": run.seed,
                      "step": step, "bleu": round(bleu, 2), "chrf": round(chrf, 2),
-                     "lr": run.point.lr, "warmup": run.point.warmup,
-                     "label_smoothing": run.point.label_smoothing, "beam": config.decode.beam,
+                     "lr": point.lr, "warmup": point.warmup,
+                     "label_smoothing": point.label_smoothing, "beam": config.decode.beam,
                      "translation": str(path), "sacrebleu": bleu_sig,
                      "signature": meta["signature"]})
     return rows
@@ -105,48 +107,33 @@ def curve_rows(runs: list[Run]) -> list[dict]:
     for run in runs:
         log = dev_log(run.folder)
         for record in log.dropna(subset=["val_bleu"]).to_dict("records"):
-            rows.append({"transform": run.transform, "seed": run.seed, "run": run.folder.name,
+            rows.append({"transform": run.name, "seed": run.seed, "run": run.folder.name,
                          "step": int(record["step"]), "dev_bleu": record["val_bleu"],
                          "dev_loss": record.get("val_loss"), "train_steps": run.steps})
     return rows
 
 
-def _hypotheses(config: Config, todo: list[tuple[str, Run, int]], references: int) -> dict:
+def _hypotheses(config: Config, todo: list[Evaluation], references: int) -> dict:
     """``{(comparison, transform, seed): lines}`` of the test translations, each checked
     against the number of test references."""
-    return {(c, run.transform, run.seed): translation_lines(
+    return {(c, run.name, run.seed): translation_lines(
                 translation_path(run.folder, step, config.decode.beam), references)
             for c, run, step in todo}
 
 
-def significance_rows(config: Config, todo: list[tuple[str, Run, int]]) -> list[dict]:
+def significance_rows(config: Config, todo: list[Evaluation]) -> list[dict]:
     """Each pair of :func:`~arelu_cli.pipeline.study_claims.pairs` (each transform against the
-    baseline, each borrower against its lender) by paired bootstrap: per seed (same seed on
-    both sides), and on the seeds' translations joined (a resample draws test sentences,
-    each with every seed's translation of it)."""
-    from arelu_cli.analysis.significance import SEED, paired_bootstrap
-
+    baseline, each borrower against its lender) at each comparison by paired bootstrap:
+    per seed (same seed on both sides), and on the seeds' translations joined
+    (:func:`~arelu_cli.pipeline.scoring.bootstrap_rows`)."""
     refs = load_prepared(config.data.path).references(TEST)
-    hyps = _hypotheses(config, todo, len(refs))
-    rows = []
-    for comparison in dict.fromkeys(c for c, _, _ in todo):
-        seeds = sorted({s for c, _, s in hyps if c == comparison})
-        names = list(dict.fromkeys(t for c, t, _ in hyps if c == comparison))
-        for name, base in pairs(config, names):
-            both = [(s, hyps[(comparison, base, s)], hyps[(comparison, name, s)])
-                    for s in seeds if (comparison, name, s) in hyps
-                    and (comparison, base, s) in hyps]
-            tests = [(str(s), b, h, refs) for s, b, h in both]
-            if len(both) > 1:
-                tests.append(("joined", [x for _, b, _ in both for x in b],
-                              [x for _, _, h in both for x in h], refs * len(both)))
-            for label, b, h, r in tests:
-                result = paired_bootstrap(b, h, r, samples=config.study.bootstrap_samples,
-                                          runs=len(r) // len(refs))
-                rows.append({"comparison": comparison, "transform": name, "baseline": base,
-                             "seeds": label, **result,
-                             "signature": f"paired-bs|bs:{config.study.bootstrap_samples}|"
-                                          f"seed:{SEED}|split:{TEST}"})
+    hyps, rows = _hypotheses(config, todo, len(refs)), []
+    for comparison in dict.fromkeys(item.comparison for item in todo):
+        mine = {(t, s): lines for (c, t, s), lines in hyps.items() if c == comparison}
+        names = list(dict.fromkeys(t for t, _ in mine))
+        groups = seed_groups(sorted({s for _, s in mine}), "joined")
+        rows += [{"comparison": comparison, **row} for row in bootstrap_rows(
+            pairs(config, names), mine, refs, groups, config.study.bootstrap_samples)]
     return rows
 
 
@@ -180,16 +167,15 @@ def _bleu_table(summary: list[dict], sig: list[dict], base: str) -> str:
 
 
 def _equal_time(config: Config, out: Path, ms_per_step: dict[str, float],
-                todo: list[tuple[str, Run, int]]) -> list[str]:
+                todo: list[Evaluation]) -> list[str]:
     """The quiet step times, the budget and the step each transform reaches in it."""
     if not ms_per_step:
         return ["No step times (the bench stage has not run)."]
     base, budget = config.study.baseline, equal_time_budget_ms(config, ms_per_step) / 60e3
-    steps = {run.transform: step for c, run, step in todo if c == "equal_time"}
+    steps = {run.name: step for c, run, step in todo if c == "equal_time"}
     frame = pd.read_csv(out / BENCH) if (out / BENCH).is_file() else pd.DataFrame()
     busy = (f" Other processes kept up to {frame['other_cpu'].max():.2f} CPU cores busy "
-            "while they were measured." if "other_cpu" in frame else
-            " The file does not record how busy the machine was (an older version's).")
+            "while they were measured.")
     where = (" on " + " and ".join(dict.fromkeys(frame["machine"].dropna().astype(str)))
              if "machine" in frame and frame["machine"].notna().any() else "")
     paired = (dict(zip(frame["transform"], frame["time_ratio"]))
@@ -239,8 +225,8 @@ def machines_sentence(runs: list[Run]) -> str:
     while the step-budgeted results do not."""
     counts: dict[str, int] = {}
     for run in runs:
-        name = summary(run.folder).get("machine") if trained(run.folder) else None
-        key = name or "a machine the summary does not name (an earlier version's)"
+        name = summary(run.folder).get("machine") if finished(run.folder) else None
+        key = name or "a machine its summary does not name"
         counts[key] = counts.get(key, 0) + 1
     if not counts:
         return ""
@@ -251,7 +237,7 @@ def machines_sentence(runs: list[Run]) -> str:
 
 def report_text(config: Config, out: Path, sweep: list[dict], summary: list[dict],
                 sig: list[dict], ms_per_step: dict[str, float],
-                todo: list[tuple[str, Run, int]], figures: list[str]) -> str:
+                todo: list[Evaluation], figures: list[str]) -> str:
     seeds = ", ".join(map(str, config.study.seeds))
     paragraphs = answer(config, summary, sig)
     return "\n".join([
@@ -295,7 +281,7 @@ def report_text(config: Config, out: Path, sweep: list[dict], summary: list[dict
 
 
 def write_report(config: Config, out: Path, selected: dict[str, Point],
-                 todo: list[tuple[str, Run, int]],
+                 todo: list[Evaluation],
                  ms_per_step: dict[str, float] | None = None) -> Path:
     """Every CSV and figure of the study and ``REPORT.md``; returns the report's path."""
     ms_per_step = ms_per_step or {}
@@ -313,4 +299,4 @@ def write_report(config: Config, out: Path, selected: dict[str, Point],
     if curves:
         figures.append(plot_study_curves(out / "dev_curves.csv", out / "dev_curves.png").name)
     text = report_text(config, out, sweep, summary, sig, ms_per_step, todo, figures)
-    return write_markdown(out / "REPORT.md", text, "# Study report\n")
+    return write_markdown(out / "REPORT.md", text)
