@@ -40,7 +40,7 @@ from arelu_cli.ownership import write_markdown
 from arelu_cli.pipeline.core import Run, diverged, finished
 from arelu_cli.pipeline.scoring import (TEST, again, bootstrap_rows, dev_log, summary,
                                         translation_lines, translation_path)
-from arelu_cli.report.markdown import fmt, md_table
+from arelu_cli.report.markdown import Section, document, fmt, md_table
 from arelu_cli.report.plots import (plot_attention_curves, plot_attention_heatmaps,
                                     plot_attention_sparsity)
 from arelu_cli.results import read_json, read_table, write_rows
@@ -242,27 +242,29 @@ def answer(config: Config, rows: list[dict]) -> str:
     return " ".join(parts)
 
 
-def report_text(config: Config, rows: list[dict], figures: list[str]) -> str:
+def report_text(config: Config, out: Path, rows: list[dict]) -> str:
     a, t = config.attention_study, config.train
-    return "\n".join([
-        "# Attention study report", "",
-        f"One model per attention transform (every kind: encoder self, decoder self, cross), "
-        f"everything else fixed: output transform {t.transform}, lr {t.lr:g}, warmup "
-        f"{t.warmup}, label smoothing {t.label_smoothing:g}, seed {t.seed}, "
-        f"{t.max_steps} optimizer steps (step-budgeted). Test BLEU with beam "
-        f"{config.decode.beam} at the last step's weights (sacrebleu, detokenized, cased); "
-        f"paired bootstrap ({a.bootstrap_samples} resamples) against {a.baseline} attention; "
-        "sparsity counted along the beam output on test. Speeds were measured on a quiet "
-        "machine, each variant alternating with the baseline; a ratio (×) is the median of "
-        "the paired ratios, so it can differ from the ratio of the two medians "
-        "(bench_train.csv, bench_decode.csv).", "",
-        "## Answer", "", answer(config, rows), "",
-        "## Results", "", _table(rows), "",
-        "## Figures", "", *[f"![{name}]({name})" for name in figures], "",
-        "## Files", "",
-        "results.csv (the table), curves.csv, sparsity.csv, heatmaps.csv, bench_train.csv, "
-        "bench_decode.csv; runs/VARIANT/ (config.json, log.csv, summary.json or "
-        "diverged.json, translations/).", ""])
+    intro = (f"One model per attention transform (every kind: encoder self, decoder self, "
+             f"cross), everything else fixed: output transform {t.transform}, lr {t.lr:g}, "
+             f"warmup {t.warmup}, label smoothing {t.label_smoothing:g}, seed {t.seed}, "
+             f"{t.max_steps} optimizer steps (step-budgeted). Test BLEU with beam "
+             f"{config.decode.beam} at the last step's weights (sacrebleu, detokenized, cased); "
+             f"paired bootstrap ({a.bootstrap_samples} resamples) against {a.baseline} "
+             "attention; sparsity counted along the beam output on test. Speeds were measured "
+             "on a quiet machine, each variant alternating with the baseline; a ratio (×) is "
+             "the median of the paired ratios, so it can differ from the ratio of the two "
+             "medians (bench_train.csv, bench_decode.csv).")
+    figures = [Section(title, name.replace(".png", ".csv"), figure=name)
+               for title, name in (("Training curves", "curves.png"),
+                                   ("Attention sparsity per layer", "sparsity.png"),
+                                   ("Cross-attention heatmaps", "heatmaps.png"))
+               if (out / name).is_file()]
+    return document("Attention study report", intro, [
+        Section("Answer", "results.csv", verdicts=[answer(config, rows)]),
+        Section("Results", "results.csv", _table(rows)), *figures], out, [
+        "## Files", "results.csv (the table), curves.csv, sparsity.csv, heatmaps.csv, "
+        "bench_train.csv, bench_decode.csv; runs/VARIANT/ (config.json, log.csv, summary.json "
+        "or diverged.json, translations/)."])
 
 
 def _joined(runs: list[Run], name: str) -> list[dict]:
@@ -277,18 +279,18 @@ def _joined(runs: list[Run], name: str) -> list[dict]:
 def write_report(config: Config, out: Path, runs: list[Run]) -> Path:
     """Every CSV and figure of the study and ``REPORT.md``; returns the report's path."""
     # every input read and checked before any output is written
-    figures, curves, sparsity = [], curve_rows(runs), _joined(runs, SPARSITY)
+    curves, sparsity = curve_rows(runs), _joined(runs, SPARSITY)
     maps = [{k: val for k, val in r.items() if k != "variant"} for r in _joined(runs, HEATMAPS)]
     rows = result_rows(config, runs, pd.DataFrame(sparsity) if sparsity else None,
                        _read(out / BENCH), _read(out / DECODE))
     write_rows(curves, out / "curves.csv")
     if curves:
-        figures.append(plot_attention_curves(out / "curves.csv", out / "curves.png").name)
+        plot_attention_curves(out / "curves.csv", out / "curves.png")
     if sparsity:
         write_rows(sparsity, out / "sparsity.csv")
-        figures.append(plot_attention_sparsity(out / "sparsity.csv", out / "sparsity.png").name)
+        plot_attention_sparsity(out / "sparsity.csv", out / "sparsity.png")
     if maps:
         write_rows(maps, out / "heatmaps.csv")
-        figures.append(plot_attention_heatmaps(out / "heatmaps.csv", out / "heatmaps.png").name)
+        plot_attention_heatmaps(out / "heatmaps.csv", out / "heatmaps.png")
     write_rows(rows, out / "results.csv")
-    return write_markdown(out / "REPORT.md", report_text(config, rows, figures))
+    return write_markdown(out / "REPORT.md", report_text(config, out, rows))

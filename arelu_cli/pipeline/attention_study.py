@@ -47,18 +47,17 @@ from arelu_cli.analysis.bench_attention import bench_attention
 from arelu_cli.config import Config, ModelConfig
 from arelu_cli.errors import UserError
 from arelu_cli.nmt.attention import RENORM_EPS, VARIANTS
-from arelu_cli.nmt.precision import resolve as resolve_precision
 from arelu_cli.nmt.train import snapshot_path
 from arelu_cli.nmt.train_guard import DIVERGED, Diverged
 from arelu_cli.pipeline.attention_report import (BENCH, DECODE, HEATMAPS, SPARSITY,
                                                  write_report)
-from arelu_cli.pipeline.core import (Output, Run, Trainer, check_runs, diverged, run_config,
-                                     train_and_make, trainer as real_trainer)
+from arelu_cli.pipeline.core import (Output, Run, Trainer, check_budget, check_runs, diverged,
+                                     run_config, train_and_make, trainer as real_trainer)
 from arelu_cli.pipeline.grid import check_outputs, results_folder
 from arelu_cli.pipeline.scoring import TEST, translation
-from arelu_cli.pipeline.study import check_budget, check_timed_with, warn_if_busy_file
+from arelu_cli.pipeline.timings import precision, timed_once
 from arelu_cli.registry import get_transform
-from arelu_cli.results import read_table, write_rows
+from arelu_cli.results import write_rows
 
 OUTPUTS = {"results.csv": "variant", "curves.csv": "variant", "sparsity.csv": "variant",
            "heatmaps.csv": "checkpoint", BENCH: "variant", DECODE: "variant"}
@@ -172,21 +171,16 @@ def tolerant(train: Trainer, console: Console) -> Trainer:
 
 def timing(config: Config, out: Path, runs: list[Run], console: Console) -> None:
     """Stage 3: step times of every variant and decoding times of every trained model that
-    did not diverge, each file measured once."""
+    did not diverge, each file measured once (:func:`~arelu_cli.pipeline.timings.timed_once`)."""
     from arelu_cli.analysis.bench_translate import bench_translate
 
     a = config.attention_study
     if not a.timing:
         return
-    if not (out / BENCH).is_file():
-        console.rule("bench: training step time per attention (wants an idle machine)")
-        rows = bench_attention(config, {v.name: v.config.model for v in runs}, a.baseline,
-                               a.bench_repeats, config.train.device, console=console)
-        write_rows(rows, out / BENCH)
-        warn_if_busy_file(rows, out / BENCH, console)
-    check_timed_with(out / BENCH, read_table(out / BENCH, "delete it to measure again"), {
-        "transform": config.train.transform,
-        "precision": resolve_precision(config.train.precision, config.train.device)})
+    timed_once(out / BENCH, "training step time per attention", lambda: bench_attention(
+        config, {v.name: v.config.model for v in runs}, a.baseline, a.bench_repeats,
+        config.train.device, console=console), console,
+        {"transform": config.train.transform, "precision": precision(config)})
     decoded = [v for v in runs if not diverged(v.folder)]
     if (out / DECODE).is_file() or not decoded or decoded[0].name != a.baseline:
         return
@@ -195,12 +189,11 @@ def timing(config: Config, out: Path, runs: list[Run], console: Console) -> None
     if missing:
         raise UserError(f"{missing[0]} is missing, so decoding cannot be timed: train the "
                         f"runs again, or set [attention_study] timing = false")
-    console.rule("bench: decoding time per attention (wants an idle machine)")
-    rows = bench_translate(list(paths), a.timing_beams, TEST, device=config.train.device,
-                           max_sentences=a.timing_sentences or None, repeats=a.timing_repeats,
-                           log=console.log)
-    write_rows([{"variant": paths[r["checkpoint"]], **r} for r in rows], out / DECODE)
-    warn_if_busy_file(rows, out / DECODE, console)
+    timed_once(out / DECODE, "decoding time per attention", lambda: [
+        {"variant": paths[r["checkpoint"]], **r} for r in bench_translate(
+            list(paths), a.timing_beams, TEST, device=config.train.device,
+            max_sentences=a.timing_sentences or None, repeats=a.timing_repeats,
+            log=console.log)], console)
 
 
 def attention_study(config: Config, out: Path, console: Console | None = None,

@@ -66,6 +66,20 @@ class Run:
         return self.config.train.max_steps
 
 
+def check_budget(config: Config, what: str = "a study") -> None:
+    """``what`` trains for ``[train] max_steps`` and evaluates the weights kept at steps:
+    refuse a clock budget and a ``keep_every`` that misses the last step."""
+    t = config.train
+    if t.max_minutes:
+        raise UserError(f"{what} trains for [train] max_steps steps, never against the clock: "
+                        "set [train] max_minutes = 0")
+    if not t.keep_every or t.max_steps % t.keep_every:
+        divisors = [d for d in range(1, t.max_steps + 1) if t.max_steps % d == 0]
+        example = min(divisors, key=lambda d: (abs(d - t.max_steps / 4), -d))
+        raise UserError(f"{what} evaluates kept weights: set [train] keep_every to a divisor "
+                        f"of max_steps ({t.max_steps}), e.g. {example}")
+
+
 def run_config(config: Config, **train: object) -> Config:
     """``config`` with some ``[train]`` keys replaced (one run's transform, seed, budget)."""
     return dataclasses.replace(config, train=dataclasses.replace(config.train, **train))

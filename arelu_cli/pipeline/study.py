@@ -50,10 +50,9 @@ from rich.markup import escape
 from arelu_cli.config import Config
 from arelu_cli.errors import UserError
 from arelu_cli.nmt import checkpoint
-from arelu_cli.nmt.precision import resolve as resolve_precision
 from arelu_cli.nmt.train import SUMMARY
-from arelu_cli.pipeline.core import (FIRST, Output, Run, Trainer, check_runs, done, trainer as
-                                     real_trainer, train_and_make, train_if_needed)
+from arelu_cli.pipeline.core import (FIRST, Output, Run, Trainer, check_budget, check_runs, done,
+                                     trainer as real_trainer, train_and_make, train_if_needed)
 from arelu_cli.pipeline.grid import check_outputs, results_folder
 from arelu_cli.pipeline.scoring import translation
 from arelu_cli.pipeline.study_report import write_report
@@ -62,7 +61,8 @@ from arelu_cli.pipeline.study_runs import (BENCH, Evaluation, axes, borrowed, co
                                            study_run)
 from arelu_cli.pipeline.sweep import Point, plan
 from arelu_cli.registry import get_transform
-from arelu_cli.results import atomic_write_text, read_table
+from arelu_cli.pipeline.timings import precision, timed_once
+from arelu_cli.results import atomic_write_text
 
 SELECTED = "selected.json"
 OUTPUTS = {"sweep.csv": "transform", "test_bleu.csv": "comparison",
@@ -77,20 +77,6 @@ Evaluate = Callable[[Evaluation], Output]
 
 def _translation(item: Evaluation) -> Output:
     return translation(item.run, item.step)
-
-
-def check_budget(config: Config, what: str = "a study") -> None:
-    """``what`` trains for ``[train] max_steps`` and evaluates the weights kept at steps:
-    refuse a clock budget and a ``keep_every`` that misses the last step."""
-    t = config.train
-    if t.max_minutes:
-        raise UserError(f"{what} trains for [train] max_steps steps, never against the clock: "
-                        "set [train] max_minutes = 0")
-    if not t.keep_every or t.max_steps % t.keep_every:
-        divisors = [d for d in range(1, t.max_steps + 1) if t.max_steps % d == 0]
-        example = min(divisors, key=lambda d: (abs(d - t.max_steps / 4), -d))
-        raise UserError(f"{what} evaluates kept weights: set [train] keep_every to a divisor "
-                        f"of max_steps ({t.max_steps}), e.g. {example}")
 
 
 def check(config: Config) -> None:
@@ -270,21 +256,17 @@ def bench(config: Config, out: Path, console: Console,
           selected: dict[str, Point]) -> dict[str, float]:
     """Stage 2: quiet step times (ms) of the compared transforms, each with the label
     smoothing of its configuration in ``selected`` (it changes the loss computed; lr and
-    warmup do not change a step's time), measured once into ``bench_train.csv`` (delete it
-    to measure again, on an idle machine). A file timed with other label smoothing is
-    refused."""
+    warmup do not change a step's time), measured once into ``bench_train.csv``
+    (:func:`~arelu_cli.pipeline.timings.timed_once`). A file timed with other label
+    smoothing is refused."""
     from arelu_cli.analysis.bench_train import bench_train
-    from arelu_cli.results import write_rows
 
     path, names = out / BENCH, compared(config)
     smoothing = {name: p.label_smoothing for name, p in configurations(config, selected).items()}
-    if not path.is_file():
-        console.rule("bench train (quiet step times for equal time)")
-        rows = bench_train(config, names, repeats=10, device_name=config.train.device,
-                           console=console, label_smoothing=smoothing)
-        write_rows(rows, path)
-        warn_if_busy_file(rows, path, console)
-    frame = read_table(path, "delete it to measure again (on an idle machine)")
+    frame = timed_once(path, "training step times for equal time", lambda: bench_train(
+        config, names, repeats=10, device_name=config.train.device, console=console,
+        label_smoothing=smoothing), console,
+        {"d_model": config.model.d_model, "precision": precision(config)})
     frame = frame[~frame["fused_output"].astype(bool)]
     times = dict(zip(frame["transform"], frame["ms_per_step"]))
     missing = [n for n in names if n not in times]
@@ -292,29 +274,7 @@ def bench(config: Config, out: Path, console: Console,
         raise UserError(f"{path} has no step time of {', '.join(missing)}; delete it and run "
                         "the study again on an idle machine")
     _check_smoothing(path, frame, smoothing)
-    check_timed_with(path, frame, {"d_model": config.model.d_model,
-                                   "precision": resolve_precision(config.train.precision,
-                                                                  config.train.device)})
     return {name: float(times[name]) for name in names}
-
-
-def check_timed_with(path: Path, frame, settings: dict[str, object]) -> None:
-    """Refuse the timings of ``path`` (rows ``frame``) where a column it records says they
-    were taken with another value of one of ``settings`` than the recipe's now."""
-    for column, want in settings.items():
-        found = set(frame[column].dropna()) if column in frame.columns else set()
-        if found and found != {want}:
-            raise UserError(f"{path} was timed with {column} {sorted(map(str, found))[0]}, but "
-                            f"the recipe now asks for {want}; delete it to measure again (on "
-                            "an idle machine)")
-
-
-def warn_if_busy_file(rows: list[dict], path: Path, console: Console) -> None:
-    """Say so when other processes competed for the CPU while ``path`` was measured."""
-    from arelu_cli.analysis.timing import warn_if_busy as warn
-
-    warn(rows, console, f"the times of {path}", "; delete the file and run the study again "
-         "to measure it again")
 
 
 def _check_smoothing(path: Path, frame, smoothing: dict[str, float]) -> None:

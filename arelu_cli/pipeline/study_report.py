@@ -40,7 +40,7 @@ from arelu_cli.pipeline.study_claims import SPEED_TOLERANCE, answer, earlier_row
 from arelu_cli.pipeline.study_runs import (BENCH, Evaluation, axes, equal_time_budget_ms,
                                            point_of, run_folder, scores, sweep_summary)
 from arelu_cli.pipeline.sweep import Point, visited
-from arelu_cli.report.markdown import fmt, md_table
+from arelu_cli.report.markdown import Section, document, fmt, md_table
 from arelu_cli.report.plots import plot_study_curves, plot_study_sweep
 from arelu_cli.results import read_json, write_rows
 
@@ -125,15 +125,18 @@ def significance_rows(config: Config, todo: list[Evaluation]) -> list[dict]:
     """Each pair of :func:`~arelu_cli.pipeline.study_claims.pairs` (each transform against the
     baseline, each borrower against its lender) at each comparison by paired bootstrap:
     per seed (same seed on both sides), and on the seeds' translations joined
-    (:func:`~arelu_cli.pipeline.scoring.bootstrap_rows`)."""
+    (:func:`~arelu_cli.pipeline.scoring.bootstrap_rows`), each signed by its test's
+    sacrebleu signature."""
     refs = load_prepared(config.data.path).references(TEST)
     hyps, rows = _hypotheses(config, todo, len(refs)), []
     for comparison in dict.fromkeys(item.comparison for item in todo):
         mine = {(t, s): lines for (c, t, s), lines in hyps.items() if c == comparison}
         names = list(dict.fromkeys(t for t, _ in mine))
         groups = seed_groups(sorted({s for _, s in mine}), "joined")
-        rows += [{"comparison": comparison, **row} for row in bootstrap_rows(
-            pairs(config, names), mine, refs, groups, config.study.bootstrap_samples)]
+        for row in bootstrap_rows(pairs(config, names), mine, refs, groups,
+                                  config.study.bootstrap_samples):
+            signature = row.pop("bleu_signature")
+            rows.append({"comparison": comparison, **row, "signature": signature})
     return rows
 
 
@@ -167,15 +170,13 @@ def _bleu_table(summary: list[dict], sig: list[dict], base: str) -> str:
 
 
 def _equal_time(config: Config, out: Path, ms_per_step: dict[str, float],
-                todo: list[Evaluation]) -> list[str]:
+                todo: list[Evaluation]) -> Section:
     """The quiet step times, the budget and the step each transform reaches in it."""
     if not ms_per_step:
-        return ["No step times (the bench stage has not run)."]
+        return Section("Equal time", BENCH, "No step times (the bench stage has not run).")
     base, budget = config.study.baseline, equal_time_budget_ms(config, ms_per_step) / 60e3
     steps = {run.name: step for c, run, step in todo if c == "equal_time"}
     frame = pd.read_csv(out / BENCH) if (out / BENCH).is_file() else pd.DataFrame()
-    busy = (f" Other processes kept up to {frame['other_cpu'].max():.2f} CPU cores busy "
-            "while they were measured.")
     where = (" on " + " and ".join(dict.fromkeys(frame["machine"].dropna().astype(str)))
              if "machine" in frame and frame["machine"].notna().any() else "")
     paired = (dict(zip(frame["transform"], frame["time_ratio"]))
@@ -184,39 +185,38 @@ def _equal_time(config: Config, out: Path, ms_per_step: dict[str, float],
              else "", f"{paired[name]:.3f}×" if name in paired else "",
              f"{steps[name]:,}" if name in steps else ""]
             for name, ms in ms_per_step.items()]
-    return [f"Quiet training step times ({BENCH}, `arelu bench train`{where}, each transform "
-            f"timed alternately with {base}, at its selected label smoothing).{busy} Equal time "
-            f"uses the median step times (× {base}); the paired column is the median ratio to "
-            f"the {base} step timed beside each one ({base} itself against itself), which the "
-            "machine's noise hits alike. Equal time is "
-            f"{budget:.1f} minutes of quiet training"
-            + ("" if config.study.equal_time_minutes else
-               f" (the time the fastest transform needs for {config.train.max_steps:,} steps)")
-            + f"; each transform is evaluated at the last kept snapshot (every "
-            f"{config.train.keep_every} steps) it reaches in it.", "",
-            md_table(["transform", "ms per step", f"× {base}", f"paired × {base}",
-                      "step at equal time"], rows)]
+    return Section("Equal time", BENCH, md_table(
+        ["transform", "ms per step", f"× {base}", f"paired × {base}", "step at equal time"],
+        rows), [
+        f"Quiet training step times (`arelu bench train`{where}, each transform timed "
+        f"alternately with {base}, at its selected label smoothing). Other processes kept up "
+        f"to {frame['other_cpu'].max():.2f} CPU cores busy while they were measured.",
+        f"Equal time uses the median step times (× {base}); the paired column is the median "
+        f"ratio to the {base} step timed beside each one ({base} itself against itself), "
+        "which the machine's noise hits alike.",
+        f"Equal time is {budget:.1f} minutes of quiet training"
+        + ("" if config.study.equal_time_minutes else
+           f" (the time the fastest transform needs for {config.train.max_steps:,} steps)")
+        + f"; each transform is evaluated at the last kept snapshot (every "
+        f"{config.train.keep_every} steps) it reaches in it."])
 
 
-def _earlier(config: Config, sig: list[dict], ms_per_step: dict[str, float]) -> list[str]:
+def _earlier(config: Config, sig: list[dict], ms_per_step: dict[str, float]) -> list[Section]:
     if not config.study.earlier:
         return []
     rows, note = earlier_rows(config, sig, ms_per_step)
     where = config.study.earlier
-    text = [f"## Claims of `{where}`", "",
-            f"Each claim of `{where}` (one run per transform) beside this study's equal-time "
-            "result. A BLEU difference **stands** when it lies in this study's 95% interval, "
-            "**shrinks** or **grows** when the interval lies nearer 0 or farther, and "
-            "**falls** when this study finds no significant difference (p ≥ 0.05) or the "
-            f"opposite sign. A speed ratio stands within {SPEED_TOLERANCE:.0%} of this "
-            "study's quiet one and falls when it crosses 1.", ""]
-    if rows:
-        text.append(md_table(["claim", "earlier", "this study", "verdict"],
-                             [[r["claim"], r["earlier"], r["study"], f"**{r['verdict']}**"]
-                              for r in rows]))
-    else:
-        text.append("No claim of that folder matches a transform of this study.")
-    return text + ([f"\nNote: {note}."] if note else []) + [""]
+    table = md_table(["claim", "earlier", "this study", "verdict"],
+                     [[r["claim"], r["earlier"], r["study"], f"**{r['verdict']}**"]
+                      for r in rows]) if rows else \
+        "No claim of that folder matches a transform of this study."
+    return [Section(f"Claims of `{where}`", "significance.csv", table, [
+        f"Each claim of `{where}` (one run per transform) beside this study's equal-time "
+        "result. A BLEU difference **stands** when it lies in this study's 95% interval, "
+        "**shrinks** or **grows** when the interval lies nearer 0 or farther, and **falls** "
+        "when this study finds no significant difference (p ≥ 0.05) or the opposite sign. A "
+        f"speed ratio stands within {SPEED_TOLERANCE:.0%} of this study's quiet one and falls "
+        "when it crosses 1."] + ([f"Note: {note}."] if note else []))]
 
 
 def machines_sentence(runs: list[Run]) -> str:
@@ -236,48 +236,28 @@ def machines_sentence(runs: list[Run]) -> str:
 
 
 def report_text(config: Config, out: Path, sweep: list[dict], summary: list[dict],
-                sig: list[dict], ms_per_step: dict[str, float],
-                todo: list[Evaluation], figures: list[str]) -> str:
+                sig: list[dict], ms_per_step: dict[str, float], todo: list[Evaluation]) -> str:
     seeds = ", ".join(map(str, config.study.seeds))
-    paragraphs = answer(config, summary, sig)
-    return "\n".join([
-        "# Study report",
-        "",
-        f"Step-budgeted runs ({config.train.max_steps} optimizer steps, convergence "
-        f"{config.study.convergence_steps}), test BLEU with beam {config.decode.beam} "
-        f"(sacrebleu, detokenized, cased), seeds {seeds}; significance by paired bootstrap "
-        f"({config.study.bootstrap_samples} resamples) against {config.study.baseline}. "
-        "Δ is the test BLEU difference with its 95% interval; better / worse means p < 0.05."
-        + machines_sentence(list(dict.fromkeys(run for _, run, _ in todo))),
-        "",
-        "## Answer",
-        "",
-        *(f"{p}\n" for p in paragraphs or ["No test translations yet."]),
+    intro = (f"Step-budgeted runs ({config.train.max_steps} optimizer steps, convergence "
+             f"{config.study.convergence_steps}), test BLEU with beam {config.decode.beam} "
+             f"(sacrebleu, detokenized, cased), seeds {seeds}; significance by paired bootstrap "
+             f"({config.study.bootstrap_samples} resamples) against {config.study.baseline}. "
+             "Δ is the test BLEU difference with its 95% interval; better / worse means "
+             "p < 0.05." + machines_sentence(list(dict.fromkeys(run for _, run, _ in todo))))
+    sections = [
+        Section("Answer", "significance.csv",
+                verdicts=answer(config, summary, sig) or ["No test translations yet."]),
         *_earlier(config, sig, ms_per_step),
-        "## Equal time",
-        "",
-        *_equal_time(config, out, ms_per_step, todo),
-        "",
-        "## Sweep (dev BLEU only)",
-        "",
-        _sweep_table(sweep),
-        "",
-        "## Test BLEU",
-        "",
-        _bleu_table(summary, sig, config.study.baseline),
-        "",
-        "## Figures",
-        "",
-        *[f"![{name}]({name})" for name in figures],
-        "",
-        "## Files",
-        "",
-        "sweep.csv, test_bleu.csv, test_bleu_summary.csv, significance.csv (every pair, seed "
-        "by seed and joined), dev_curves.csv, bench_train.csv, selected.json; runs/TRANSFORM/"
-        "CONFIG[_seed-S]/ and convergence/TRANSFORM/CONFIG/ (config.json, log.csv, "
-        "summary.json, translations/).",
-        "",
-    ])
+        _equal_time(config, out, ms_per_step, todo),
+        Section("Sweep (dev BLEU only)", "sweep.csv", _sweep_table(sweep), figure="sweep.png"),
+        Section("Test BLEU", "test_bleu_summary.csv", _bleu_table(summary, sig,
+                                                                  config.study.baseline)),
+        Section("Dev BLEU during training", "dev_curves.csv", figure="dev_curves.png")]
+    return document("Study report", intro, sections, out, [
+        "## Files", "sweep.csv, test_bleu.csv, test_bleu_summary.csv, significance.csv (every "
+        "pair, seed by seed and joined), dev_curves.csv, bench_train.csv, selected.json; "
+        "runs/TRANSFORM/CONFIG[_seed-S]/ and convergence/TRANSFORM/CONFIG/ (config.json, "
+        "log.csv, summary.json, translations/)."])
 
 
 def write_report(config: Config, out: Path, selected: dict[str, Point],
@@ -293,10 +273,9 @@ def write_report(config: Config, out: Path, selected: dict[str, Point],
                        (summary, "test_bleu_summary.csv"), (sig, "significance.csv"),
                        (curves, "dev_curves.csv")):
         write_rows(rows, out / name)
-    figures = []
     if sweep:
-        figures.append(plot_study_sweep(out / "sweep.csv", out / "sweep.png").name)
+        plot_study_sweep(out / "sweep.csv", out / "sweep.png")
     if curves:
-        figures.append(plot_study_curves(out / "dev_curves.csv", out / "dev_curves.png").name)
-    text = report_text(config, out, sweep, summary, sig, ms_per_step, todo, figures)
+        plot_study_curves(out / "dev_curves.csv", out / "dev_curves.png")
+    text = report_text(config, out, sweep, summary, sig, ms_per_step, todo)
     return write_markdown(out / "REPORT.md", text)

@@ -394,7 +394,7 @@ def test_a_tiny_study_end_to_end(tiny_corpus, tiny_config, tmp_path, one_thread)
     assert "| transform | ms per step | × softmax | paired × softmax | step at equal time |" \
         in text
     assert (out / "sweep.png").is_file() and (out / "dev_curves.png").is_file()
-    assert "![dev_curves.png](dev_curves.png)" in text
+    assert "![Dev BLEU during training](dev_curves.png)" in text
     mtimes = {p: p.stat().st_mtime_ns for p in out.rglob("*.pt")}
     study(config, out, QUIET)  # everything is there: nothing is trained again
     assert {p: p.stat().st_mtime_ns for p in out.rglob("*.pt")} == mtimes
