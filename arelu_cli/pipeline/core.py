@@ -180,8 +180,8 @@ def make(outputs: Iterable[Output]) -> None:
             continue
         if not output.weights.is_file():
             raise UserError(f"{output.weights} is missing, so {output.paths[0]} cannot be "
-                            f"made: delete {output.weights.parent} (its run folder) to train "
-                            "the run again")
+                            "made: delete the folder of the run it belongs to, to train the run "
+                            "again (with [train] keep_every snapshots)")
         output.make()
 
 

@@ -45,10 +45,10 @@ class Grid:
     def seeds(self) -> tuple[int, ...]:
         return grid_seeds(self.config)
 
-    def run(self, name: str, seed: int) -> Path:
+    def run_folder(self, name: str, seed: int) -> Path:
         return layout.run_dir(self.out, name, seed, self.seeds)
 
-    def sweep(self, tau: float, seed: int) -> Path:
+    def sweep_folder(self, tau: float, seed: int) -> Path:
         return layout.sweep_dir(self.out, tau, seed, self.seeds)
 
     def translation(self, name: str, seed: int) -> Path:

@@ -149,12 +149,12 @@ def grid_runs(grid: Grid) -> list[tuple[str, Run]]:
                       config, transform=name, seed=seed, max_minutes=minutes,
                       max_steps=max_steps, valid_every=valid_every,
                       save_every=min(config.train.save_every, valid_every)),
-                      grid.run(name, seed)))
+                      grid.run_folder(name, seed)))
                   for name in r.transforms]
         found += [(f"tau sweep {grid.label(f'{tau:g}', seed)}", Run(f"tau-{tau:g}", run_config(
                       config, transform="1.5-relu", tau=float(tau), seed=seed,
                       max_steps=r.sweep_steps, max_minutes=r.sweep_minutes, valid_every=every,
-                      save_every=every, average_decay=0.0), grid.sweep(tau, seed)))
+                      save_every=every, average_decay=0.0), grid.sweep_folder(tau, seed)))
                   for tau in r.tau_sweep]
     return found
 
@@ -184,9 +184,10 @@ def write_commands(grid: Grid, req: Request) -> None:
         seeded = f" --seed {seed}" if len(grid.seeds) > 1 else ""
         for name in config.reproduce.transforms:
             lines.append(f"arelu train --recipe {req.recipe} --transform {name}{seeded} "
-                         f"--out {grid.run(name, seed)}")
-            lines.append(f"arelu translate --checkpoint {grid.run(name, seed)} --split {TEST} "
-                         f"--beam {config.decode.beam} --out {grid.translation(name, seed)}")
+                         f"--out {grid.run_folder(name, seed)}")
+            lines.append(f"arelu translate --checkpoint {grid.run_folder(name, seed)} "
+                         f"--split {TEST} --beam {config.decode.beam} "
+                         f"--out {grid.translation(name, seed)}")
     lines.append(f"arelu report {out}")
     check_ours(out / "commands.txt", lines_start_with("arelu "))
     atomic_write_text(out / "commands.txt", "\n".join(lines) + "\n")

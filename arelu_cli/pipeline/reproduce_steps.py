@@ -72,7 +72,7 @@ def tau_table_done(grid: Grid) -> bool:
 
 
 def _open(grid: Grid, name: str, seed: int) -> Decoder:
-    return open_checkpoint(grid.run(name, seed), device=grid.device)
+    return open_checkpoint(grid.run_folder(name, seed), device=grid.device)
 
 
 def _signature(grid: Grid, decoder: Decoder, seed: int, **extra: object) -> str:
@@ -90,7 +90,7 @@ def _translate_step(grid: Grid, name: str, seed: int) -> Step:
         write_translation(found, grid.translation(name, seed))
     return Step(f"translate {grid.label(name, seed)} (beam {grid.config.decode.beam})",
                 lambda: fresh([grid.translation(name, seed)],
-                              [resolve_checkpoint(grid.run(name, seed))]),
+                              [resolve_checkpoint(grid.run_folder(name, seed))]),
                 run)
 
 
@@ -204,8 +204,9 @@ def inference_time(grid: Grid) -> None:
     normalized by their fastest."""
     r, rows = grid.config.reproduce, []
     for seed in grid.seeds:
-        found = bench_translate([grid.run(n, seed) for n in r.transforms], list(r.beams), TEST,
-                                device=grid.device, max_sentences=r.timing_sentences or None,
+        found = bench_translate([grid.run_folder(n, seed) for n in r.transforms],
+                                list(r.beams), TEST, device=grid.device,
+                                max_sentences=r.timing_sentences or None,
                                 repeats=r.timing_repeats)
         write_rows(found, grid.analysis(seed) / "bench_translate.csv")
         seconds = {(row["transform"], row["beam"]): row["seconds"] for row in found}
@@ -235,7 +236,7 @@ def analysis_steps(grid: Grid) -> list[Step]:
     steps = [_translate_step(grid, name, seed) for name, seed in _cells(grid)]
 
     def models() -> list[Path]:
-        return [resolve_checkpoint(grid.run(name, seed)) for name, seed in _cells(grid)]
+        return [resolve_checkpoint(grid.run_folder(name, seed)) for name, seed in _cells(grid)]
 
     def hypotheses() -> list[Path]:
         return [grid.translation(name, seed) for name, seed in _cells(grid)]
