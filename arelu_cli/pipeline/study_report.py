@@ -40,6 +40,7 @@ from arelu_cli.pipeline.study_claims import SPEED_TOLERANCE, answer, earlier_row
 from arelu_cli.pipeline.study_runs import (BENCH, Evaluation, axes, equal_time_budget_ms,
                                            point_of, run_folder, scores, sweep_summary)
 from arelu_cli.pipeline.sweep import Point, visited
+from arelu_cli.report.columns import STUDY_CATALOG
 from arelu_cli.report.markdown import Section, document, fmt, md_table
 from arelu_cli.report.plots import plot_study_curves, plot_study_sweep
 from arelu_cli.results import read_json, write_rows
@@ -272,7 +273,7 @@ def write_report(config: Config, out: Path, selected: dict[str, Point],
     for rows, name in ((sweep, "sweep.csv"), (bleu, "test_bleu.csv"),
                        (summary, "test_bleu_summary.csv"), (sig, "significance.csv"),
                        (curves, "dev_curves.csv")):
-        write_rows(rows, out / name)
+        write_rows(rows, out / name, tuple(STUDY_CATALOG[name].columns))
     if sweep:
         plot_study_sweep(out / "sweep.csv", out / "sweep.png")
     if curves:
