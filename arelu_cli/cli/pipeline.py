@@ -12,6 +12,9 @@ import typer
 from arelu_cli.cli.app import app, console
 
 
+SET_HELP = "SECTION.KEY=VALUE: override any recipe key, e.g. {}. Repeatable."
+
+
 @app.command()
 def reproduce(
     recipe: str = typer.Argument(..., help="Recipe name (toy, multi30k, iwslt14, wmt14-en-de, "
@@ -19,23 +22,8 @@ def reproduce(
     out: Optional[Path] = typer.Option(None, help="Results folder (default results/NAME)."),
     source: Optional[Path] = typer.Option(
         None, help="Folder with the corpus files in the publisher's layout (see `arelu prepare`)."),
-    transforms: Optional[str] = typer.Option(
-        None, help="Comma-separated transforms (default: the recipe's [reproduce] transforms); "
-        "'paper' is Table 1's grid: softmax,sparsemax,1.5-entmax,1.5-entmax-k100,1.5-relu."),
-    steps: Optional[int] = typer.Option(
-        None, help="Training steps per transform (default: the recipe's step budget)."),
-    minutes: Optional[float] = typer.Option(
-        None, help="Training minutes per transform; alone, it replaces the step budget "
-        "(e.g. --minutes 6 for longer toy runs)."),
-    tau_sweep: Optional[str] = typer.Option(
-        None, help="Comma-separated fixed taus of the tau-sweep runs (default: the recipe's)."),
-    device: str = typer.Option("auto", help="auto, cpu or cuda."),
-    gpu_watts: Optional[float] = typer.Option(
-        None, help="Watts per GPU for the kWh column of training_time.csv."),
-    seeds: Optional[str] = typer.Option(
-        None, help="Comma-separated training seeds, e.g. 1,2,3: every run is trained and "
-        "analysed once per seed, tables report mean ± std (default: the recipe's [reproduce] "
-        "seeds, else its [train] seed)."),
+    set_: list[str] = typer.Option([], "--set", help=SET_HELP.format(
+        "--set reproduce.seeds=[1,2,3] or --set reproduce.train_minutes=6")),
 ) -> None:
     """The paper's whole grid for one recipe: prepare, tau, train every transform, translate,
     score, empty-check, sparsity, self-norm, timing, then every CSV, PNG and REPORT.md.
@@ -43,17 +31,11 @@ def reproduce(
     Steps whose outputs exist are skipped, so running it again continues an interrupted grid.
     """
     from arelu_cli.config import resolve_recipe
-    from arelu_cli.pipeline.reproduce import (Request, parse_seeds, parse_transforms,
-                                              reproduce as run_grid)
-    from arelu_cli.options import parse_list
+    from arelu_cli.pipeline.reproduce import Request, reproduce as run_grid
 
     path = resolve_recipe(recipe)
-    request = Request(
-        path, out or Path("results") / path.stem, source, parse_transforms(transforms),
-        minutes, steps, None if tau_sweep is None else tuple(
-            parse_list(tau_sweep, float, "--tau-sweep", empty_ok=True)), device, gpu_watts,
-        parse_seeds(seeds), command="arelu " + " ".join(sys.argv[1:]))
-    run_grid(request, console)
+    run_grid(Request(path, out or Path("results") / path.stem, source, tuple(set_),
+                     command="arelu " + " ".join(sys.argv[1:])), console)
 
 
 def _study_config(recipe: str, overrides: list[str], source: Optional[Path], corpus: str):
@@ -81,8 +63,7 @@ def study(
     source: Optional[Path] = typer.Option(
         None, help="Corpus files in the publisher's layout: prepare \\[data] path from them first."),
     corpus: str = typer.Option("multi30k", help="`arelu prepare` corpus name used with --source."),
-    set_: list[str] = typer.Option([], "--set", help="SECTION.KEY=VALUE: override any recipe "
-                                   "key, e.g. --set study.seeds=[1,2]. Repeatable."),
+    set_: list[str] = typer.Option([], "--set", help=SET_HELP.format("--set study.seeds=[1,2]")),
     allow_data_change: bool = typer.Option(
         False, "--allow-data-change", help="Resume unfinished runs even though the prepared "
         "data folder changed since they began (recorded in each run's config.json)."),
@@ -110,9 +91,8 @@ def attention_study(
     source: Optional[Path] = typer.Option(
         None, help="Corpus files in the publisher's layout: prepare \\[data] path from them first."),
     corpus: str = typer.Option("multi30k", help="`arelu prepare` corpus name used with --source."),
-    set_: list[str] = typer.Option([], "--set", help="SECTION.KEY=VALUE: override any recipe "
-                                   "key, e.g. --set attention_study.variants=[\"softmax\","
-                                   "\"1.5-relu-renormalized\"]. Repeatable."),
+    set_: list[str] = typer.Option([], "--set", help=SET_HELP.format(
+        "--set attention_study.variants=[\"softmax\",\"1.5-relu-renormalized\"]")),
     allow_data_change: bool = typer.Option(
         False, "--allow-data-change", help="Resume unfinished runs even though the prepared "
         "data folder changed since they began (recorded in each run's config.json)."),

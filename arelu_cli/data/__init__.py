@@ -11,7 +11,9 @@ One job per module, imports flowing downward:
 - :mod:`~arelu_cli.data.clean`     normalization and the training-pair filter
 - :mod:`~arelu_cli.data.bpe`       byte-level BPE with lossless decoding
 - :mod:`~arelu_cli.data.prepared`  the prepared folder: writing it atomically, reading it
-- :mod:`~arelu_cli.data.batching`  token-budget, length-bucketed, seeded, shardable batches
+- :mod:`~arelu_cli.data.prepare_request`  what ``arelu prepare`` is asked and answers
+- :mod:`~arelu_cli.data.batch`     a batch, and the seeded, sharded order of an epoch's batches
+- :mod:`~arelu_cli.data.batching`  token-budget, length-bucketed translation batches
 
 Language modelling (``"task": "lm"`` folders, one text per split):
 

@@ -13,7 +13,7 @@ token of the split (each end-of-sentence included) is predicted exactly once. Th
 is shorter when the stream does not divide evenly (its missing positions are padding,
 ignored by the loss). A batch is ``max(1, max_tokens // T)`` blocks, shuffled per epoch
 with the seed, sharded over ranks like translation batches
-(:func:`arelu_cli.data.batching.batch_indices`). A language-model :class:`Batch` has no
+(:func:`arelu_cli.data.batch.batch_indices`). A language-model :class:`Batch` has no
 source: ``src`` is ``(B, 0)`` and :attr:`Batch.inputs` is ``(tgt_in,)``.
 """
 
@@ -24,7 +24,7 @@ from collections.abc import Iterator
 import numpy as np
 import torch
 
-from arelu_cli.data.batching import Batch, batch_indices
+from arelu_cli.data.batch import Batch, batch_indices
 from arelu_cli.data.prepared import Prepared
 from arelu_cli.errors import UserError
 

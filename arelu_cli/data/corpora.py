@@ -10,6 +10,7 @@ them. The toy corpus has no files: :mod:`arelu_cli.data.toy` generates it.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -106,12 +107,13 @@ CORPORA: dict[str, CorpusSpec] = {spec.name: spec for spec in (
 )}
 
 
-def get_spec(name: str) -> CorpusSpec:
-    """The spec of a corpus by name; a one-line error listing the known names."""
+def get_spec(name: str, lm_names: Iterable[str] = ()) -> CorpusSpec:
+    """The spec of a translation corpus by name; a one-line error listing the known names
+    (and ``lm_names``, the language-modelling corpora, which build on this module)."""
     if name not in CORPORA:
-        from arelu_cli.data.lm_corpora import LM_CORPORA  # it builds on this module
+        lm = ", ".join(lm_names)
         raise UserError(f"unknown corpus {name!r}; choose one of {', '.join(CORPORA)} "
-                        f"(translation) or {', '.join(LM_CORPORA)} (language modelling)")
+                        f"(translation)" + (f" or {lm} (language modelling)" if lm else ""))
     return CORPORA[name]
 
 

@@ -23,7 +23,7 @@ from rich.text import Text
 
 from arelu_cli.data import bpe, toy
 from arelu_cli.data.lm_corpora import LM_CORPORA, LMSpec, read_lm, source_files
-from arelu_cli.data.prepare import Log, PrepareRequest, PrepareResult, check_out
+from arelu_cli.data.prepare_request import Log, PrepareRequest, PrepareResult, check_out
 from arelu_cli.data.prepared import (FORMAT, atomic_dir, clean_leftovers, read_meta, write_ids,
                                      write_meta, write_text)
 from arelu_cli.data.textio import sha256_file

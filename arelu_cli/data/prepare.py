@@ -19,7 +19,6 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
@@ -29,52 +28,18 @@ from rich.text import Text
 
 from arelu_cli.data import bpe, download, iwslt, toy
 from arelu_cli.data.clean import CleanRules, clean_train, normalize_all
-from arelu_cli.data.lm_corpora import is_lm
 from arelu_cli.data.corpora import (SPLITS, CorpusSpec, Resolved, direction, get_spec, read_split,
                                     resolve_files)
-from arelu_cli.data.prepared import (FORMAT, atomic_dir, clean_leftovers, foreign_files, read_meta,
-                                     write_ids, write_meta, write_text)
+from arelu_cli.data.lm_corpora import LM_CORPORA, is_lm
+from arelu_cli.data.lm_prepare import lm_summary_table, prepare_lm
+from arelu_cli.data.prepare_request import Log, PrepareRequest, PrepareResult, check_out
+from arelu_cli.data.prepared import (FORMAT, atomic_dir, clean_leftovers, read_meta, write_ids,
+                                     write_meta, write_text)
 from arelu_cli.data.textio import sha256_file
 from arelu_cli.errors import UserError
 from arelu_cli.signatures import versions
 
 Texts = dict[str, tuple[list[str], list[str]]]
-Log = Callable[[str], None]
-
-
-@dataclass(frozen=True)
-class PrepareRequest:
-    """The options of ``arelu prepare``; ``None`` means the corpus's default."""
-
-    corpus: str
-    out: Path
-    source: Path | None = None
-    split_files: dict[str, tuple[Path, Path]] = field(default_factory=dict)
-    """Split name -> (source file, target file), plain aligned text; overrides the corpus layout."""
-    src_lang: str | None = None
-    tgt_lang: str | None = None
-    merges: int | None = None
-    joint: bool = True
-    seed: int = 0
-    force: bool = False
-    train_size: int | None = None
-    """Toy: pairs generated; other corpora: keep the first N cleaned training pairs."""
-    eval_size: int | None = None
-    """Toy only: dev and test pairs each."""
-    toy_vocab: int | None = None
-    """Toy only: content-word concepts per language."""
-    max_words: int | None = None
-    max_ratio: float | None = None
-
-
-@dataclass(frozen=True)
-class PrepareResult:
-    """What ``prepare`` did: ``rebuilt`` is False when the folder was already up to date."""
-
-    path: Path
-    meta: dict
-    rebuilt: bool
-    seconds: float
 
 
 @dataclass(frozen=True)
@@ -113,31 +78,6 @@ def _check_request(spec: CorpusSpec, req: PrepareRequest) -> None:
     if req.source is not None and not req.source.is_dir():
         raise UserError(f"--source {req.source} is not a folder; give the folder holding the "
                         f"corpus files in the publisher's layout")
-
-
-def check_out(out: Path, corpus: str, force: bool) -> dict | None:
-    """The meta of the prepared folder ``out`` (None when there is none yet); refuses an
-    ``out`` that is not a prepared folder or holds other files, and (unless forced) one of
-    another corpus."""
-    if out.exists() and not out.is_dir():
-        raise UserError(f"--out {out} is a file; give a folder")
-    if not out.exists():
-        return None
-    meta = read_meta(out)
-    if meta is None:
-        if any(out.iterdir()):
-            raise UserError(f"{out} exists and is not a prepared corpus folder (no meta.json); "
-                            f"choose another --out (--force only replaces a folder that "
-                            f"arelu prepare made)")
-        return None
-    foreign = foreign_files(out, meta)
-    if foreign:
-        raise UserError(f"{out} holds files arelu prepare did not write ({', '.join(foreign[:3])}"
-                        f"); move them out of it or choose another --out")
-    if meta["corpus"] != corpus and not force:
-        raise UserError(f"{out} holds the prepared corpus {meta['corpus']!r}, not {corpus!r}; "
-                        f"choose another --out or pass --force to replace it")
-    return meta
 
 
 def _check_inputs_kept(out: Path, inputs: Inputs) -> None:
@@ -277,10 +217,9 @@ def _encode_all(folder: Path, texts: Texts, langs: tuple[str, str], merges: int,
 def prepare(req: PrepareRequest, log: Log = _quiet) -> PrepareResult:
     """Build (or find up to date) the prepared folder ``req.out`` for ``req.corpus``."""
     if is_lm(req.corpus):  # a language-modelling corpus: its own, smaller pipeline
-        from arelu_cli.data.lm_prepare import prepare_lm
         return prepare_lm(req, log)
     start = time.perf_counter()
-    spec = get_spec(req.corpus)
+    spec = get_spec(req.corpus, LM_CORPORA)
     _check_request(spec, req)
     src, tgt = direction(spec, req.src_lang, req.tgt_lang)
     clean_leftovers(req.out)
@@ -346,7 +285,6 @@ def summary_table(result: PrepareResult) -> Group:
     """What was written: a headline (vocabulary, size, time), then pairs and tokens per split."""
     meta = result.meta
     if meta.get("task") == "lm":
-        from arelu_cli.data.lm_prepare import lm_summary_table
         return lm_summary_table(result)
     size_mb = sum(f.stat().st_size for f in result.path.iterdir()) / 1e6
     vocab = meta["vocab"]

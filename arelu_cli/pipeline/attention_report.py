@@ -30,51 +30,54 @@ from pathlib import Path
 
 import pandas as pd
 
-from arelu_cli.analysis.significance import paired_bootstrap
 from arelu_cli.config import Config
 from arelu_cli.data.prepared import load_prepared
+from arelu_cli.errors import UserError
 from arelu_cli.nmt.bleu import bleu_chrf
 from arelu_cli.nmt.divergence import DIVERGED
 from arelu_cli.nmt.train_log import read_log
 from arelu_cli.ownership import write_markdown
-from arelu_cli.pipeline.attention_study import (BENCH, DECODE, HEATMAPS, SPARSITY, Variant)
-from arelu_cli.pipeline.study_runs import (TEST, again, dev_log, summary, trained, translation_lines,
-                                           translation_path)
-from arelu_cli.report.section import fmt, md_table
-from arelu_cli.report.plots import plot_attention_curves, plot_attention_heatmaps, \
-    plot_attention_sparsity
-from arelu_cli.errors import UserError
+from arelu_cli.pipeline.core import Run, diverged, finished
+from arelu_cli.pipeline.scoring import (TEST, again, bootstrap_rows, dev_log, summary,
+                                        translation_lines, translation_path)
+from arelu_cli.report.section import Section, document, fmt, md_table
+from arelu_cli.report.plots import (plot_attention_curves, plot_attention_heatmaps,
+                                    plot_attention_sparsity)
 from arelu_cli.results import read_json, read_table, write_rows
 
+BENCH = "bench_train.csv"
+DECODE = "bench_decode.csv"
+SPARSITY = "attention_sparsity.csv"
+HEATMAPS = "attention_heatmaps.csv"
 LOSS_RISE = 0.5
 """Training-loss rise (nats of the output loss) above its lowest value that flags a run as
 unstable."""
 KINDS = ("encoder", "decoder", "cross")
 
 
-def _log(variant: Variant) -> pd.DataFrame:
+def _log(variant: Run) -> pd.DataFrame:
     """The run's log: checked against its summary when it finished (a log cut short would
     drop the end of its curve), as it is when it diverged, empty when there is none."""
     path = variant.folder / "log.csv"
-    if trained(variant.folder):
+    if finished(variant.folder):
         return dev_log(variant.folder)
     return read_log(path) if path.is_file() else pd.DataFrame(columns=["step"])
 
 
-def curve_rows(runs: list[Variant]) -> list[dict]:
+def curve_rows(runs: list[Run]) -> list[dict]:
     rows = []
     for v in runs:
         log = _log(v)
         for record in log.to_dict("records"):
-            rows.append({"variant": v.label, "step": int(record["step"]),
+            rows.append({"variant": v.name, "step": int(record["step"]),
                          "train_loss": record.get("train_loss"), "dev_bleu": record.get("val_bleu"),
-                         "dev_loss": record.get("val_loss"), "diverged": v.diverged,
+                         "dev_loss": record.get("val_loss"), "diverged": diverged(v.folder),
                          "signature": record.get("signature", "")})
     return rows
 
 
-def _diverged_step(variant: Variant) -> int | None:
-    if not variant.diverged:
+def _diverged_step(variant: Run) -> int | None:
+    if not diverged(variant.folder):
         return None
     found = read_json(variant.folder / DIVERGED, again(variant.folder)).get("step")
     if not isinstance(found, int):
@@ -111,25 +114,30 @@ def _last(frame: pd.DataFrame, column: str) -> float | None:
     return float(values.iloc[-1]) if len(values) else None
 
 
-def result_rows(config: Config, runs: list[Variant], sparsity: pd.DataFrame | None,
+def result_rows(config: Config, runs: list[Run], sparsity: pd.DataFrame | None,
                 bench: pd.DataFrame | None, decode: pd.DataFrame | None) -> list[dict]:
     a, step, beam = config.attention_study, config.train.max_steps, config.decode.beam
     refs = load_prepared(config.data.path).references(TEST)
-    hyps = {v.label: translation_lines(p, len(refs)) for v in runs
-            if (p := translation_path(v.folder, step, beam)).is_file() and not v.diverged}
-    logs = {v.label: _log(v) for v in runs}
-    base_dev = _last(logs[a.baseline], "val_bleu") if trained(runs[0].folder) else None
+    hyps = {v.name: translation_lines(p, len(refs)) for v in runs
+            if (p := translation_path(v.folder, step, beam)).is_file() and not diverged(v.folder)}
+    logs = {v.name: _log(v) for v in runs}
+    base_dev = _last(logs[a.baseline], "val_bleu") if finished(runs[0].folder) else None
+    tests = {row["transform"]: row for row in bootstrap_rows(
+        [(name, a.baseline) for name in hyps if name != a.baseline],
+        {(name, config.train.seed): lines for name, lines in hyps.items()}, refs,
+        [(str(config.train.seed), (config.train.seed,))], a.bootstrap_samples)}
     decode_beam = beam if decode is not None and beam in set(decode["beam"]) else (
         None if decode is None else int(decode["beam"].max()))
     rows = []
     for v in runs:
-        log, done = logs[v.label], trained(v.folder)
+        log, done = logs[v.name], finished(v.folder)
         losses = log["train_loss"].dropna() if "train_loss" in log else pd.Series(dtype=float)
-        row = {"variant": v.label, "attention": v.model.attention,
-               "attention_relu": v.model.attention_relu if v.model.attention.endswith("relu")
+        model = v.config.model
+        row = {"variant": v.name, "attention": model.attention,
+               "attention_relu": model.attention_relu if model.attention.endswith("relu")
                else None,
                "status": _status(_last(log, "val_bleu") if done else None, base_dev,
-                                 v.diverged, a.learned_fraction),
+                                 diverged(v.folder), a.learned_fraction),
                "steps": int(log["step"].max()) if len(log) else 0,
                "diverged_step": _diverged_step(v),
                "dev_bleu": _last(log, "val_bleu"),
@@ -140,14 +148,13 @@ def result_rows(config: Config, runs: list[Variant], sparsity: pd.DataFrame | No
                "train_loss_min": float(losses.min()) if len(losses) else None,
                "train_loss_last": float(losses.iloc[-1]) if len(losses) else None,
                "unstable": bool(len(losses) and losses.iloc[-1] > losses.min() + LOSS_RISE),
-               **_sparsity(sparsity, v.label)}
-        if v.label in hyps:
-            row["test_bleu"], row["test_chrf"], _, _ = bleu_chrf(hyps[v.label], refs)
-            if a.baseline in hyps and v.label != a.baseline:
-                test = paired_bootstrap(hyps[a.baseline], hyps[v.label], refs,
-                                        samples=a.bootstrap_samples)
-                row |= {k: test[k] for k in ("delta", "delta_low", "delta_high", "p_value")}
-        row |= _speed(bench, decode, v.label, decode_beam)
+               **_sparsity(sparsity, v.name)}
+        if v.name in hyps:
+            row["test_bleu"], row["test_chrf"], _, _ = bleu_chrf(hyps[v.name], refs)
+            if v.name in tests:
+                row |= {k: tests[v.name][k] for k in ("delta", "delta_low", "delta_high",
+                                                      "p_value")}
+        row |= _speed(bench, decode, v.name, decode_beam)
         row["signature"] = log["signature"].dropna().iloc[-1] if "signature" in log and \
             log["signature"].notna().any() else ""
         rows.append(row)
@@ -163,10 +170,9 @@ def _speed(bench: pd.DataFrame | None, decode: pd.DataFrame | None, label: str,
         out |= {"tokens_per_s": one["tokens_per_s"], "train_speed_ratio": one["speed_ratio"]}
     if decode is not None and beam is not None:
         one = decode[(decode["variant"] == label) & (decode["beam"] == beam)]
-        if len(one):  # the median of the paired ratios, as the report says (older CSVs: ratio)
-            paired = "ratio_paired" if "ratio_paired" in one.columns else "ratio"
+        if len(one):  # the median of the paired ratios, as the report says
             out |= {"decode_seconds": one.iloc[0]["seconds"],
-                    "decode_ratio": one.iloc[0][paired]}
+                    "decode_ratio": one.iloc[0]["ratio_paired"]}
     return out
 
 
@@ -236,53 +242,55 @@ def answer(config: Config, rows: list[dict]) -> str:
     return " ".join(parts)
 
 
-def report_text(config: Config, rows: list[dict], figures: list[str]) -> str:
+def report_text(config: Config, out: Path, rows: list[dict]) -> str:
     a, t = config.attention_study, config.train
-    return "\n".join([
-        "# Attention study report", "",
-        f"One model per attention transform (every kind: encoder self, decoder self, cross), "
-        f"everything else fixed: output transform {t.transform}, lr {t.lr:g}, warmup "
-        f"{t.warmup}, label smoothing {t.label_smoothing:g}, seed {t.seed}, "
-        f"{t.max_steps} optimizer steps (step-budgeted). Test BLEU with beam "
-        f"{config.decode.beam} at the last step's weights (sacrebleu, detokenized, cased); "
-        f"paired bootstrap ({a.bootstrap_samples} resamples) against {a.baseline} attention; "
-        "sparsity counted along the beam output on test. Speeds were measured on a quiet "
-        "machine, each variant alternating with the baseline; a ratio (×) is the median of "
-        "the paired ratios, so it can differ from the ratio of the two medians "
-        "(bench_train.csv, bench_decode.csv).", "",
-        "## Answer", "", answer(config, rows), "",
-        "## Results", "", _table(rows), "",
-        "## Figures", "", *[f"![{name}]({name})" for name in figures], "",
-        "## Files", "",
-        "results.csv (the table), curves.csv, sparsity.csv, heatmaps.csv, bench_train.csv, "
-        "bench_decode.csv; runs/VARIANT/ (config.json, log.csv, summary.json or "
-        "diverged.json, translations/).", ""])
+    intro = (f"One model per attention transform (every kind: encoder self, decoder self, "
+             f"cross), everything else fixed: output transform {t.transform}, lr {t.lr:g}, "
+             f"warmup {t.warmup}, label smoothing {t.label_smoothing:g}, seed {t.seed}, "
+             f"{t.max_steps} optimizer steps (step-budgeted). Test BLEU with beam "
+             f"{config.decode.beam} at the last step's weights (sacrebleu, detokenized, cased); "
+             f"paired bootstrap ({a.bootstrap_samples} resamples) against {a.baseline} "
+             "attention; sparsity counted along the beam output on test. Speeds were measured "
+             "on a quiet machine, each variant alternating with the baseline; a ratio (×) is "
+             "the median of the paired ratios, so it can differ from the ratio of the two "
+             "medians (bench_train.csv, bench_decode.csv).")
+    figures = [Section(title, name.replace(".png", ".csv"), figure=name)
+               for title, name in (("Training curves", "curves.png"),
+                                   ("Attention sparsity per layer", "sparsity.png"),
+                                   ("Cross-attention heatmaps", "heatmaps.png"))
+               if (out / name).is_file()]
+    return document("Attention study report", intro, [
+        Section("Answer", "results.csv", verdicts=[answer(config, rows)]),
+        Section("Results", "results.csv", _table(rows)), *figures], out, [
+        "## Files", "results.csv (the table), curves.csv, sparsity.csv, heatmaps.csv, "
+        "bench_train.csv, bench_decode.csv; runs/VARIANT/ (config.json, log.csv, summary.json "
+        "or diverged.json, translations/)."])
 
 
-def _joined(runs: list[Variant], name: str) -> list[dict]:
+def _joined(runs: list[Run], name: str) -> list[dict]:
     rows = []
     for v in runs:
         path = v.folder / name
-        if path.is_file() and not v.diverged:
-            rows += [{"variant": v.label, **r} for r in pd.read_csv(path).to_dict("records")]
+        if path.is_file() and not diverged(v.folder):
+            rows += [{"variant": v.name, **r} for r in pd.read_csv(path).to_dict("records")]
     return rows
 
 
-def write_report(config: Config, out: Path, runs: list[Variant]) -> Path:
+def write_report(config: Config, out: Path, runs: list[Run]) -> Path:
     """Every CSV and figure of the study and ``REPORT.md``; returns the report's path."""
     # every input read and checked before any output is written
-    figures, curves, sparsity = [], curve_rows(runs), _joined(runs, SPARSITY)
+    curves, sparsity = curve_rows(runs), _joined(runs, SPARSITY)
     maps = [{k: val for k, val in r.items() if k != "variant"} for r in _joined(runs, HEATMAPS)]
     rows = result_rows(config, runs, pd.DataFrame(sparsity) if sparsity else None,
                        _read(out / BENCH), _read(out / DECODE))
     write_rows(curves, out / "curves.csv")
     if curves:
-        figures.append(plot_attention_curves(out / "curves.csv", out / "curves.png").name)
+        plot_attention_curves(out / "curves.csv", out / "curves.png")
     if sparsity:
         write_rows(sparsity, out / "sparsity.csv")
-        figures.append(plot_attention_sparsity(out / "sparsity.csv", out / "sparsity.png").name)
+        plot_attention_sparsity(out / "sparsity.csv", out / "sparsity.png")
     if maps:
         write_rows(maps, out / "heatmaps.csv")
-        figures.append(plot_attention_heatmaps(out / "heatmaps.csv", out / "heatmaps.png").name)
+        plot_attention_heatmaps(out / "heatmaps.csv", out / "heatmaps.png")
     write_rows(rows, out / "results.csv")
-    return write_markdown(out / "REPORT.md", report_text(config, rows, figures))
+    return write_markdown(out / "REPORT.md", report_text(config, out, rows))

@@ -9,7 +9,7 @@ the output transform ``[train] transform`` included -- for ``[train] max_steps``
 steps (never against the clock: no other process can change a result), then:
 
 1. **train** each variant into ``runs/VARIANT/``; a run whose loss, gradient or weights stop
-   being finite ends there with ``diverged.json`` (:mod:`arelu_cli.nmt.train_guard`): that
+   being finite ends there with ``diverged.json`` (:mod:`arelu_cli.nmt.divergence`): that
    is a finding, recorded and reported, and never retrained (delete the folder to try again);
 2. **evaluate** each run that did not diverge at its last step's kept weights: the test
    translation (``[decode]`` beam) into ``translations/``, and the share of exactly-zero
@@ -38,8 +38,6 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 from rich.console import Console
@@ -48,44 +46,22 @@ from rich.markup import escape
 from arelu_cli.analysis.bench_attention import bench_attention
 from arelu_cli.config import Config, ModelConfig
 from arelu_cli.errors import UserError
-from arelu_cli.nmt import checkpoint
 from arelu_cli.nmt.attention import RENORM_EPS, VARIANTS
-from arelu_cli.nmt.precision import resolve as resolve_precision
-from arelu_cli.nmt.train import snapshot_path, train
+from arelu_cli.nmt.train import snapshot_path
 from arelu_cli.nmt.divergence import DIVERGED, Diverged
+from arelu_cli.pipeline.attention_report import (BENCH, DECODE, HEATMAPS, SPARSITY,
+                                                 write_report)
+from arelu_cli.pipeline.core import (Output, Run, Trainer, check_budget, check_runs, diverged,
+                                     run_config, train_and_make, trainer as real_trainer)
 from arelu_cli.pipeline.grid import check_outputs, results_folder
-from arelu_cli.pipeline.reuse import SAME, reuse
-from arelu_cli.pipeline.study import check_budget, check_timed_with, warn_if_busy_file
-from arelu_cli.pipeline.study_runs import TEST, trained, translation_path
+from arelu_cli.pipeline.scoring import TEST, translation
+from arelu_cli.pipeline.timings import precision, timed_once
 from arelu_cli.registry import get_transform
-from arelu_cli.results import read_table, write_rows
+from arelu_cli.results import write_rows
 
-BENCH = "bench_train.csv"
-DECODE = "bench_decode.csv"
-SPARSITY = "attention_sparsity.csv"
-HEATMAPS = "attention_heatmaps.csv"
 OUTPUTS = {"results.csv": "variant", "curves.csv": "variant", "sparsity.csv": "variant",
            "heatmaps.csv": "checkpoint", BENCH: "variant", DECODE: "variant"}
 """The study's tables and the first column of each (what a file of ours starts with)."""
-
-Trainer = Callable[[Config, Path, bool], object]
-"""``trainer(config, folder, resume)``: trains a run (the study passes :func:`train`)."""
-
-
-@dataclass(frozen=True)
-class Variant:
-    """One attention configuration of the study and where its run lives."""
-
-    label: str
-    model: ModelConfig
-    folder: Path
-
-    @property
-    def diverged(self) -> bool:
-        return (self.folder / DIVERGED).is_file()
-
-    def weights(self, step: int) -> Path:
-        return snapshot_path(self.folder, step)
 
 
 _LABEL = re.compile(r"^(?P<name>.+)-(?P<variant>" + "|".join(VARIANTS) + r")"
@@ -132,11 +108,15 @@ def variant_model(model: ModelConfig, label: str) -> ModelConfig:
                                attention_eps=eps)
 
 
-def variants(config: Config, out: Path) -> list[Variant]:
-    """The variants in the recipe's order, the baseline first."""
+def variants(config: Config, out: Path) -> list[Run]:
+    """The runs of the plan, one per variant in the recipe's order, the baseline first: the
+    recipe with the variant's attention, trained for ``max_steps``, never against the
+    clock."""
     a = config.attention_study
     labels = [a.baseline] + [v for v in a.variants if v != a.baseline]
-    return [Variant(label, variant_model(config.model, label), out / "runs" / label)
+    return [Run(label, dataclasses.replace(run_config(config, max_minutes=0.0),
+                                           model=variant_model(config.model, label)),
+                out / "runs" / label)
             for label in labels]
 
 
@@ -147,132 +127,88 @@ def check(config: Config) -> None:
     variants(config, Path("."))
 
 
-def run_config(config: Config, variant: Variant) -> Config:
-    return dataclasses.replace(config, model=variant.model,
-                               train=dataclasses.replace(config.train, max_minutes=0.0))
-
-
-def outputs(config: Config, variant: Variant) -> list[Path]:
-    """What evaluation makes from a run: its test translation and attention counts."""
-    beam, step = config.decode.beam, config.train.max_steps
-    made = [translation_path(variant.folder, step, beam), variant.folder / SPARSITY]
-    return made + ([variant.folder / HEATMAPS] if config.attention_study.heatmaps else [])
-
-
-def fresh(output: Path, weights: Path) -> bool:
-    """``output`` is there and was made from these weights (or they are gone: a committed
-    study keeps outputs, not checkpoints)."""
-    if not output.is_file():
-        return False
-    return not weights.is_file() or output.stat().st_mtime_ns >= weights.stat().st_mtime_ns
-
-
-def train_variant(trainer: Trainer, config: Config, variant: Variant, console: Console) -> None:
-    """Train (or resume, or continue to a larger ``max_steps``) one run; one trained with
-    other settings is refused (:func:`arelu_cli.pipeline.reuse.reuse`); a divergence is
-    recorded by the trainer and reported, not raised, and a diverged run is never
-    retrained."""
-    folder = variant.folder
-    same = reuse(folder, run_config(config, variant)) == SAME  # else refused, or longer
-    if variant.diverged:
-        return
-    if same and trained(folder) and ((folder / checkpoint.LAST).is_file()
-                                     or all(p.is_file() for p in outputs(config, variant))):
-        return
-    resume = (folder / checkpoint.LAST).is_file()
-    console.rule(f"{'resume' if resume else 'train'} {folder} (attention {variant.label})")
-    try:
-        trainer(run_config(config, variant), folder, resume)
-    except Diverged as err:
-        console.print(f"[bold yellow]diverged:[/] attention {escape(variant.label)}: "
-                      f"{escape(str(err))} (recorded in {escape(str(folder / DIVERGED))}; "
-                      "the study goes on)", highlight=False, soft_wrap=True)
-        if not variant.diverged:  # a trainer that raises without recording it
-            raise
-
-
-def evaluate(config: Config, variant: Variant, console: Console) -> None:
-    """Stage 2 for one trained run: test translation, attention sparsity, heatmap rows."""
+def outputs(run: Run) -> list[Output]:
+    """What evaluation makes from a run's last kept weights: its test translation, its
+    attention counts along the beam output, the cross-attention of a few sentences."""
     from arelu_cli.analysis.attention_sparsity import heatmap_rows, measure
     from arelu_cli.analysis.steps import split_indices
-    from arelu_cli.nmt.inference import open_checkpoint, translate, write_translation
+    from arelu_cli.nmt.inference import open_checkpoint
 
-    a, step = config.attention_study, config.train.max_steps
-    weights = variant.weights(step)
-    todo = [p for p in outputs(config, variant) if not fresh(p, weights)]
-    if not todo:
-        return
-    if not weights.is_file():
-        raise UserError(f"{weights} is missing, so {todo[0]} cannot be made: delete "
-                        f"{variant.folder} to train the run again")
-    console.print(f"evaluate attention {variant.label} at step {step} (beam {config.decode.beam})")
-    decoder = open_checkpoint(weights, device=config.train.device)
-    translation, sparsity, *maps = outputs(config, variant)
-    if translation in todo:
-        write_translation(translate(decoder, config.decode, split=TEST), translation)
-    if sparsity in todo:
-        write_rows(measure(decoder, [TEST], ["beam"], config.decode,
-                           max_sentences=a.sparsity_sentences or None), sparsity)
-    if maps and maps[0] in todo:
-        chosen = split_indices(decoder, TEST, a.sparsity_sentences or None, 0)[:a.heatmaps]
-        write_rows([{"checkpoint": variant.label, "attention": variant.label, **row}
-                    for row in heatmap_rows(decoder, TEST, chosen, "beam", config.decode)],
-                   maps[0])
+    a, decode, step = run.config.attention_study, run.config.decode, run.steps
+    weights = snapshot_path(run.folder, step)
+
+    def decoder():
+        return open_checkpoint(weights, device=run.config.train.device)
+
+    def sparsity() -> None:
+        write_rows(measure(decoder(), [TEST], ["beam"], decode,
+                           max_sentences=a.sparsity_sentences or None), run.folder / SPARSITY)
+
+    def heatmaps() -> None:
+        found = decoder()
+        chosen = split_indices(found, TEST, a.sparsity_sentences or None, 0)[:a.heatmaps]
+        write_rows([{"checkpoint": run.name, "attention": run.name, **row}
+                    for row in heatmap_rows(found, TEST, chosen, "beam", decode)],
+                   run.folder / HEATMAPS)
+    made = [translation(run, step), Output((run.folder / SPARSITY,), weights, sparsity)]
+    return made + ([Output((run.folder / HEATMAPS,), weights, heatmaps)] if a.heatmaps else [])
 
 
-def timing(config: Config, out: Path, runs: list[Variant], console: Console) -> None:
+def tolerant(train: Trainer, console: Console) -> Trainer:
+    """``train``, with a divergence reported, not raised: it is a finding (recorded in the
+    run's ``diverged.json`` by the trainer), and the study goes on."""
+    def run(config: Config, folder: Path, resume: bool) -> None:
+        try:
+            train(config, folder, resume)
+        except Diverged as err:
+            if not diverged(folder):  # a trainer that raises without recording it
+                raise
+            console.print(f"[bold yellow]diverged:[/] attention {escape(folder.name)}: "
+                          f"{escape(str(err))} (recorded in {escape(str(folder / DIVERGED))}; "
+                          "the study goes on)", highlight=False, soft_wrap=True)
+    return run
+
+
+def timing(config: Config, out: Path, runs: list[Run], console: Console) -> None:
     """Stage 3: step times of every variant and decoding times of every trained model that
-    did not diverge, each file measured once."""
+    did not diverge, each file measured once (:func:`~arelu_cli.pipeline.timings.timed_once`)."""
     from arelu_cli.analysis.bench_translate import bench_translate
 
     a = config.attention_study
     if not a.timing:
         return
-    if not (out / BENCH).is_file():
-        console.rule("bench: training step time per attention (wants an idle machine)")
-        rows = bench_attention(config, {v.label: v.model for v in runs}, a.baseline,
-                               a.bench_repeats, config.train.device, console=console)
-        write_rows(rows, out / BENCH)
-        warn_if_busy_file(rows, out / BENCH, console)
-    check_timed_with(out / BENCH, read_table(out / BENCH, "delete it to measure again"), {
-        "transform": config.train.transform,
-        "precision": resolve_precision(config.train.precision, config.train.device)})
-    decoded = [v for v in runs if not v.diverged]
-    if (out / DECODE).is_file() or not decoded or decoded[0].label != a.baseline:
+    timed_once(out / BENCH, "training step time per attention", lambda: bench_attention(
+        config, {v.name: v.config.model for v in runs}, a.baseline, a.bench_repeats,
+        config.train.device, console=console), console,
+        {"transform": config.train.transform, "precision": precision(config)})
+    decoded = [v for v in runs if not diverged(v.folder)]
+    if (out / DECODE).is_file() or not decoded or decoded[0].name != a.baseline:
         return
-    paths = {str(v.weights(config.train.max_steps)): v.label for v in decoded}
+    paths = {str(snapshot_path(v.folder, v.steps)): v.name for v in decoded}
     missing = [p for p in paths if not Path(p).is_file()]
     if missing:
         raise UserError(f"{missing[0]} is missing, so decoding cannot be timed: train the "
                         f"runs again, or set [attention_study] timing = false")
-    console.rule("bench: decoding time per attention (wants an idle machine)")
-    rows = bench_translate(list(paths), a.timing_beams, TEST, device=config.train.device,
-                           max_sentences=a.timing_sentences or None, repeats=a.timing_repeats,
-                           log=console.log)
-    write_rows([{"variant": paths[r["checkpoint"]], **r} for r in rows], out / DECODE)
-    warn_if_busy_file(rows, out / DECODE, console)
+    timed_once(out / DECODE, "decoding time per attention", lambda: [
+        {"variant": paths[r["checkpoint"]], **r} for r in bench_translate(
+            list(paths), a.timing_beams, TEST, device=config.train.device,
+            max_sentences=a.timing_sentences or None, repeats=a.timing_repeats,
+            log=console.log)], console)
 
 
 def attention_study(config: Config, out: Path, console: Console | None = None,
-                    trainer: Trainer | None = None, recipe: str | None = None,
+                    train: Trainer | None = None, recipe: str | None = None,
                     allow_data_change: bool = False) -> Path:
     """Run (or continue) every stage into ``out``; returns ``REPORT.md``. An unfinished run
     resumes only on the data it was trained on, unless ``allow_data_change``."""
-    from arelu_cli.pipeline.attention_report import write_report
-
     console = console or Console()
     check(config)
     check_outputs(out, OUTPUTS)
     results_folder(out)
-    trainer = trainer or (lambda cfg, folder, resume: train(
-        cfg, folder, resume=resume, recipe=recipe, console=console,
-        allow_data_change=allow_data_change))
+    train = tolerant(train or real_trainer(recipe, console, allow_data_change), console)
     runs = variants(config, out)
-    for variant in runs:  # every run's settings checked before any is trained
-        reuse(variant.folder, run_config(config, variant))
-    for variant in runs:
-        train_variant(trainer, config, variant, console)
-        if not variant.diverged:
-            evaluate(config, variant, console)
+    check_runs(runs)
+    for run in runs:
+        train_and_make(run, train, console, outputs(run))
     timing(config, out, runs, console)
     return write_report(config, out, runs)

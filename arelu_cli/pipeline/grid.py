@@ -7,7 +7,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,10 +45,10 @@ class Grid:
     def seeds(self) -> tuple[int, ...]:
         return grid_seeds(self.config)
 
-    def run(self, name: str, seed: int) -> Path:
+    def run_folder(self, name: str, seed: int) -> Path:
         return layout.run_dir(self.out, name, seed, self.seeds)
 
-    def sweep(self, tau: float, seed: int) -> Path:
+    def sweep_folder(self, tau: float, seed: int) -> Path:
         return layout.sweep_dir(self.out, tau, seed, self.seeds)
 
     def translation(self, name: str, seed: int) -> Path:
@@ -79,18 +79,9 @@ def results_folder(out: Path) -> Path:
 def check_outputs(out: Path, tables: Mapping[str, str]) -> None:
     """Refuse, before any work, a file in ``out`` of the name of an output of the pipeline
     that it did not write: each CSV of ``tables`` (``{name: its first column}``) and
-    ``REPORT.md`` (:func:`~arelu_cli.ownership.markdown_ours`), so that hours of training never end on a
-    user's file that cannot be replaced."""
+    ``REPORT.md`` (:func:`~arelu_cli.ownership.markdown_ours`), so that hours of training
+    never end on a user's file that cannot be replaced."""
     advice = "move that file away or give another --out"
     for name, first in tables.items():
         check_ours(out / name, csv_starting_with(first), advice=advice)
     check_ours(out / "REPORT.md", markdown_ours, advice=advice)
-
-
-def up_to_date(output: Path, inputs: Iterable[Path] = ()) -> bool:
-    """make's rule: ``output`` exists, every input exists and none is newer than it, so that a
-    retrained model or a new translation redoes what was computed from the old one."""
-    if not output.is_file():
-        return False
-    made = output.stat().st_mtime_ns
-    return all(p.is_file() and p.stat().st_mtime_ns <= made for p in inputs)

@@ -33,55 +33,38 @@ translation and analysis folder has one ``seed-S`` per seed
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from rich.console import Console
 
-from arelu_cli.nmt import checkpoint
+from arelu_cli.config import Config, load_config, parse_override
 from arelu_cli.data import toy
 from arelu_cli.data.prepared import data_fingerprint, read_meta
-from arelu_cli.config import Config, ReproduceConfig, TrainConfig, load_config
 from arelu_cli.errors import UserError
-from arelu_cli.options import parse_list
+from arelu_cli.nmt.data_version import recorded_fingerprint
 from arelu_cli.ownership import check_ours, json_with_keys, lines_start_with
+from arelu_cli.pipeline import reproduce_steps as rs
+from arelu_cli.pipeline.core import Run, Trainer, done, run_config, train_if_needed, trainer
+from arelu_cli.pipeline.grid import TEST, Grid, Step, results_folder
 from arelu_cli.registry import get_transform
 from arelu_cli.report.provenance import SHORT
 from arelu_cli.atomic import atomic_write_text
-from arelu_cli.nmt.train import SUMMARY, train
-from arelu_cli.nmt.data_version import recorded_fingerprint
-from arelu_cli.pipeline import reproduce_steps as rs
-from arelu_cli.pipeline.grid import TEST, Grid, Step, results_folder
-from arelu_cli.pipeline.reuse import SAME, reuse
+
 
 @dataclass(frozen=True)
 class Request:
-    """The options of ``arelu reproduce``; ``None`` keeps the recipe's ``[reproduce]`` value."""
+    """What ``arelu reproduce`` was asked for: the recipe, the results folder, the corpus
+    files (``--source``) and ``--set SECTION.KEY=VALUE`` overrides of the recipe."""
 
     recipe: Path
     out: Path
     source: Path | None = None
-    transforms: tuple[str, ...] | None = None
-    train_minutes: float | None = None
-    train_steps: int | None = None
-    """With ``train_minutes`` and no ``train_steps``, the minutes alone bound each run."""
-    tau_sweep: tuple[float, ...] | None = None
-    device: str = "auto"
-    gpu_watts: float | None = None
-    seeds: tuple[int, ...] | None = None
+    overrides: tuple[str, ...] = ()
     command: str = ""
     """The command line that asked for this (recorded in ``commands.txt``)."""
-
-
-def finished(run: Path) -> bool:
-    """A training run is finished when it wrote ``summary.json`` and its checkpoint is there: a
-    clone of committed results has the summary without the (git-ignored) checkpoints, so the
-    grid trains again rather than reporting on models it does not have."""
-    return (run / SUMMARY).is_file() and (run / checkpoint.LAST).is_file()
 
 
 STALE = "stale"
@@ -119,112 +102,61 @@ def move_aside(run: Path, out: Path, fingerprint: str) -> Path:
     return target
 
 
-def _train_steps(req: Request) -> int | None:
-    """``--steps``; or, for ``--minutes`` alone, no step cap (the minutes decide)."""
-    if req.train_steps is not None or req.train_minutes is None:
-        return req.train_steps
-    return TrainConfig.max_steps
-
-
 def load_request_config(req: Request) -> Config:
-    """The recipe with the request's overrides applied and checked (transform names too)."""
-    overrides = {("train", "device"): None if req.device == "auto" else req.device,
-                 ("reproduce", "transforms"): list(req.transforms) if req.transforms else None,
-                 ("reproduce", "tau_sweep"): None if req.tau_sweep is None else list(req.tau_sweep),
-                 ("reproduce", "train_minutes"): req.train_minutes,
-                 ("reproduce", "train_steps"): _train_steps(req),
-                 ("reproduce", "gpu_watts"): req.gpu_watts,
-                 ("reproduce", "seeds"): None if req.seeds is None else list(req.seeds)}
-    config = load_config(req.recipe, overrides)
+    """The recipe with the request's ``--set`` overrides applied and checked (transform
+    names and seeds too)."""
+    config = load_config(req.recipe, {(section, key): value for section, key, value
+                                      in map(parse_override, req.overrides)})
     for name in config.reproduce.transforms:
         get_transform(name)  # an unknown name fails here, before any work
-    check_seeds(config.reproduce.seeds)
+    seeds = config.reproduce.seeds
+    if any(s < 0 for s in seeds) or len(set(seeds)) != len(seeds):
+        raise UserError(f"seeds must be distinct integers >= 0 (e.g. --set "
+                        f"reproduce.seeds=[1,2,3]), got {list(seeds)}")
     return config
 
 
-PAPER_GRID = ReproduceConfig.transforms
-"""Table 1's transforms (``--transforms paper``): softmax, sparsemax, 1.5-entmax, 1.5-entmax
-with k = 100 and 1.5-ReLU."""
+def _train_step(label: str, run: Run, grid: Grid, train: Trainer, console: Console) -> Step:
+    """Train (or resume, or continue) ``run`` (:func:`arelu_cli.pipeline.core.train_if_needed`).
+    One trained on another version of the data never counts as done, finished or not: it is
+    moved aside (one line says where and why) and trained from the start, so what is
+    computed from it is redone too."""
+    data = run.config.data.path
 
-
-def parse_transforms(text: str | None) -> tuple[str, ...] | None:
-    """``--transforms``: comma-separated registry names, or ``paper`` for :data:`PAPER_GRID`."""
-    if text is None:
-        return None
-    names = parse_list(text, str, "--transforms", example="softmax,1.5-relu or paper")
-    return tuple(n for name in names for n in (PAPER_GRID if name == "paper" else (name,)))
-
-
-def parse_seeds(text: str | None) -> tuple[int, ...] | None:
-    """``--seeds 1,2,3`` -> (1, 2, 3); None keeps the recipe's."""
-    if text is None:
-        return None
-    seeds = tuple(parse_list(text, int, "--seeds", example="1,2,3"))
-    check_seeds(seeds)
-    return seeds
-
-
-def check_seeds(seeds: tuple[int, ...]) -> None:
-    """Seeds name folders (``seed-S``) and runs: each at most once, none negative."""
-    if any(s < 0 for s in seeds) or len(set(seeds)) != len(seeds):
-        raise UserError(f"seeds must be distinct integers >= 0 (e.g. --seeds 1,2,3), got "
-                        f"{list(seeds)}")
-
-
-def _run_config(config: Config, **train: object) -> Config:
-    return dataclasses.replace(config, train=dataclasses.replace(config.train, **train))
-
-
-def _train_step(name: str, config: Config, folder: Path, grid: Grid, console: Console) -> Step:
-    """Train (or resume) the run in ``folder``. One trained on another version of the data
-    never counts as done, finished or not: it is moved aside (one line says where and why)
-    and trained from the start, so what is computed from it is redone too. One trained with
-    other settings is refused, one trained for fewer steps continued
-    (:func:`arelu_cli.pipeline.reuse.reuse`)."""
-    data = config.data.path
-
-    def run() -> None:
-        old = stale_data(folder, data)
+    def go() -> None:
+        old = stale_data(run.folder, data)
         if old is not None:
             now = current_fingerprint(data) or ""
-            moved = move_aside(folder, grid.out, old)
-            console.print(f"{folder} was trained on another version of {data} (data "
+            moved = move_aside(run.folder, grid.out, old)
+            console.print(f"{run.folder} was trained on another version of {data} (data "
                           f"fingerprint {old[:SHORT]}, now {now[:SHORT]}): moved to {moved}, "
                           "training it again", markup=False, soft_wrap=True)
-        train(config, folder, resume=(folder / checkpoint.LAST).is_file(), recipe=grid.recipe,
-              console=console)
-    def done() -> bool:  # a run without last.pt trains from the start, whatever it was
-        if stale_data(folder, data) is not None or not (folder / checkpoint.LAST).is_file():
-            return False
-        return reuse(folder, config) == SAME and finished(folder)
-    return Step(name, done, run)
+        train_if_needed(run, train, console)
+    return Step(label, lambda: stale_data(run.folder, data) is None and done(run), go)
 
 
-def training_steps(grid: Grid, console: Console) -> list[Step]:
-    """Per seed, one training run per transform, then the tau-sweep runs (1.5-ReLU with a
-    fixed tau): a first seed's runs are complete before the next seed starts."""
-    config, steps = grid.config, []
+def grid_runs(grid: Grid) -> list[tuple[str, Run]]:
+    """Per seed, one run per transform, then the tau-sweep runs (1.5-ReLU with a fixed tau),
+    each with its step's label: a first seed's runs are complete before the next starts."""
+    config, found = grid.config, []
     r = config.reproduce
     minutes = r.train_minutes or config.train.max_minutes
     max_steps = r.train_steps or config.train.max_steps
     valid_every = r.valid_every or config.train.valid_every
     every = max(1, r.sweep_steps // 4)
     for seed in grid.seeds:
-        for name in r.transforms:
-            folder = grid.run(name, seed)
-            run = _run_config(config, transform=name, seed=seed, max_minutes=minutes,
-                              max_steps=max_steps, valid_every=valid_every,
-                              save_every=min(config.train.save_every, valid_every))
-            steps.append(_train_step(f"train {grid.label(name, seed)}", run, folder, grid,
-                                     console))
-        for tau in r.tau_sweep:
-            folder = grid.sweep(tau, seed)
-            run = _run_config(config, transform="1.5-relu", tau=float(tau), seed=seed,
-                              max_steps=r.sweep_steps, max_minutes=r.sweep_minutes,
-                              valid_every=every, save_every=every, average_decay=0.0)
-            steps.append(_train_step(f"tau sweep {grid.label(f'{tau:g}', seed)}", run, folder,
-                                     grid, console))
-    return steps
+        found += [(f"train {grid.label(name, seed)}", Run(name, run_config(
+                      config, transform=name, seed=seed, max_minutes=minutes,
+                      max_steps=max_steps, valid_every=valid_every,
+                      save_every=min(config.train.save_every, valid_every)),
+                      grid.run_folder(name, seed)))
+                  for name in r.transforms]
+        found += [(f"tau sweep {grid.label(f'{tau:g}', seed)}", Run(f"tau-{tau:g}", run_config(
+                      config, transform="1.5-relu", tau=float(tau), seed=seed,
+                      max_steps=r.sweep_steps, max_minutes=r.sweep_minutes, valid_every=every,
+                      save_every=every, average_decay=0.0), grid.sweep_folder(tau, seed)))
+                  for tau in r.tau_sweep]
+    return found
 
 
 def _prepared(config: Config) -> bool:
@@ -252,26 +184,29 @@ def write_commands(grid: Grid, req: Request) -> None:
         seeded = f" --seed {seed}" if len(grid.seeds) > 1 else ""
         for name in config.reproduce.transforms:
             lines.append(f"arelu train --recipe {req.recipe} --transform {name}{seeded} "
-                         f"--out {grid.run(name, seed)}")
-            lines.append(f"arelu translate --checkpoint {grid.run(name, seed)} --split {TEST} "
-                         f"--beam {config.decode.beam} --out {grid.translation(name, seed)}")
+                         f"--out {grid.run_folder(name, seed)}")
+            lines.append(f"arelu translate --checkpoint {grid.run_folder(name, seed)} "
+                         f"--split {TEST} --beam {config.decode.beam} "
+                         f"--out {grid.translation(name, seed)}")
     lines.append(f"arelu report {out}")
     check_ours(out / "commands.txt", lines_start_with("arelu "))
     atomic_write_text(out / "commands.txt", "\n".join(lines) + "\n")
 
 
-def reproduce(req: Request, console: Console | None = None) -> Path:
+def reproduce(req: Request, console: Console | None = None,
+              train: Trainer | None = None) -> Path:
     """Run (or continue) the grid of ``req.recipe`` into ``req.out``; returns REPORT.md."""
     console = console or Console()
     config = load_request_config(req)
     out = results_folder(Path(req.out))
-    grid = Grid(config, out, req.device, Path(req.recipe).stem)
+    grid = Grid(config, out, config.train.device, Path(req.recipe).stem)
     check_ours(out / "reproduce.json", json_with_keys("recipe", "config"))  # before any work
     write_commands(grid, req)
+    train = train or trainer(grid.recipe, console)
     steps = [Step("prepare", lambda: req.source is None and _prepared(config),
                   lambda: rs.prepare_data(config, req.source, console)),
              Step("tau (Table 3)", lambda: rs.tau_table_done(grid), lambda: rs.tau_table(grid))]
-    trainings = training_steps(grid, console)
+    trainings = [_train_step(label, run, grid, train, console) for label, run in grid_runs(grid)]
     for step in trainings:  # a run of other settings is refused before any work
         step.done()
     steps += trainings + rs.analysis_steps(grid)
@@ -291,4 +226,3 @@ def reproduce(req: Request, console: Console | None = None) -> Path:
          "config": config.to_dict()}, indent=2) + "\n")
     console.print(f"grid finished in {elapsed / 60:.1f} min; report: {report}")
     return report
-

@@ -11,31 +11,30 @@ checkpoint (by validation BLEU, as in the paper's Results).
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from pathlib import Path
 
 from rich.console import Console
 
 from arelu_cli.analysis import empty_check, self_norm, sparsity
 from arelu_cli.analysis.bench_translate import bench_translate
-from arelu_cli.analysis.significance import bootstrap_signature, compare_to_baseline
 from arelu_cli.analysis.steps import split_indices
 from arelu_cli.analysis.tau_table import empirical_rows
 from arelu_cli.config import Config
 from arelu_cli.data.prepare import PrepareRequest, prepare
 from arelu_cli.data.prepared import load_prepared
 from arelu_cli.data.textio import read_text_lines
-from arelu_cli.nmt.bleu import bleu_chrf, paper_bleu
+from arelu_cli.nmt.bleu import bleu_chrf
 from arelu_cli.report import human_eval, provenance, tables
 from arelu_cli.report.build import regenerate
-from arelu_cli.report.columns import COLUMNS, read_csv
-from arelu_cli.signatures import signature_field
+from arelu_cli.report.columns import COLUMNS, read_csv, signature_field
 from arelu_cli.report.distributions import self_norm_rows, sparsity_rows
 from arelu_cli.report.examples import translation_examples_rows
-from arelu_cli.pipeline.grid import DEV, TEST, Grid, Step, up_to_date
-from arelu_cli.signatures import signature
+from arelu_cli.pipeline.core import fresh, run_config
+from arelu_cli.pipeline.grid import DEV, TEST, Grid, Step
+from arelu_cli.pipeline.scoring import bootstrap_rows, seed_groups
 from arelu_cli.results import write_rows
+from arelu_cli.signatures import signature
 from arelu_cli.nmt.inference import (Decoder, open_checkpoint, resolve_checkpoint, translate,
                                      write_translation)
 
@@ -55,21 +54,17 @@ def prepare_data(config: Config, source: Path | None, console: Console) -> None:
         console.print(f"{config.data.path} is up to date")
 
 
-def _seeded(config: Config, seed: int) -> Config:
-    return dataclasses.replace(config, train=dataclasses.replace(config.train, seed=seed))
-
-
 def tau_table(grid: Grid) -> None:
     """Table 3: the analytic rows at the paper's vocabularies plus this corpus's tau-tilde
     (first batch through the untrained model, one row pair per seed's initialization)."""
     rows = [row for seed in grid.seeds
-            for row in empirical_rows("both", _seeded(grid.config, seed), [1.5], ("paper", "tail"))]
+            for row in empirical_rows("both", run_config(grid.config, seed=seed), [1.5], ("paper", "tail"))]
     write_rows(tables.table3_rows(rows), grid.out / "table3_tau.csv", COLUMNS["table3_tau.csv"])
 
 
 def tau_table_done(grid: Grid) -> bool:
     """Table 3 is newer than the prepared corpus and has the rows of exactly the grid's seeds."""
-    if not up_to_date(grid.out / "table3_tau.csv", [Path(grid.config.data.path) / "meta.json"]):
+    if not fresh([grid.out / "table3_tau.csv"], [Path(grid.config.data.path) / "meta.json"]):
         return False
     frame = read_csv(grid.out, "table3_tau.csv")
     found = {signature_field(s, "seed") for s in frame.loc[frame["tau_empirical"].notna(),
@@ -78,7 +73,7 @@ def tau_table_done(grid: Grid) -> bool:
 
 
 def _open(grid: Grid, name: str, seed: int) -> Decoder:
-    return open_checkpoint(grid.run(name, seed), device=grid.device)
+    return open_checkpoint(grid.run_folder(name, seed), device=grid.device)
 
 
 def _signature(grid: Grid, decoder: Decoder, seed: int, **extra: object) -> str:
@@ -95,8 +90,8 @@ def _translate_step(grid: Grid, name: str, seed: int) -> Step:
         found = translate(_open(grid, name, seed), grid.config.decode, split=TEST)
         write_translation(found, grid.translation(name, seed))
     return Step(f"translate {grid.label(name, seed)} (beam {grid.config.decode.beam})",
-                lambda: up_to_date(grid.translation(name, seed),
-                                   [resolve_checkpoint(grid.run(name, seed))]),
+                lambda: fresh([grid.translation(name, seed)],
+                              [resolve_checkpoint(grid.run_folder(name, seed))]),
                 run)
 
 
@@ -104,51 +99,29 @@ def _hypotheses(grid: Grid, name: str, seed: int) -> list[str]:
     return read_text_lines(grid.translation(name, seed))
 
 
-def _tests(grid: Grid, hyps: Mapping[str, Sequence[str]], refs: Sequence[str], seeds: str,
-           signatures: Mapping[str, str], runs: int = 1) -> list[dict]:
-    """Table 1's paired bootstrap tests of every transform against the baseline (``runs``
-    seeds' translations concatenated: resampled by test sentence)."""
-    names = list(grid.config.reproduce.transforms)
-    base = BASELINE if BASELINE in names else names[0]
-    metric = paper_bleu()
-    results = compare_to_baseline(hyps[base], hyps, refs, metric=metric, runs=runs)
-    return tables.significance_rows(grid.config.reproduce.corpus, base, seeds, results,
-                                    bootstrap_signature(metric), signatures)
-
-
-def _joined_tests(grid: Grid, hyps: Mapping[tuple[str, int], list[str]],
-                  refs: Sequence[str]) -> list[dict]:
-    """The tests on the seeds' outputs concatenated: each seed's test set once, in seed
-    order, for both sides (so sentence i of seed s is still paired with itself); a resample
-    draws test sentences, each with all the seeds' translations of it."""
-    label = "+".join(map(str, grid.seeds))
-    names = grid.config.reproduce.transforms
-    joined = {name: [line for seed in grid.seeds for line in hyps[name, seed]] for name in names}
-    sigs = {name: signature(transform=name, data=grid.config.reproduce.corpus,
-                            recipe=grid.recipe or None, seed=label, beam=grid.config.decode.beam)
-            for name in names}
-    return _tests(grid, joined, list(refs) * len(grid.seeds), label, sigs, len(grid.seeds))
-
-
 def score(grid: Grid) -> None:
     """Table 1: detokenized cased BLEU (and chrF) of every (transform, seed) test
-    translation, and each transform against softmax by paired bootstrap: per seed (same
-    seed on both sides) and, with several seeds, on their outputs concatenated."""
+    translation, and each transform against the baseline by paired bootstrap: per seed
+    (same seed on both sides) and, with several seeds, on their outputs concatenated,
+    resampled by test sentence (:func:`arelu_cli.pipeline.scoring.bootstrap_rows`)."""
     refs = load_prepared(grid.config.data.path).references(TEST)
     corpus, beam = grid.config.reproduce.corpus, grid.config.decode.beam
+    names = list(grid.config.reproduce.transforms)
     hyps = {cell: _hypotheses(grid, *cell) for cell in _cells(grid)}
-    rows, tests = [], []
+    rows, sigs = [], {}
     for seed in grid.seeds:
-        scores, sigs = {}, {}
-        for name in grid.config.reproduce.transforms:
+        scores = {}
+        for name in names:
             bleu, chrf, bleu_sig, _ = bleu_chrf(hyps[name, seed], refs)
-            sigs[name] = _signature(grid, _open(grid, name, seed), seed, beam=beam)
-            scores[name] = tables.BleuScore(bleu, chrf, bleu_sig, sigs[name])
+            sigs[name, str(seed)] = _signature(grid, _open(grid, name, seed), seed, beam=beam)
+            scores[name] = tables.BleuScore(bleu, chrf, bleu_sig, sigs[name, str(seed)])
         rows += tables.table1_rows(corpus, scores, TEST, seed)
-        tests += _tests(grid, {n: hyps[n, s] for n, s in hyps if s == seed}, refs, str(seed),
-                        sigs)
-    if len(grid.seeds) > 1:
-        tests += _joined_tests(grid, hyps, refs)
+    joined = "+".join(map(str, grid.seeds))
+    sigs |= {(name, joined): signature(transform=name, data=corpus, recipe=grid.recipe or None,
+                                       seed=joined, beam=beam) for name in names}
+    base = BASELINE if BASELINE in names else names[0]
+    tests = tables.significance_rows(corpus, bootstrap_rows(
+        [(name, base) for name in names], hyps, refs, seed_groups(grid.seeds, joined)), sigs)
     write_rows(rows, grid.out / "table1_bleu.csv", COLUMNS["table1_bleu.csv"])
     write_rows(tests, grid.out / "table1_significance.csv", COLUMNS["table1_significance.csv"])
 
@@ -232,8 +205,9 @@ def inference_time(grid: Grid) -> None:
     normalized by their fastest."""
     r, rows = grid.config.reproduce, []
     for seed in grid.seeds:
-        found = bench_translate([grid.run(n, seed) for n in r.transforms], list(r.beams), TEST,
-                                device=grid.device, max_sentences=r.timing_sentences or None,
+        found = bench_translate([grid.run_folder(n, seed) for n in r.transforms],
+                                list(r.beams), TEST, device=grid.device,
+                                max_sentences=r.timing_sentences or None,
                                 repeats=r.timing_repeats)
         write_rows(found, grid.analysis(seed) / "bench_translate.csv")
         seconds = {(row["transform"], row["beam"]): row["seconds"] for row in found}
@@ -263,7 +237,7 @@ def analysis_steps(grid: Grid) -> list[Step]:
     steps = [_translate_step(grid, name, seed) for name, seed in _cells(grid)]
 
     def models() -> list[Path]:
-        return [resolve_checkpoint(grid.run(name, seed)) for name, seed in _cells(grid)]
+        return [resolve_checkpoint(grid.run_folder(name, seed)) for name, seed in _cells(grid)]
 
     def hypotheses() -> list[Path]:
         return [grid.translation(name, seed) for name, seed in _cells(grid)]
@@ -277,9 +251,8 @@ def analysis_steps(grid: Grid) -> list[Step]:
         ("examples and human-eval sheets", ("translation_examples.csv",), hypotheses,
          examples_and_sheets),
     ]
-    steps += [Step(name, lambda csvs=csvs, inputs=inputs: all(
-                       up_to_date(grid.out / csv, inputs()) for csv in csvs),
-                   lambda run=run: run(grid))
+    steps += [Step(name, lambda csvs=csvs, inputs=inputs: fresh(
+                       [grid.out / csv for csv in csvs], inputs()), lambda run=run: run(grid))
               for name, csvs, inputs, run in table]
     return steps
 

@@ -47,22 +47,22 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
-from arelu_cli.nmt import checkpoint
 from arelu_cli.config import Config
 from arelu_cli.errors import UserError
-from arelu_cli.registry import get_transform
-from arelu_cli.atomic import atomic_write_text
-from arelu_cli.results import read_table
-from arelu_cli.pipeline.grid import check_outputs, results_folder, up_to_date
-from arelu_cli.pipeline.reuse import LONGER, reuse
+from arelu_cli.nmt import checkpoint
+from arelu_cli.nmt.train import SUMMARY
+from arelu_cli.pipeline.core import (FIRST, Output, Run, Trainer, check_budget, check_runs, done,
+                                     trainer as real_trainer, train_and_make, train_if_needed)
+from arelu_cli.pipeline.grid import check_outputs, results_folder
+from arelu_cli.pipeline.scoring import translation
 from arelu_cli.pipeline.study_report import write_report
-from arelu_cli.pipeline.study_runs import (BENCH, FIRST, TEST, Run, axes, borrowed, check_runs,
-                                           compared, run_config,
-                                           equal_time_budget_ms, keep_first, run_folder, scores,
-                                           trained, translation_path)
+from arelu_cli.pipeline.study_runs import (BENCH, Evaluation, axes, borrowed, compared,
+                                           equal_time_budget_ms, planned_runs, point_of, scores,
+                                           study_run)
 from arelu_cli.pipeline.sweep import Point, plan
-from arelu_cli.nmt.precision import resolve as resolve_precision
-from arelu_cli.nmt.train import SUMMARY, snapshot_path, train
+from arelu_cli.registry import get_transform
+from arelu_cli.pipeline.timings import precision, timed_once
+from arelu_cli.atomic import atomic_write_text
 
 SELECTED = "selected.json"
 OUTPUTS = {"sweep.csv": "transform", "test_bleu.csv": "comparison",
@@ -70,31 +70,13 @@ OUTPUTS = {"sweep.csv": "transform", "test_bleu.csv": "comparison",
            "dev_curves.csv": "transform", BENCH: "transform"}
 """The study's tables and the first column of each (what a file of ours starts with)."""
 
-Trainer = Callable[[Config, Path, bool], object]
-"""``trainer(config, folder, resume)``: trains a run (the study passes :func:`train`)."""
+Evaluate = Callable[[Evaluation], Output]
+"""What the study makes of a run at a step (by default its test translation,
+:func:`arelu_cli.pipeline.scoring.translation`)."""
 
 
-def done(folder: Path, needs: list[Path] = ()) -> bool:
-    """Nothing to train: the run is finished with its checkpoint there, or finished and
-    every output wanted from it (its test translations) is already made. A committed study
-    keeps summaries and translations but not the git-ignored checkpoints, so its tables can
-    be rebuilt without training, while a run whose outputs are missing trains again."""
-    return trained(folder) and ((folder / checkpoint.LAST).is_file()
-                                or (bool(needs) and all(p.is_file() for p in needs)))
-
-
-def check_budget(config: Config, what: str = "a study") -> None:
-    """``what`` trains for ``[train] max_steps`` and evaluates the weights kept at steps:
-    refuse a clock budget and a ``keep_every`` that misses the last step."""
-    t = config.train
-    if t.max_minutes:
-        raise UserError(f"{what} trains for [train] max_steps steps, never against the clock: "
-                        "set [train] max_minutes = 0")
-    if not t.keep_every or t.max_steps % t.keep_every:
-        divisors = [d for d in range(1, t.max_steps + 1) if t.max_steps % d == 0]
-        example = min(divisors, key=lambda d: (abs(d - t.max_steps / 4), -d))
-        raise UserError(f"{what} evaluates kept weights: set [train] keep_every to a divisor "
-                        f"of max_steps ({t.max_steps}), e.g. {example}")
+def _translation(item: Evaluation) -> Output:
+    return translation(item.run, item.step)
 
 
 def check(config: Config) -> None:
@@ -112,18 +94,7 @@ def check(config: Config) -> None:
                         f"study trains ({', '.join(compared(config))}); name one of them")
 
 
-def _train(trainer: Trainer, config: Config, folder: Path, console: Console,
-           needs: list[Path] = ()) -> None:
-    if reuse(folder, config) != LONGER and done(folder, needs):
-        return
-    resume = (folder / checkpoint.LAST).is_file()
-    if trained(folder) and not resume:
-        keep_first(folder)
-    console.rule(f"{'resume' if resume else 'train'} {folder}")
-    trainer(config, folder, resume)
-
-
-def sweep(config: Config, out: Path, trainer: Trainer, console: Console) -> dict[str, Point]:
+def sweep(config: Config, out: Path, train: Trainer, console: Console) -> dict[str, Point]:
     """Stage 1: ``{transform: selected point}``, training whatever the sweep still needs."""
     selected, base = {}, config.train.seed
     for name in config.sweep.transforms:
@@ -133,8 +104,7 @@ def sweep(config: Config, out: Path, trainer: Trainer, console: Console) -> dict
                 selected[name] = best
                 break
             for point in pending:
-                _train(trainer, run_config(config, name, point, base),
-                       run_folder(out, name, point, base, base), console)
+                train_if_needed(study_run(config, out, name, point, base), train, console)
     return selected
 
 
@@ -146,20 +116,17 @@ def configurations(config: Config, selected: dict[str, Point]) -> dict[str, Poin
 
 
 def seed_runs(config: Config, out: Path, selected: dict[str, Point]) -> list[Run]:
-    """Stage 2's runs: every compared transform at its configuration, every seed."""
-    base = config.train.seed
-    return [Run(name, point, seed, run_folder(out, name, point, seed, base),
-                config.train.max_steps)
+    """Stage 3's runs: every compared transform at its configuration, every seed."""
+    return [study_run(config, out, name, point, seed)
             for name, point in configurations(config, selected).items()
             for seed in config.study.seeds]
 
 
 def convergence_runs(config: Config, out: Path, selected: dict[str, Point]) -> list[Run]:
     steps = config.study.convergence_steps
-    if not steps:
-        return []
-    return [Run(name, point, config.train.seed, out / "convergence" / name / point.name, steps)
-            for name, point in selected.items()]
+    return [study_run(config, out, name, point, config.train.seed, steps,
+                      out / "convergence" / name / point.name)
+            for name, point in selected.items()] if steps else []
 
 
 def continue_copy(source: Path, target: Path) -> None:
@@ -185,34 +152,28 @@ def continue_copy(source: Path, target: Path) -> None:
     os.replace(tmp, target)
 
 
-Evaluator = Callable[[Config, list[tuple[str, "Run", int]], Console], None]
-
 StepTimes = Callable[[dict[str, Point]], dict[str, float]]
 """``ms_per_step(selected)``: the quiet step time (ms) of every compared transform at its
 configuration of the selection (the study passes :func:`bench`)."""
 
 
-def train_all(config: Config, out: Path, trainer: Trainer, console: Console,
-              ms_per_step: StepTimes, evaluator: Evaluator | None = None
-              ) -> tuple[dict[str, Point], list[tuple[str, Run, int]]]:
+def train_all(config: Config, out: Path, train: Trainer, console: Console,
+              ms_per_step: StepTimes, evaluate: Evaluate = _translation
+              ) -> tuple[dict[str, Point], list[Evaluation]]:
     """Stages 1-3 and 5: the selection, then each seed and convergence run trained and at
-    once translated at every step the tables need (so that its checkpoints are no longer
-    needed); returns the selection and the ``(comparison, run, step)`` evaluations."""
-    evaluator = evaluator or evaluate
-    selected = sweep(config, out, trainer, console)
+    once evaluated at every step the tables need (so that its checkpoints are no longer
+    needed); returns the selection and the evaluations."""
+    selected = sweep(config, out, train, console)
     record_selection(config, out, selected, console)
     seeds, longer = seed_runs(config, out, selected), convergence_runs(config, out, selected)
     todo = evaluations(config, seeds, longer, equal_time_steps(config, ms_per_step(selected)))
     for run in seeds + longer:
-        mine = [item for item in todo if item[1] == run]
-        needs = [translation_path(run.folder, step, config.decode.beam) for _, _, step in mine]
-        first = run_folder(out, run.transform, run.point, run.seed, run.seed)
-        if (run in longer and not done(run.folder, needs)
-                and (first / checkpoint.LAST).is_file()):
-            continue_copy(first, run.folder)  # else from step 0: the same recipe and seed
-        _train(trainer, run_config(config, run.transform, run.point, run.seed, run.steps),
-               run.folder, console, needs)
-        evaluator(config, mine, console)
+        outputs = [evaluate(item) for item in todo if item.run == run]
+        first = study_run(config, out, run.name, point_of(run), run.seed)
+        if (run in longer and not done(run, [p for o in outputs for p in o.paths])
+                and (first.folder / checkpoint.LAST).is_file()):
+            continue_copy(first.folder, run.folder)  # else from step 0: same recipe and seed
+        train_and_make(run, train, console, outputs)
     return selected, todo
 
 
@@ -279,86 +240,49 @@ def equal_time_steps(config: Config, ms_per_step: dict[str, float]) -> dict[str,
 
 
 def evaluations(config: Config, seeds: list[Run], longer: list[Run],
-                at_equal_time: dict[str, int]) -> list[tuple[str, Run, int]]:
-    """``(comparison, run, step)`` for every test translation the tables need; a
-    convergence run is translated at its last step and at ``[train] max_steps``
-    (``convergence_start``), so that whether its gap closes is read off one training (a run
-    that trained from step 0 again is not bitwise its seed's first run)."""
-    todo = [("equal_steps", run, run.steps) for run in seeds]
-    todo += [("equal_time", run, at_equal_time[run.transform]) for run in seeds]
-    todo += [("convergence_start", run, config.train.max_steps) for run in longer]
-    todo += [("convergence", run, run.steps) for run in longer]
+                at_equal_time: dict[str, int]) -> list[Evaluation]:
+    """Every test translation the tables need; a convergence run is translated at its last
+    step and at ``[train] max_steps`` (``convergence_start``), so that whether its gap
+    closes is read off one training (a run that trained from step 0 again is not bitwise
+    its seed's first run)."""
+    todo = [Evaluation("equal_steps", run, run.steps) for run in seeds]
+    todo += [Evaluation("equal_time", run, at_equal_time[run.name]) for run in seeds]
+    todo += [Evaluation("convergence_start", run, config.train.max_steps) for run in longer]
+    todo += [Evaluation("convergence", run, run.steps) for run in longer]
     return todo
-
-
-def snapshot(run: Run, step: int) -> Path:
-    path = snapshot_path(run.folder, step)
-    if not path.is_file():
-        raise UserError(f"{path} is missing: the run was trained without [train] keep_every "
-                        f"snapshots; delete {run.folder} to train it again")
-    return path
 
 
 def bench(config: Config, out: Path, console: Console,
           selected: dict[str, Point]) -> dict[str, float]:
     """Stage 2: quiet step times (ms) of the compared transforms, each with the label
     smoothing of its configuration in ``selected`` (it changes the loss computed; lr and
-    warmup do not change a step's time), measured once into ``bench_train.csv`` (delete it
-    to measure again, on an idle machine). A file timed with other label smoothing is
-    refused; one that does not record it (an earlier version's) is used with a warning."""
+    warmup do not change a step's time), measured once into ``bench_train.csv``
+    (:func:`~arelu_cli.pipeline.timings.timed_once`). A file timed with other label
+    smoothing is refused."""
     from arelu_cli.analysis.bench_train import bench_train
-    from arelu_cli.results import write_rows
 
     path, names = out / BENCH, compared(config)
     smoothing = {name: p.label_smoothing for name, p in configurations(config, selected).items()}
-    if not path.is_file():
-        console.rule("bench train (quiet step times for equal time)")
-        rows = bench_train(config, names, repeats=10, device_name=config.train.device,
-                           console=console, label_smoothing=smoothing)
-        write_rows(rows, path)
-        warn_if_busy_file(rows, path, console)
-    frame = read_table(path, "delete it to measure again (on an idle machine)")
+    frame = timed_once(path, "training step times for equal time", lambda: bench_train(
+        config, names, repeats=10, device_name=config.train.device, console=console,
+        label_smoothing=smoothing), console,
+        {"d_model": config.model.d_model, "precision": precision(config)})
     frame = frame[~frame["fused_output"].astype(bool)]
     times = dict(zip(frame["transform"], frame["ms_per_step"]))
     missing = [n for n in names if n not in times]
     if missing:
         raise UserError(f"{path} has no step time of {', '.join(missing)}; delete it and run "
                         "the study again on an idle machine")
-    _check_smoothing(path, frame, smoothing, console)
-    check_timed_with(path, frame, {"d_model": config.model.d_model,
-                                   "precision": resolve_precision(config.train.precision,
-                                                                  config.train.device)})
+    _check_smoothing(path, frame, smoothing)
     return {name: float(times[name]) for name in names}
 
 
-def check_timed_with(path: Path, frame, settings: dict[str, object]) -> None:
-    """Refuse the timings of ``path`` (rows ``frame``) where a column it records says they
-    were taken with another value of one of ``settings`` than the recipe's now."""
-    for column, want in settings.items():
-        found = set(frame[column].dropna()) if column in frame.columns else set()
-        if found and found != {want}:
-            raise UserError(f"{path} was timed with {column} {sorted(map(str, found))[0]}, but "
-                            f"the recipe now asks for {want}; delete it to measure again (on "
-                            "an idle machine)")
-
-
-def warn_if_busy_file(rows: list[dict], path: Path, console: Console) -> None:
-    """Say so when other processes competed for the CPU while ``path`` was measured."""
-    from arelu_cli.analysis.timing import warn_if_busy as warn
-
-    warn(rows, console, f"the times of {path}", "; delete the file and run the study again "
-         "to measure it again")
-
-
-def _check_smoothing(path: Path, frame, smoothing: dict[str, float], console: Console) -> None:
+def _check_smoothing(path: Path, frame, smoothing: dict[str, float]) -> None:
     """The step times of ``path`` (rows ``frame``) were taken with each transform's label
-    smoothing: refuse other values; warn where the file does not say."""
+    smoothing: refuse other values, and a file that does not say."""
     if "label_smoothing" not in frame.columns:
-        console.print(f"[bold yellow]warning:[/] {escape(str(path))} does not record the label "
-                      "smoothing its step times were taken with, so equal time cannot be "
-                      "checked against the selected configurations; delete it to measure "
-                      "again", highlight=False, soft_wrap=True)
-        return
+        raise UserError(f"{path} does not record the label smoothing its step times were "
+                        "taken with; delete it and run the study again on an idle machine")
     recorded = dict(zip(frame["transform"], frame["label_smoothing"].fillna(0.0)))
     wrong = [f"{name} with {float(recorded[name]):g}, not {eps:g}"
              for name, eps in smoothing.items() if abs(float(recorded[name]) - eps) > 1e-12]
@@ -367,45 +291,23 @@ def _check_smoothing(path: Path, frame, smoothing: dict[str, float], console: Co
                         "configuration); delete it and run the study again on an idle machine")
 
 
-def evaluate(config: Config, todo: list[tuple[str, Run, int]], console: Console) -> None:
-    """Stage 5: the test translation of every (run, step) the tables need, each skipped
-    when it is there and newer than its snapshot, or there without its snapshot (a fresh
-    clone or a new machine: translations are committed, the snapshots they came from are
-    git-ignored)."""
-    from arelu_cli.nmt.inference import open_checkpoint, translate, write_translation
-
-    beam = config.decode.beam
-    for run, step in dict.fromkeys((r, s) for _, r, s in todo):
-        path = translation_path(run.folder, step, beam)
-        if path.is_file() and not snapshot_path(run.folder, step).is_file():
-            continue
-        weights = snapshot(run, step)
-        if up_to_date(path, [weights]):
-            continue
-        console.print(f"translate {run.folder.name} ({run.transform}) at step {step}, beam {beam}")
-        decoder = open_checkpoint(weights, device=config.train.device)
-        write_translation(translate(decoder, config.decode, split=TEST), path)
-
-
 def study(config: Config, out: Path, console: Console | None = None,
-          trainer: Trainer | None = None, recipe: str | None = None,
+          train: Trainer | None = None, recipe: str | None = None,
           allow_data_change: bool = False) -> Path:
     """Run (or continue) every stage into ``out``; returns ``REPORT.md``. An unfinished run
     resumes only on the data it was trained on, unless ``allow_data_change`` (``train
     --resume --allow-data-change``)."""
     console = console or Console()
     check(config)
-    check_runs(config, out)
+    check_runs(planned_runs(config, out))
     check_outputs(out, OUTPUTS)
     results_folder(out)
-    trainer = trainer or (lambda cfg, folder, resume: train(
-        cfg, folder, resume=resume, recipe=recipe, console=console,
-        allow_data_change=allow_data_change))
+    train = train or real_trainer(recipe, console, allow_data_change)
     times: dict[str, float] = {}
 
     def step_times(chosen: dict[str, Point]) -> dict[str, float]:
         times.update(bench(config, out, console, chosen))
         return times
 
-    selected, todo = train_all(config, out, trainer, console, step_times)
+    selected, todo = train_all(config, out, train, console, step_times)
     return write_report(config, out, selected, todo, times)

@@ -99,12 +99,10 @@ def convergence_sentence(config: Config, sig: list[dict], name: str,
                          reference: str) -> str | None:
     """Does the gap at ``[train] max_steps`` (first seed) close by ``convergence_steps``?
     Read off the convergence runs themselves (``convergence_start``: the same trainings at
-    ``max_steps``), else (an earlier version's tables) off the first seed's runs."""
+    ``max_steps``)."""
     seed = str(config.train.seed)
     late = _find(sig, "convergence", name, reference).get(seed)
     early = _find(sig, "convergence_start", name, reference).get(seed)
-    same = early is not None
-    early = early or _find(sig, "equal_steps", name, reference).get(seed)
     if early is None or late is None:
         return None
     if late["p_value"] >= ALPHA:
@@ -117,10 +115,10 @@ def convergence_sentence(config: Config, sig: list[dict], name: str,
     else:
         trend = "the gap narrows" if abs(late["delta"]) < abs(early["delta"]) else \
             "the gap holds or widens"
-    where = "in the convergence runs" if same else "in the seed runs, then the convergence runs"
-    return (f"at seed {seed} ({where}), Δ {early['delta']:+.2f} (p = {early['p_value']:.3f}) "
-            f"after {config.train.max_steps:,} steps and {late['delta']:+.2f} (p = "
-            f"{late['p_value']:.3f}) after {config.study.convergence_steps:,}: **{trend}**")
+    return (f"at seed {seed} (in the convergence runs), Δ {early['delta']:+.2f} (p = "
+            f"{early['p_value']:.3f}) after {config.train.max_steps:,} steps and "
+            f"{late['delta']:+.2f} (p = {late['p_value']:.3f}) after "
+            f"{config.study.convergence_steps:,}: **{trend}**")
 
 
 def answer(config: Config, summary: list[dict], sig: list[dict]) -> list[str]:

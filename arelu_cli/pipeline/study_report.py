@@ -32,16 +32,18 @@ import pandas as pd
 from arelu_cli.config import Config
 from arelu_cli.data.prepared import load_prepared
 from arelu_cli.nmt.bleu import bleu_chrf
-from arelu_cli.report.section import fmt, md_table
 from arelu_cli.ownership import write_markdown
+from arelu_cli.pipeline.core import Run, finished
+from arelu_cli.pipeline.scoring import (TEST, bootstrap_rows, dev_log, first_summary, seed_groups,
+                                        summary, translation_lines, translation_path)
+from arelu_cli.pipeline.study_claims import SPEED_TOLERANCE, answer, earlier_rows, pairs
+from arelu_cli.pipeline.study_runs import (BENCH, Evaluation, axes, equal_time_budget_ms,
+                                           point_of, run_folder, scores, sweep_summary)
+from arelu_cli.pipeline.sweep import Point, visited
+from arelu_cli.report.columns import STUDY_CATALOG
+from arelu_cli.report.section import Section, document, fmt, md_table
 from arelu_cli.report.plots import plot_study_curves, plot_study_sweep
 from arelu_cli.results import read_json, write_rows
-from arelu_cli.pipeline.study_claims import SPEED_TOLERANCE, answer, earlier_rows, pairs
-from arelu_cli.pipeline.study_runs import (BENCH, TEST, Run, axes, dev_log,
-                                           equal_time_budget_ms, first_summary, run_folder,
-                                           scores, summary, sweep_summary, trained,
-                                           translation_lines, translation_path)
-from arelu_cli.pipeline.sweep import Point, visited
 
 COMPARISONS = {"equal_steps": "equal steps", "equal_time": "equal time",
                "convergence_start": "convergence run, start", "convergence": "convergence"}
@@ -66,20 +68,21 @@ def sweep_rows(config: Config, out: Path, selected: dict[str, Point]) -> list[di
 
 
 def _current(folder: Path) -> dict | None:
-    return summary(folder) if trained(folder) else None
+    return summary(folder) if finished(folder) else None
 
 
-def bleu_rows(config: Config, todo: list[tuple[str, Run, int]]) -> list[dict]:
+def bleu_rows(config: Config, todo: list[Evaluation]) -> list[dict]:
     refs = load_prepared(config.data.path).references(TEST)
     hyps, rows = _hypotheses(config, todo, len(refs)), []
     for comparison, run, step in todo:
         path = translation_path(run.folder, step, config.decode.beam)
-        bleu, chrf, bleu_sig, _ = bleu_chrf(hyps[(comparison, run.transform, run.seed)], refs)
+        bleu, chrf, bleu_sig, _ = bleu_chrf(hyps[(comparison, run.name, run.seed)], refs)
         meta = read_json(f"{path}.json", f"delete {path} and its .json to translate again")
-        rows.append({"comparison": comparison, "transform": run.transform, "seed": run.seed,
+        point = point_of(run)
+        rows.append({"comparison": comparison, "transform": run.name, "seed": run.seed,
                      "step": step, "bleu": round(bleu, 2), "chrf": round(chrf, 2),
-                     "lr": run.point.lr, "warmup": run.point.warmup,
-                     "label_smoothing": run.point.label_smoothing, "beam": config.decode.beam,
+                     "lr": point.lr, "warmup": point.warmup,
+                     "label_smoothing": point.label_smoothing, "beam": config.decode.beam,
                      "translation": str(path), "sacrebleu": bleu_sig,
                      "signature": meta["signature"]})
     return rows
@@ -105,48 +108,36 @@ def curve_rows(runs: list[Run]) -> list[dict]:
     for run in runs:
         log = dev_log(run.folder)
         for record in log.dropna(subset=["val_bleu"]).to_dict("records"):
-            rows.append({"transform": run.transform, "seed": run.seed, "run": run.folder.name,
+            rows.append({"transform": run.name, "seed": run.seed, "run": run.folder.name,
                          "step": int(record["step"]), "dev_bleu": record["val_bleu"],
                          "dev_loss": record.get("val_loss"), "train_steps": run.steps})
     return rows
 
 
-def _hypotheses(config: Config, todo: list[tuple[str, Run, int]], references: int) -> dict:
+def _hypotheses(config: Config, todo: list[Evaluation], references: int) -> dict:
     """``{(comparison, transform, seed): lines}`` of the test translations, each checked
     against the number of test references."""
-    return {(c, run.transform, run.seed): translation_lines(
+    return {(c, run.name, run.seed): translation_lines(
                 translation_path(run.folder, step, config.decode.beam), references)
             for c, run, step in todo}
 
 
-def significance_rows(config: Config, todo: list[tuple[str, Run, int]]) -> list[dict]:
+def significance_rows(config: Config, todo: list[Evaluation]) -> list[dict]:
     """Each pair of :func:`~arelu_cli.pipeline.study_claims.pairs` (each transform against the
-    baseline, each borrower against its lender) by paired bootstrap: per seed (same seed on
-    both sides), and on the seeds' translations joined (a resample draws test sentences,
-    each with every seed's translation of it)."""
-    from arelu_cli.analysis.significance import SEED, paired_bootstrap
-
+    baseline, each borrower against its lender) at each comparison by paired bootstrap:
+    per seed (same seed on both sides), and on the seeds' translations joined
+    (:func:`~arelu_cli.pipeline.scoring.bootstrap_rows`), each signed by its test's
+    sacrebleu signature."""
     refs = load_prepared(config.data.path).references(TEST)
-    hyps = _hypotheses(config, todo, len(refs))
-    rows = []
-    for comparison in dict.fromkeys(c for c, _, _ in todo):
-        seeds = sorted({s for c, _, s in hyps if c == comparison})
-        names = list(dict.fromkeys(t for c, t, _ in hyps if c == comparison))
-        for name, base in pairs(config, names):
-            both = [(s, hyps[(comparison, base, s)], hyps[(comparison, name, s)])
-                    for s in seeds if (comparison, name, s) in hyps
-                    and (comparison, base, s) in hyps]
-            tests = [(str(s), b, h, refs) for s, b, h in both]
-            if len(both) > 1:
-                tests.append(("joined", [x for _, b, _ in both for x in b],
-                              [x for _, _, h in both for x in h], refs * len(both)))
-            for label, b, h, r in tests:
-                result = paired_bootstrap(b, h, r, samples=config.study.bootstrap_samples,
-                                          runs=len(r) // len(refs))
-                rows.append({"comparison": comparison, "transform": name, "baseline": base,
-                             "seeds": label, **result,
-                             "signature": f"paired-bs|bs:{config.study.bootstrap_samples}|"
-                                          f"seed:{SEED}|split:{TEST}"})
+    hyps, rows = _hypotheses(config, todo, len(refs)), []
+    for comparison in dict.fromkeys(item.comparison for item in todo):
+        mine = {(t, s): lines for (c, t, s), lines in hyps.items() if c == comparison}
+        names = list(dict.fromkeys(t for t, _ in mine))
+        groups = seed_groups(sorted({s for _, s in mine}), "joined")
+        for row in bootstrap_rows(pairs(config, names), mine, refs, groups,
+                                  config.study.bootstrap_samples):
+            signature = row.pop("bleu_signature")
+            rows.append({"comparison": comparison, **row, "signature": signature})
     return rows
 
 
@@ -180,16 +171,13 @@ def _bleu_table(summary: list[dict], sig: list[dict], base: str) -> str:
 
 
 def _equal_time(config: Config, out: Path, ms_per_step: dict[str, float],
-                todo: list[tuple[str, Run, int]]) -> list[str]:
+                todo: list[Evaluation]) -> Section:
     """The quiet step times, the budget and the step each transform reaches in it."""
     if not ms_per_step:
-        return ["No step times (the bench stage has not run)."]
+        return Section("Equal time", BENCH, "No step times (the bench stage has not run).")
     base, budget = config.study.baseline, equal_time_budget_ms(config, ms_per_step) / 60e3
-    steps = {run.transform: step for c, run, step in todo if c == "equal_time"}
+    steps = {run.name: step for c, run, step in todo if c == "equal_time"}
     frame = pd.read_csv(out / BENCH) if (out / BENCH).is_file() else pd.DataFrame()
-    busy = (f" Other processes kept up to {frame['other_cpu'].max():.2f} CPU cores busy "
-            "while they were measured." if "other_cpu" in frame else
-            " The file does not record how busy the machine was (an older version's).")
     where = (" on " + " and ".join(dict.fromkeys(frame["machine"].dropna().astype(str)))
              if "machine" in frame and frame["machine"].notna().any() else "")
     paired = (dict(zip(frame["transform"], frame["time_ratio"]))
@@ -198,39 +186,38 @@ def _equal_time(config: Config, out: Path, ms_per_step: dict[str, float],
              else "", f"{paired[name]:.3f}×" if name in paired else "",
              f"{steps[name]:,}" if name in steps else ""]
             for name, ms in ms_per_step.items()]
-    return [f"Quiet training step times ({BENCH}, `arelu bench train`{where}, each transform "
-            f"timed alternately with {base}, at its selected label smoothing).{busy} Equal time "
-            f"uses the median step times (× {base}); the paired column is the median ratio to "
-            f"the {base} step timed beside each one ({base} itself against itself), which the "
-            "machine's noise hits alike. Equal time is "
-            f"{budget:.1f} minutes of quiet training"
-            + ("" if config.study.equal_time_minutes else
-               f" (the time the fastest transform needs for {config.train.max_steps:,} steps)")
-            + f"; each transform is evaluated at the last kept snapshot (every "
-            f"{config.train.keep_every} steps) it reaches in it.", "",
-            md_table(["transform", "ms per step", f"× {base}", f"paired × {base}",
-                      "step at equal time"], rows)]
+    return Section("Equal time", BENCH, md_table(
+        ["transform", "ms per step", f"× {base}", f"paired × {base}", "step at equal time"],
+        rows), [
+        f"Quiet training step times (`arelu bench train`{where}, each transform timed "
+        f"alternately with {base}, at its selected label smoothing). Other processes kept up "
+        f"to {frame['other_cpu'].max():.2f} CPU cores busy while they were measured.",
+        f"Equal time uses the median step times (× {base}); the paired column is the median "
+        f"ratio to the {base} step timed beside each one ({base} itself against itself), "
+        "which the machine's noise hits alike.",
+        f"Equal time is {budget:.1f} minutes of quiet training"
+        + ("" if config.study.equal_time_minutes else
+           f" (the time the fastest transform needs for {config.train.max_steps:,} steps)")
+        + f"; each transform is evaluated at the last kept snapshot (every "
+        f"{config.train.keep_every} steps) it reaches in it."])
 
 
-def _earlier(config: Config, sig: list[dict], ms_per_step: dict[str, float]) -> list[str]:
+def _earlier(config: Config, sig: list[dict], ms_per_step: dict[str, float]) -> list[Section]:
     if not config.study.earlier:
         return []
     rows, note = earlier_rows(config, sig, ms_per_step)
     where = config.study.earlier
-    text = [f"## Claims of `{where}`", "",
-            f"Each claim of `{where}` (one run per transform) beside this study's equal-time "
-            "result. A BLEU difference **stands** when it lies in this study's 95% interval, "
-            "**shrinks** or **grows** when the interval lies nearer 0 or farther, and "
-            "**falls** when this study finds no significant difference (p ≥ 0.05) or the "
-            f"opposite sign. A speed ratio stands within {SPEED_TOLERANCE:.0%} of this "
-            "study's quiet one and falls when it crosses 1.", ""]
-    if rows:
-        text.append(md_table(["claim", "earlier", "this study", "verdict"],
-                             [[r["claim"], r["earlier"], r["study"], f"**{r['verdict']}**"]
-                              for r in rows]))
-    else:
-        text.append("No claim of that folder matches a transform of this study.")
-    return text + ([f"\nNote: {note}."] if note else []) + [""]
+    table = md_table(["claim", "earlier", "this study", "verdict"],
+                     [[r["claim"], r["earlier"], r["study"], f"**{r['verdict']}**"]
+                      for r in rows]) if rows else \
+        "No claim of that folder matches a transform of this study."
+    return [Section(f"Claims of `{where}`", "significance.csv", table, [
+        f"Each claim of `{where}` (one run per transform) beside this study's equal-time "
+        "result. A BLEU difference **stands** when it lies in this study's 95% interval, "
+        "**shrinks** or **grows** when the interval lies nearer 0 or farther, and **falls** "
+        "when this study finds no significant difference (p ≥ 0.05) or the opposite sign. A "
+        f"speed ratio stands within {SPEED_TOLERANCE:.0%} of this study's quiet one and falls "
+        "when it crosses 1."] + ([f"Note: {note}."] if note else []))]
 
 
 def machines_sentence(runs: list[Run]) -> str:
@@ -239,8 +226,8 @@ def machines_sentence(runs: list[Run]) -> str:
     while the step-budgeted results do not."""
     counts: dict[str, int] = {}
     for run in runs:
-        name = summary(run.folder).get("machine") if trained(run.folder) else None
-        key = name or "a machine the summary does not name (an earlier version's)"
+        name = summary(run.folder).get("machine") if finished(run.folder) else None
+        key = name or "a machine its summary does not name"
         counts[key] = counts.get(key, 0) + 1
     if not counts:
         return ""
@@ -250,52 +237,32 @@ def machines_sentence(runs: list[Run]) -> str:
 
 
 def report_text(config: Config, out: Path, sweep: list[dict], summary: list[dict],
-                sig: list[dict], ms_per_step: dict[str, float],
-                todo: list[tuple[str, Run, int]], figures: list[str]) -> str:
+                sig: list[dict], ms_per_step: dict[str, float], todo: list[Evaluation]) -> str:
     seeds = ", ".join(map(str, config.study.seeds))
-    paragraphs = answer(config, summary, sig)
-    return "\n".join([
-        "# Study report",
-        "",
-        f"Step-budgeted runs ({config.train.max_steps} optimizer steps, convergence "
-        f"{config.study.convergence_steps}), test BLEU with beam {config.decode.beam} "
-        f"(sacrebleu, detokenized, cased), seeds {seeds}; significance by paired bootstrap "
-        f"({config.study.bootstrap_samples} resamples) against {config.study.baseline}. "
-        "Δ is the test BLEU difference with its 95% interval; better / worse means p < 0.05."
-        + machines_sentence(list(dict.fromkeys(run for _, run, _ in todo))),
-        "",
-        "## Answer",
-        "",
-        *(f"{p}\n" for p in paragraphs or ["No test translations yet."]),
+    intro = (f"Step-budgeted runs ({config.train.max_steps} optimizer steps, convergence "
+             f"{config.study.convergence_steps}), test BLEU with beam {config.decode.beam} "
+             f"(sacrebleu, detokenized, cased), seeds {seeds}; significance by paired bootstrap "
+             f"({config.study.bootstrap_samples} resamples) against {config.study.baseline}. "
+             "Δ is the test BLEU difference with its 95% interval; better / worse means "
+             "p < 0.05." + machines_sentence(list(dict.fromkeys(run for _, run, _ in todo))))
+    sections = [
+        Section("Answer", "significance.csv",
+                verdicts=answer(config, summary, sig) or ["No test translations yet."]),
         *_earlier(config, sig, ms_per_step),
-        "## Equal time",
-        "",
-        *_equal_time(config, out, ms_per_step, todo),
-        "",
-        "## Sweep (dev BLEU only)",
-        "",
-        _sweep_table(sweep),
-        "",
-        "## Test BLEU",
-        "",
-        _bleu_table(summary, sig, config.study.baseline),
-        "",
-        "## Figures",
-        "",
-        *[f"![{name}]({name})" for name in figures],
-        "",
-        "## Files",
-        "",
-        "sweep.csv, test_bleu.csv, test_bleu_summary.csv, significance.csv (every pair, seed "
-        "by seed and joined), dev_curves.csv, bench_train.csv, selected.json; runs/TRANSFORM/"
-        "CONFIG[_seed-S]/ and convergence/TRANSFORM/CONFIG/ (config.json, log.csv, "
-        "summary.json, translations/).",
-        "",
-    ])
+        _equal_time(config, out, ms_per_step, todo),
+        Section("Sweep (dev BLEU only)", "sweep.csv", _sweep_table(sweep), figure="sweep.png"),
+        Section("Test BLEU", "test_bleu_summary.csv", _bleu_table(summary, sig,
+                                                                  config.study.baseline)),
+        Section("Dev BLEU during training", "dev_curves.csv", figure="dev_curves.png")]
+    return document("Study report", intro, sections, out, [
+        "## Files", "sweep.csv, test_bleu.csv, test_bleu_summary.csv, significance.csv (every "
+        "pair, seed by seed and joined), dev_curves.csv, bench_train.csv, selected.json; "
+        "runs/TRANSFORM/CONFIG[_seed-S]/ and convergence/TRANSFORM/CONFIG/ (config.json, "
+        "log.csv, summary.json, translations/)."])
 
 
 def write_report(config: Config, out: Path, selected: dict[str, Point],
-                 todo: list[tuple[str, Run, int]],
+                 todo: list[Evaluation],
                  ms_per_step: dict[str, float] | None = None) -> Path:
     """Every CSV and figure of the study and ``REPORT.md``; returns the report's path."""
     ms_per_step = ms_per_step or {}
@@ -306,11 +273,10 @@ def write_report(config: Config, out: Path, selected: dict[str, Point],
     for rows, name in ((sweep, "sweep.csv"), (bleu, "test_bleu.csv"),
                        (summary, "test_bleu_summary.csv"), (sig, "significance.csv"),
                        (curves, "dev_curves.csv")):
-        write_rows(rows, out / name)
-    figures = []
+        write_rows(rows, out / name, tuple(STUDY_CATALOG[name].columns))
     if sweep:
-        figures.append(plot_study_sweep(out / "sweep.csv", out / "sweep.png").name)
+        plot_study_sweep(out / "sweep.csv", out / "sweep.png")
     if curves:
-        figures.append(plot_study_curves(out / "dev_curves.csv", out / "dev_curves.png").name)
-    text = report_text(config, out, sweep, summary, sig, ms_per_step, todo, figures)
+        plot_study_curves(out / "dev_curves.csv", out / "dev_curves.png")
+    text = report_text(config, out, sweep, summary, sig, ms_per_step, todo)
     return write_markdown(out / "REPORT.md", text)

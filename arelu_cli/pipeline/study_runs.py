@@ -1,119 +1,42 @@
-"""Where ``arelu study`` keeps its runs and what a finished run says: the folder layout
-(``runs/TRANSFORM/CONFIG[_seed-S]/``, ``translations/``), the sweep's axes and the dev BLEU
-of every sweep run so far. Read by the study's stages (:mod:`arelu_cli.pipeline.study`) and
-by its tables (:mod:`arelu_cli.pipeline.study_report`).
+"""Where ``arelu study`` keeps its runs: the folder layout
+(``runs/TRANSFORM/CONFIG[_seed-S]/``, ``convergence/TRANSFORM/CONFIG/``), the sweep's axes,
+the runs of the plan (:class:`~arelu_cli.pipeline.core.Run`) and the dev BLEU of every
+sweep run so far. Read by the study's stages (:mod:`arelu_cli.pipeline.study`) and by its
+tables (:mod:`arelu_cli.pipeline.study_report`).
 """
 
 from __future__ import annotations
 
-import dataclasses
-import os
-import shutil
-from dataclasses import dataclass
 from pathlib import Path
-
-import pandas as pd
+from typing import NamedTuple
 
 from arelu_cli.config import Config
-from arelu_cli.data.textio import read_text_lines
-from arelu_cli.errors import UserError
-from arelu_cli.nmt.train_log import read_log
-from arelu_cli.results import read_json
-from arelu_cli.nmt.train import SUMMARY
+from arelu_cli.pipeline.core import Run, run_config, trained
 from arelu_cli.pipeline.reuse import LONGER, reuse
+from arelu_cli.pipeline.scoring import first_summary, summary
 from arelu_cli.pipeline.sweep import Point, grid_points, visited
 
-TEST = "test"
 BENCH = "bench_train.csv"
 """The quiet step times of the compared transforms (the study's bench stage)."""
-FIRST = "first"
-"""Where a finished run that trains again (its checkpoints gone before its test translations
-were made, e.g. on a new machine) keeps its first training's ``config.json``, ``log.csv`` and
-``summary.json``: the dev BLEU its sweep selected on, which a second training of the same
-configuration (not bit-identical under the thread governor) must not change."""
-RECORD = ("config.json", "log.csv", SUMMARY)
 
 
-@dataclass(frozen=True)
-class Run:
-    """One training run of the study and what it is."""
+class Evaluation(NamedTuple):
+    """One test translation a table needs: which comparison, of which run, at which step."""
 
-    transform: str
-    point: Point
-    seed: int
-    folder: Path
-    steps: int
+    comparison: str
+    run: Run
+    step: int
 
 
-def trained(folder: Path) -> bool:
-    """The run wrote its summary: its dev BLEU (what the sweep selects on) is known."""
-    return (folder / SUMMARY).is_file()
-
-
-def summary(folder: Path) -> dict:
-    return read_json(folder / SUMMARY, again(folder))
-
-
-def first_summary(folder: Path) -> dict | None:
-    """The summary of the run's first training, kept in ``FIRST/`` when it trained again;
-    None when it trained once."""
-    path = folder / FIRST / SUMMARY
-    return read_json(path, again(folder)) if path.is_file() else None
-
-
-def again(folder: Path) -> str:
-    """What to do when a record of the run in ``folder`` is unusable."""
-    return f"restore it (e.g. from version control), or delete {folder} to train the run again"
-
-
-def translation_lines(path: Path, references: int) -> list[str]:
-    """The lines of the test translation ``path``, refused in one line naming it when it
-    has another number of lines than the test set has references (a file cut short)."""
-    lines = read_text_lines(path)
-    if len(lines) != references:
-        raise UserError(f"{path} has {len(lines)} lines but the test set has {references} "
-                        "references (cut short?); delete it, and its .json, to translate "
-                        "again")
-    return lines
-
-
-def dev_log(folder: Path) -> pd.DataFrame:
-    """The run's ``log.csv`` up to its last validation, refused in one line when it is cut
-    short (no dev BLEU at the step the run's summary says it finished at)."""
-    path, steps = folder / "log.csv", summary(folder).get("steps")
-    log = read_log(path, again(folder))
-    bleu = log.dropna(subset=["val_bleu"]) if "val_bleu" in log else log.iloc[0:0]
-    if steps is not None and (bleu.empty or int(bleu["step"].iloc[-1]) != int(steps)):
-        last = "no validation" if bleu.empty else f"its last validation at step {int(bleu['step'].iloc[-1])}"
-        raise UserError(f"{path} has {last}, but the run finished at step {steps} (cut "
-                        f"short?); {again(folder)}")
-    return log
+def point_of(run: Run) -> Point:
+    """The sweep's configuration a run trains with."""
+    t = run.config.train
+    return Point(t.lr, t.warmup, t.label_smoothing)
 
 
 def sweep_summary(folder: Path) -> dict:
     """The summary the sweep selects on: the first training's."""
     return first_summary(folder) or summary(folder)
-
-
-def scored(folder: Path) -> bool:
-    """The sweep knows the run's dev BLEU: it finished once (possibly training again now)."""
-    return trained(folder) or (folder / FIRST / SUMMARY).is_file()
-
-
-def keep_first(folder: Path) -> Path:
-    """Before the finished run in ``folder`` trains again, copy its record (``RECORD``) to
-    ``FIRST/`` (all files or none; kept once: a later training never replaces it)."""
-    target = folder / FIRST
-    if target.is_dir():
-        return target
-    tmp = folder / f".{FIRST}.copying"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
-    for name in RECORD:
-        if (folder / name).is_file():
-            shutil.copy2(folder / name, tmp / name)
-    os.replace(tmp, target)
-    return target
 
 
 def axes(config: Config) -> dict[str, tuple]:
@@ -128,39 +51,29 @@ def run_folder(out: Path, transform: str, point: Point, seed: int, base_seed: in
     return out / "runs" / transform / f"{point.name}{suffix}"
 
 
-def run_config(config: Config, transform: str, point: Point, seed: int,
-               max_steps: int | None = None) -> Config:
-    """The recipe with one run's transform, configuration, seed and step budget."""
-    train_cfg = dataclasses.replace(
-        config.train, transform=transform, lr=point.lr, warmup=point.warmup,
-        label_smoothing=point.label_smoothing, seed=seed, max_minutes=0.0,
-        max_steps=max_steps or config.train.max_steps)
-    return dataclasses.replace(config, train=train_cfg)
+def study_run(config: Config, out: Path, transform: str, point: Point, seed: int,
+              max_steps: int | None = None, folder: Path | None = None) -> Run:
+    """One run of the study: the recipe with its transform, configuration, seed and step
+    budget, never against the clock; in ``runs/`` unless ``folder`` says otherwise."""
+    cfg = run_config(config, transform=transform, lr=point.lr, warmup=point.warmup,
+                     label_smoothing=point.label_smoothing, seed=seed, max_minutes=0.0,
+                     max_steps=max_steps or config.train.max_steps)
+    return Run(transform, cfg, folder or run_folder(out, transform, point, seed,
+                                                    config.train.seed))
 
 
-def planned_runs(config: Config, out: Path) -> list[tuple[Path, Config]]:
-    """Every run folder the study may use, whatever the sweep selects, with the configuration
-    it trains there: each sweep point of each compared transform at each seed, and each
-    tuned transform's convergence run at each point."""
+def planned_runs(config: Config, out: Path) -> list[Run]:
+    """Every run the study may use, whatever the sweep selects: each sweep point of each
+    compared transform at each seed, and each tuned transform's convergence run at each
+    point."""
     base, points = config.train.seed, grid_points(axes(config))
-    found = [(run_folder(out, name, point, seed, base), run_config(config, name, point, seed))
+    found = [study_run(config, out, name, point, seed)
              for name in compared(config) for point in points
              for seed in dict.fromkeys([base, *config.study.seeds])]
     steps = config.study.convergence_steps
-    return found + [(out / "convergence" / name / point.name,
-                     run_config(config, name, point, base, steps))
+    return found + [study_run(config, out, name, point, base, steps,
+                              out / "convergence" / name / point.name)
                     for name in config.sweep.transforms for point in points if steps]
-
-
-def check_runs(config: Config, out: Path) -> None:
-    """Refuse, before any training, a run folder of the study trained with other settings
-    than the study would train it with now (:func:`arelu_cli.pipeline.reuse.reuse`)."""
-    for folder, planned in planned_runs(config, out):
-        reuse(folder, planned)
-
-
-def translation_path(run: Path, step: int, beam: int) -> Path:
-    return run / "translations" / f"{TEST}.step-{step}.beam-{beam}.txt"
 
 
 def scores(config: Config, out: Path, name: str) -> dict[Point, float]:
@@ -171,10 +84,10 @@ def scores(config: Config, out: Path, name: str) -> dict[Point, float]:
     scored yet (the sweep continues it)."""
     grid, base, found = axes(config), config.train.seed, {}
     while True:
-        new = {p: sweep_summary(folder)["best_bleu"]
+        new = {p: sweep_summary(run.folder)["best_bleu"]
                for p in visited(grid, config.sweep.order, found)
-               if p not in found and scored(folder := run_folder(out, name, p, base, base))
-               and reuse(folder, run_config(config, name, p, base)) != LONGER}
+               if p not in found and trained((run := study_run(config, out, name, p, base)).folder)
+               and reuse(run.folder, run.config) != LONGER}
         if not new:
             return found
         found |= new

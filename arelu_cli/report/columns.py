@@ -152,6 +152,44 @@ CATALOG: dict[str, CsvSpec] = {
 COLUMNS: dict[str, tuple[str, ...]] = {name: tuple(spec.columns) for name, spec in CATALOG.items()}
 """CSV file name -> its columns in order."""
 
+STUDY = "arelu study (beyond the paper)"
+POINT = {"lr": "Noam learning-rate factor", "warmup": "warmup steps",
+         "label_smoothing": "label smoothing"}
+STUDY_CATALOG: dict[str, CsvSpec] = {
+    "sweep.csv": CsvSpec(f"{STUDY}: every configuration the sweep tried", {
+        "transform": "output transform", **POINT, "steps": "optimizer steps trained",
+        "dev_bleu": "best greedy validation BLEU (of the first training)",
+        "best_step": "its step", "selected": "whether the sweep selected it",
+        "run": "run folder name", "dev_bleu_again": "best validation BLEU of a second "
+        "training (its checkpoints were lost), empty otherwise", "signature": SIGNATURE}),
+    "test_bleu.csv": CsvSpec(f"{STUDY}: test BLEU of every run at each comparison", {
+        "comparison": "equal_steps, equal_time, convergence_start or convergence",
+        "transform": "output transform", "seed": SEED, "step": "kept weights translated",
+        "bleu": "detokenized cased test BLEU", "chrf": "chrF", **POINT,
+        "beam": "beam size", "translation": "the translation file",
+        "sacrebleu": "sacrebleu's metric signature", "signature": SIGNATURE}),
+    "test_bleu_summary.csv": CsvSpec(f"{STUDY}: test BLEU over seeds", {
+        "comparison": "as in test_bleu.csv", "transform": "output transform",
+        "n": "seeds", "mean": "mean test BLEU", "std": "sample standard deviation",
+        "per_seed": "the values, in seed order", "seeds": "the seeds",
+        "steps": "the step of each seed"}),
+    "significance.csv": CsvSpec(f"{STUDY}: paired bootstrap of each pair", {
+        "comparison": "as in test_bleu.csv", "transform": "output transform",
+        "baseline": "what it is tested against (the baseline, or the transform whose "
+        "configuration it borrows)", "seeds": "the seed of both sides, or joined",
+        **{k: CATALOG["table1_significance.csv"].columns[k]
+           for k in ("bleu", "baseline_bleu", "bleu_mean", "bleu_low", "bleu_high", "delta",
+                     "delta_low", "delta_high", "p_value", "samples", "bootstrap_seed",
+                     "sentences")},
+        "signature": "sacrebleu's signature of the test (bs, seed)"}),
+    "dev_curves.csv": CsvSpec(f"{STUDY}: dev BLEU at every validation", {
+        "transform": "output transform", "seed": SEED, "run": "run folder name",
+        "step": "optimizer step", "dev_bleu": "greedy validation BLEU",
+        "dev_loss": "validation loss", "train_steps": "the run's step budget"}),
+}
+"""The CSVs of ``arelu study`` (:mod:`arelu_cli.pipeline.study_report`), outside the
+reproduction's catalog (a reproduction folder does not miss them)."""
+
 
 def columns_of(name: str) -> tuple[str, ...]:
     """The columns of the catalog's CSV ``name``; an unknown name is a UserError."""

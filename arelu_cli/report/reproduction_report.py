@@ -19,7 +19,7 @@ from arelu_cli.ownership import check_ours, markdown_ours, write_markdown
 from arelu_cli.report import compare_figures as figs
 from arelu_cli.report import compare_tables as tables
 from arelu_cli.report.columns import CATALOG, catalog_markdown, read_csv
-from arelu_cli.report.section import Section, fmt, md_table
+from arelu_cli.report.section import Section, fmt, md_table, render_section
 from arelu_cli.report.quality import QUALITY_FLOOR, apply_floor, below_floor, floor_paragraph
 
 SECTIONS: dict[str, Callable[..., Section]] = {
@@ -80,17 +80,6 @@ def _all_sections(folder: Path) -> list[Section]:
     return out
 
 
-def _render(section: Section, folder: Path) -> str:
-    parts = [f"## {section.title}", f"Source: `{section.source}`.", section.table]
-    if section.figure:
-        if (folder / section.figure).is_file():
-            parts.append(f"![{section.title}]({section.figure})")
-        else:
-            parts.append(f"`{section.figure}` is not drawn yet (`arelu report {folder}` draws it).")
-    parts.append("\n".join(f"- {line}" for line in section.verdicts))
-    return "\n\n".join(p for p in parts if p)
-
-
 def missing_csvs(folder: str | Path) -> list[str]:
     """The catalog's CSVs that ``folder`` does not hold (or holds with no rows)."""
     folder = Path(folder)
@@ -115,7 +104,7 @@ def render_report(folder: str | Path, commands: Sequence[str], title: str | None
     head += ["\n".join(f"- {line}" for line in notes)] if notes else []
     warning = floor_paragraph(below_floor(_rows_or_none(folder, "table1_bleu.csv"), floor), floor)
     head += [warning] if warning else []
-    body = [_render(s, folder) for s in sections(folder, floor)]
+    body = [render_section(s, folder) for s in sections(folder, floor)]
     gone = missing_csvs(folder)
     absent = ("## Missing\n\nNot measured in this folder (no CSV, so nothing is reported):\n\n"
               + "\n".join(f"- `{name}`: {CATALOG[name].paper}" for name in gone)) if gone else \

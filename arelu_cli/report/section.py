@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Optional
 
 
@@ -19,6 +20,26 @@ class Section:
     verdicts: list[str] = field(default_factory=list)
     figure: Optional[str] = None
     """PNG file name (relative to the results folder) to embed, when it exists."""
+
+
+def render_section(section: Section, folder: Path) -> str:
+    """A section as Markdown: its title, source, table, figure (when drawn in ``folder``)
+    and verdicts, one per line."""
+    parts = [f"## {section.title}", f"Source: `{section.source}`.", section.table]
+    if section.figure:
+        if (Path(folder) / section.figure).is_file():
+            parts.append(f"![{section.title}]({section.figure})")
+        else:
+            parts.append(f"`{section.figure}` is not drawn yet (`arelu report {folder}` draws it).")
+    parts.append("\n".join(f"- {line}" for line in section.verdicts))
+    return "\n\n".join(p for p in parts if p)
+
+
+def document(title: str, intro: str, sections: Sequence[Section], folder: Path,
+             closing: Sequence[str] = ()) -> str:
+    """A REPORT.md: the title, an introduction, every section and closing paragraphs."""
+    return "\n\n".join([f"# {title}", intro, *(render_section(s, folder) for s in sections),
+                         *closing]) + "\n"
 
 
 def missing(value: object) -> bool:

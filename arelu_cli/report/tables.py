@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from typing import Optional
 
 from arelu_cli.analysis import tau_table
-from arelu_cli.analysis.significance import PairedBootstrap
 from arelu_cli.errors import UserError
 from arelu_cli.report import paper
 from arelu_cli.signatures import signature
@@ -59,24 +58,26 @@ def table1_rows(corpus: str, scores: Mapping[str, BleuScore], split: str = "test
              "signature": _sig(s.signature, name, corpus)} for name, s in scores.items()]
 
 
-def significance_rows(corpus: str, baseline: str, seeds: str,
-                      results: Mapping[str, PairedBootstrap], bleu_signature: str,
-                      signatures: Mapping[str, str], split: str = "test") -> list[dict]:
-    """Table 1's tests: one row per transform (the baseline's own row gives its BLEU
-    interval, with no p-value); ``seeds`` names the seed of both sides or ``S1+S2+...``
-    for the concatenated test."""
+def significance_rows(corpus: str, tests: Iterable[Mapping[str, object]],
+                      signatures: Mapping[tuple[str, str], str],
+                      split: str = "test") -> list[dict]:
+    """Table 1's tests: one row per paired bootstrap row ``tests`` gives (``transform``,
+    ``baseline``, ``seeds``, the test's fields and ``bleu_signature``, as
+    :func:`arelu_cli.pipeline.scoring.bootstrap_rows` makes them); the baseline's own row
+    gives its BLEU interval, with no difference or p-value. ``signatures``:
+    ``{(transform, seeds): run signature}``."""
     rows = []
-    for name, r in results.items():
-        base = name == baseline
-        rows.append({"corpus": corpus, "transform": name, "baseline": baseline,
-                     "seeds": seeds, "split": split, "sentences": r.sentences, "bleu": r.bleu,
-                     "bleu_mean": r.bleu_mean, "bleu_low": r.bleu_low, "bleu_high": r.bleu_high,
-                     "baseline_bleu": r.baseline_bleu, "delta": None if base else r.delta,
-                     "delta_low": None if base else r.delta_low,
-                     "delta_high": None if base else r.delta_high,
-                     "p_value": None if base else r.p_value, "samples": r.samples,
-                     "bootstrap_seed": r.bootstrap_seed, "bleu_signature": bleu_signature,
-                     "signature": _sig(signatures.get(name), name, corpus)})
+    for r in tests:
+        name, base = r["transform"], r["transform"] == r["baseline"]
+        rows.append({"corpus": corpus, "transform": name, "baseline": r["baseline"],
+                     "seeds": r["seeds"], "split": split, "sentences": r["sentences"],
+                     "bleu": r["bleu"], "bleu_mean": r["bleu_mean"], "bleu_low": r["bleu_low"],
+                     "bleu_high": r["bleu_high"], "baseline_bleu": r["baseline_bleu"],
+                     **{k: None if base else r[k]
+                        for k in ("delta", "delta_low", "delta_high", "p_value")},
+                     "samples": r["samples"], "bootstrap_seed": r["bootstrap_seed"],
+                     "bleu_signature": r["bleu_signature"],
+                     "signature": _sig(signatures.get((name, str(r["seeds"]))), name, corpus)})
     return rows
 
 

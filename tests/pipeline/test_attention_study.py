@@ -179,7 +179,7 @@ def test_the_answer_names_each_outcome():
 
 @pytest.mark.parametrize("allow", [False, True])
 def test_allow_data_change_reaches_the_trainer(tmp_path, monkeypatch, allow):
-    import arelu_cli.pipeline.attention_study as module
+    import arelu_cli.nmt.train as module
 
     seen = []
 
@@ -202,11 +202,12 @@ def test_the_shipped_attention_recipes_are_valid(name):
     config = load_config(resolve_recipe(name))
     check(config)
     runs = variants(config, Path("out"))
-    assert [v.label for v in runs][0] == "softmax" and len(runs) == 7
-    assert {v.model.attention_relu for v in runs if v.model.attention == "1.5-relu"} == {
+    models = [v.config.model for v in runs]
+    assert [v.name for v in runs][0] == "softmax" and len(runs) == 7
+    assert {m.attention_relu for m in models if m.attention == "1.5-relu"} == {
         "raw", "estimated", "renormalized"}
-    assert sorted(v.model.attention_eps for v in runs
-                  if v.model.attention_relu == "renormalized") == [1e-6, 0.01]
+    assert sorted(m.attention_eps for m in models
+                  if m.attention_relu == "renormalized") == [1e-6, 0.01]
     assert config.train.transform == "1.5-relu" and config.decode.beam == 5
 
 
@@ -239,7 +240,7 @@ def test_the_cli_refuses_a_missing_corpus_before_making_anything(tmp_path, monke
 
 def test_the_reports_speed_ratios_are_the_medians_of_the_paired_ratios():
     """The report says so in its header: decoding takes ratio_paired, not the ratio of the
-    two medians (which a noisy repeat moves more); a CSV without the column gives ratio."""
+    two medians (which a noisy repeat moves more)."""
     import pandas as pd
 
     from arelu_cli.pipeline.attention_report import _speed
@@ -252,7 +253,7 @@ def test_the_reports_speed_ratios_are_the_medians_of_the_paired_ratios():
     speed = _speed(bench, decode, "a", 5)
     assert (speed["train_speed_ratio"], speed["decode_ratio"], speed["decode_seconds"]) == (
         0.9, 0.93, 2.0)
-    assert _speed(None, decode.drop(columns="ratio_paired"), "a", 1)["decode_ratio"] == 1.5
+    assert _speed(None, decode, "a", 1)["decode_ratio"] == 1.4
     assert _speed(bench, decode, "b", 5)["decode_ratio"] is None
 
 
@@ -277,11 +278,11 @@ def _small_study(**train):
 def test_an_edited_recipe_is_refused_not_reported_as_the_runs_settings(tmp_path, table, edit):
     """Issue 30, BAD 1: edit lr (or [model]) after the study trained: nothing is silently
     reused under the new settings; one line names the setting before any work."""
-    from arelu_cli.pipeline.attention_study import run_config, variants
+    from arelu_cli.pipeline.attention_study import variants
 
     config = _small_study()
     for variant in variants(config, tmp_path):
-        _recorded(run_config(config, variant), variant.folder, 6)
+        _recorded(variant.config, variant.folder, 6)
     edited = dataclasses.replace(config, **{table: dataclasses.replace(
         getattr(config, table), **edit)})
     key = next(iter(edit))
@@ -293,21 +294,21 @@ def test_an_edited_recipe_is_refused_not_reported_as_the_runs_settings(tmp_path,
 
 def test_a_larger_step_budget_continues_the_finished_runs(tmp_path):
     """Raising max_steps after a study finished resumes each run from its last.pt."""
-    from arelu_cli.pipeline.attention_study import run_config, train_variant, variants
+    from arelu_cli.pipeline.attention_study import variants
+    from arelu_cli.pipeline.core import train_if_needed
 
     config = _small_study()
-    runs = variants(config, tmp_path)
-    for variant in runs:
-        _recorded(run_config(config, variant), variant.folder, 6)
+    for variant in variants(config, tmp_path):
+        _recorded(variant.config, variant.folder, 6)
     calls = []
-    longer = _small_study(max_steps=12)
-    train_variant(lambda c, f, resume: calls.append((f.name, resume, c.train.max_steps)),
-                  longer, runs[0], QUIET)
+    longer = variants(_small_study(max_steps=12), tmp_path)[0]
+    train_if_needed(longer, lambda c, f, resume: calls.append((f.name, resume,
+                                                               c.train.max_steps)), QUIET)
     assert calls == [("softmax", True, 12)]
     for path in tmp_path.rglob("last.pt"):
         path.unlink()
     with pytest.raises(UserError, match="its last.pt is gone, so it cannot be continued"):
-        train_variant(lambda *a: None, longer, runs[0], QUIET)
+        train_if_needed(longer, lambda *a: None, QUIET)
 
 
 @pytest.mark.parametrize("run, name", [("attention_study", "results.csv"),

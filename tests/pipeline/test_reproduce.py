@@ -22,7 +22,7 @@ from arelu_cli.report.columns import COLUMNS
 from arelu_cli.report.layout import find_run_dirs
 from arelu_cli.pipeline.grid import grid_seeds
 from arelu_cli.pipeline.reproduce import (Request, current_fingerprint, load_request_config,
-                                          move_aside, parse_seeds, recorded_fingerprint,
+                                          move_aside, recorded_fingerprint,
                                           reproduce, stale_data)
 from arelu_cli.nmt.train import SUMMARY
 
@@ -66,7 +66,7 @@ def tiny_model(tiny_corpus, tiny_config) -> dict:
 def grid(tiny_corpus, tiny_model, tmp_path_factory):
     folder = tmp_path_factory.mktemp("grid")
     recipe = write_recipe(folder / "tiny.toml", tiny_corpus, tiny_model)
-    request = Request(recipe, folder / "results", device="cpu")
+    request = Request(recipe, folder / "results")
     console = Console(record=True, width=120)
     report = reproduce(request, console)
     return request, report, console.export_text()
@@ -155,7 +155,7 @@ def seeded_grid(tiny_corpus, tiny_model, tmp_path_factory):
     folder = tmp_path_factory.mktemp("seeded")
     recipe = write_recipe(folder / "tiny.toml", tiny_corpus, tiny_model,
                           transforms=["softmax", "1.5-relu"], tau_sweep=[0.3], beams=[1])
-    request = Request(recipe, folder / "results", device="cpu", seeds=(1, 2))
+    request = Request(recipe, folder / "results", overrides=("reproduce.seeds=[1, 2]",))
     console = Console(record=True, width=120)
     report = reproduce(request, console)
     return request, report, console.export_text()
@@ -205,10 +205,11 @@ def test_several_seeds_are_tested_per_seed_and_concatenated(seeded_grid):
 def test_seeds_must_be_distinct_integers(tiny_corpus, tiny_model, tmp_path):
     recipe = write_recipe(tmp_path / "tiny.toml", tiny_corpus, tiny_model)
     with pytest.raises(UserError, match="distinct"):
-        load_request_config(Request(recipe, tmp_path / "r", seeds=(1, 1)))
-    with pytest.raises(UserError, match="--seeds takes comma-separated integers"):
-        parse_seeds("1,x")
-    assert parse_seeds("3, 1") == (3, 1) and parse_seeds(None) is None
+        load_request_config(Request(recipe, tmp_path / "r", overrides=("reproduce.seeds=[1,1]",)))
+    with pytest.raises(UserError, match="seeds"):
+        load_request_config(Request(recipe, tmp_path / "r", overrides=("reproduce.seeds=[1,x]",)))
+    seeded = Request(recipe, tmp_path / "r", overrides=("reproduce.seeds=[3, 1]",))
+    assert load_request_config(seeded).reproduce.seeds == (3, 1)
     assert load_request_config(Request(recipe, tmp_path / "r")).reproduce.seeds == ()
     assert grid_seeds(load_request_config(Request(recipe, tmp_path / "r"))) == (1,)
     assert not (tmp_path / "r").exists()
@@ -219,9 +220,12 @@ def test_bad_requests_fail_before_any_work(tiny_corpus, tiny_model, tmp_path):
     with pytest.raises(UserError, match="no recipe"):
         resolve_recipe("no-such-recipe")
     with pytest.raises(ValueError, match="unknown|transform"):  # the registry's ValueError
-        load_request_config(Request(recipe, tmp_path / "r", transforms=("softmax", "2.5-nope")))
+        load_request_config(Request(recipe, tmp_path / "r",
+                                    overrides=('reproduce.transforms=["softmax","2.5-nope"]',)))
     with pytest.raises(UserError, match="tau_sweep|number"):
-        load_request_config(Request(recipe, tmp_path / "r", tau_sweep=("x",)))  # type: ignore[arg-type]
+        load_request_config(Request(recipe, tmp_path / "r", overrides=('reproduce.tau_sweep=["x"]',)))
+    with pytest.raises(UserError, match="--set takes SECTION.KEY=VALUE"):
+        load_request_config(Request(recipe, tmp_path / "r", overrides=("seeds=1",)))
     assert not (tmp_path / "r").exists()
 
 
@@ -234,7 +238,7 @@ def test_a_users_file_of_an_outputs_name_is_refused_before_any_work(tiny_corpus,
     out.mkdir()
     (out / name).write_text(text)
     with pytest.raises(UserError, match=f"{name} exists and was not written by arelu"):
-        reproduce(Request(recipe, out, device="cpu"), Console(quiet=True))
+        reproduce(Request(recipe, out), Console(quiet=True))
     assert [p.name for p in out.iterdir()] == [name] and (out / name).read_text() == text
 
 
@@ -277,23 +281,18 @@ def test_commands_read_bundled_recipes_from_another_folder(tiny_corpus, tmp_path
                    "recipes/toy.toml", "--data", tiny_corpus, "--out", "tau.csv")
     assert code == 0
     assert pd.read_csv(tmp_path / "tau.csv")["d_model"].tolist() == [128]  # the toy recipe's
-    code, captured = _cli(monkeypatch, capsys, "reproduce", "toy", "--transforms", "2.5-relu")
+    code, captured = _cli(monkeypatch, capsys, "reproduce", "toy", "--set",
+                          'reproduce.transforms=["2.5-relu"]')
     assert code == 2 and "no recipe" not in captured.err and "2.5" in captured.err
     assert not (tmp_path / "results").exists() and not (tmp_path / "data").exists()
 
 
-def test_transforms_paper_keyword_and_step_budget(tiny_corpus, tiny_model, tmp_path):
-    from arelu_cli.pipeline.reproduce import PAPER_GRID, parse_transforms
-    assert parse_transforms("paper") == PAPER_GRID and len(PAPER_GRID) == 5
-    assert parse_transforms("softmax, paper") == ("softmax", *PAPER_GRID)
-    assert parse_transforms(None) is None
-    with pytest.raises(UserError, match="--transforms needs at least one value"):
-        parse_transforms(" , ")
+def test_the_grid_takes_the_recipes_own_keys_through_set(tiny_corpus, tiny_model, tmp_path):
+    """``--set`` replaces the hand-copied options (--steps, --minutes, --transforms...)."""
     recipe = write_recipe(tmp_path / "tiny.toml", tiny_corpus, tiny_model)
-    steps = load_request_config(Request(recipe, tmp_path / "r", train_steps=9)).reproduce
-    assert steps.train_steps == 9
-    minutes = load_request_config(Request(recipe, tmp_path / "r", train_minutes=0.5))
-    assert minutes.reproduce.train_steps > 1000  # --minutes alone: the minutes decide
+    config = load_request_config(Request(recipe, tmp_path / "r", overrides=(
+        "reproduce.train_steps=9", "reproduce.train_minutes=0.5", "train.device=cpu")))
+    assert (config.reproduce.train_steps, config.reproduce.train_minutes) == (9, 0.5)
     assert load_request_config(Request(recipe, tmp_path / "r")).reproduce.train_steps == 0
 
 
@@ -357,7 +356,7 @@ def test_runs_of_another_data_version_are_moved_aside_and_trained_again(tmp_path
     first = _prepare(data, seed=0, eval_size=12)
     recipe = write_recipe(tmp_path / "tiny.toml", data, tiny_model, transforms=["softmax"],
                           tau_sweep=[0.3], sweep_steps=1, beams=[1])
-    request = Request(recipe, tmp_path / "results", device="cpu")
+    request = Request(recipe, tmp_path / "results")
     out = request.out
     _call(request)
     run, sweep = out / "runs" / "softmax", out / "tau-sweep" / "tau-0.3"

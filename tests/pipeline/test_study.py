@@ -16,12 +16,12 @@ from rich.console import Console
 from arelu_cli.nmt import checkpoint
 from arelu_cli.config import load_config
 from arelu_cli.errors import UserError
-from arelu_cli.pipeline.study import (bench, continue_copy, done, equal_time_steps, evaluate,
-                                      record_selection, run_config, run_folder, study, sweep,
-                                      train_all,
-                                      translation_path)
-from arelu_cli.pipeline.study_runs import Run
+from arelu_cli.pipeline.core import Output, done, make
+from arelu_cli.pipeline.scoring import translation, translation_path
+from arelu_cli.pipeline.study import (bench, continue_copy, equal_time_steps, record_selection,
+                                      study, sweep, train_all)
 from arelu_cli.pipeline.study_report import _sweep_table, machines_sentence, sweep_rows
+from arelu_cli.pipeline.study_runs import run_folder, study_run
 from arelu_cli.pipeline.sweep import Point
 from arelu_cli.nmt.train import SUMMARY
 from arelu_cli.signatures import machine
@@ -54,6 +54,20 @@ def _fake_trainer(bleu_of, calls):
     return trainer
 
 
+def _fake_evaluate(made=None):
+    """Writes each translation the tables need from the run's ``last.pt`` (the fake
+    trainer's weights) and notes what it made."""
+    def evaluate(item):
+        path = translation_path(item.run.folder, item.step, item.run.config.decode.beam)
+
+        def write():
+            (made if made is not None else []).append(item)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text("x\n")
+        return Output((path,), item.run.folder / checkpoint.LAST, write)
+    return evaluate
+
+
 def test_sweep_trains_the_sequential_order_and_a_second_call_trains_nothing(tmp_path):
     calls = []
     # softmax likes lr 1, 1.5-relu lr 2; smoothing helps softmax only
@@ -78,7 +92,7 @@ def test_an_unfinished_sweep_run_is_resumed(tmp_path):
     folder = run_folder(tmp_path, "softmax", Point(1.0, 4, 0.0), 1, 1)
     folder.mkdir(parents=True)
     config = _config(**{"sweep": {"transforms": ["softmax"]}})
-    planned = run_config(config, "softmax", Point(1.0, 4, 0.0), 1)
+    planned = study_run(config, tmp_path, "softmax", Point(1.0, 4, 0.0), 1).config
     (folder / "config.json").write_text(json.dumps({**planned.to_dict(), "resolved": {}}))
     (folder / checkpoint.LAST).write_bytes(b"")  # killed: no summary
     sweep(config, tmp_path, _fake_trainer(lambda t: 1.0, calls), QUIET)
@@ -90,16 +104,16 @@ def test_seeds_borrow_and_convergence_runs(tmp_path):
     config = _config(study={"borrow": ["1.5-entmax-k100=1.5-relu"]})
     ms = {"softmax": 4.0, "1.5-relu": 3.0, "1.5-entmax-k100": 6.0}
     selected, todo = train_all(config, tmp_path, _fake_trainer(lambda t: t.lr, calls), QUIET,
-                               lambda selected: ms, lambda c, items, con: evaluated.append(items))
+                               lambda selected: ms, _fake_evaluate(evaluated))
     assert selected == {"softmax": Point(2.0, 4, 0.0), "1.5-relu": Point(2.0, 4, 0.0)}
     seeds = [run for comparison, run, _ in todo if comparison == "equal_steps"]
-    assert [(r.transform, r.seed, r.folder.name) for r in seeds] == [
+    assert [(r.name, r.seed, r.folder.name) for r in seeds] == [
         ("softmax", 1, "lr-2_warmup-4_ls-0"), ("softmax", 2, "lr-2_warmup-4_ls-0_seed-2"),
         ("1.5-relu", 1, "lr-2_warmup-4_ls-0"), ("1.5-relu", 2, "lr-2_warmup-4_ls-0_seed-2"),
         ("1.5-entmax-k100", 1, "lr-2_warmup-4_ls-0"),
         ("1.5-entmax-k100", 2, "lr-2_warmup-4_ls-0_seed-2")]
-    assert all(done(r.folder) for _, r, _ in todo)
-    steps = {(c, r.transform, r.seed): s for c, r, s in todo}
+    assert all(done(r) for _, r, _ in todo)
+    steps = {(c, r.name, r.seed): s for c, r, s in todo}
     assert steps[("equal_time", "1.5-relu", 1)] == 6  # the fastest: the whole budget
     assert steps[("equal_time", "softmax", 2)] == 3  # 6 * 3 / 4 = 4.5 -> snapshot 3
     assert steps[("convergence", "softmax", 1)] == 9
@@ -108,7 +122,8 @@ def test_seeds_borrow_and_convergence_runs(tmp_path):
         r.folder for c, r, _ in todo if c == "convergence"]
     resumed = [c for c in calls if "convergence" in c[0].parts]
     assert all(c[1] and c[2].max_steps == 9 for c in resumed)  # continued, not retrained
-    assert len(evaluated) == 8  # each run translated right after its training
+    made = [(item.run.folder, item.step) for item in evaluated]
+    assert len(made) == len(set(made)) == len({(r.folder, s) for _, r, s in todo})
     assert json.loads((tmp_path / "selected.json").read_text())["softmax"]["lr"] == 2.0
 
 
@@ -118,7 +133,7 @@ def test_a_run_with_its_translations_needs_no_checkpoint(tmp_path):
                         "study": {"seeds": [1], "convergence_steps": 0}})
     trainer = _fake_trainer(lambda t: t.lr, calls)
     _, todo = train_all(config, tmp_path, trainer, QUIET, lambda selected: {"softmax": 1.0},
-                        lambda c, items, con: None)
+                        _fake_evaluate())
     (_, run, step), *_ = todo
     for _, _, s in todo:
         path = translation_path(run.folder, s, config.decode.beam)
@@ -128,11 +143,11 @@ def test_a_run_with_its_translations_needs_no_checkpoint(tmp_path):
         pt.unlink()
     calls.clear()
     train_all(config, tmp_path, trainer, QUIET, lambda selected: {"softmax": 1.0},
-              lambda c, items, con: None)
+              _fake_evaluate())
     assert calls == []
     translation_path(run.folder, step, config.decode.beam).unlink()
     train_all(config, tmp_path, trainer, QUIET, lambda selected: {"softmax": 1.0},
-              lambda c, items, con: None)
+              _fake_evaluate())
     assert [c[0] for c in calls] == [run.folder]  # only the run missing an output retrains
 
 
@@ -140,15 +155,14 @@ def test_a_committed_translation_needs_no_snapshot_but_a_missing_one_does(tmp_pa
     """A new machine keeps the committed translations, not the git-ignored snapshots they
     came from: the real evaluator keeps the translation instead of refusing the study."""
     config = _config()
-    folder = run_folder(tmp_path, "softmax", Point(1.0, 4, 0.0), 1, 1)
-    run = Run("softmax", Point(1.0, 4, 0.0), 1, folder, 6)
-    kept = translation_path(folder, 6, config.decode.beam)
+    run = study_run(config, tmp_path, "softmax", Point(1.0, 4, 0.0), 1)
+    kept = translation_path(run.folder, 6, config.decode.beam)
     kept.parent.mkdir(parents=True)
     kept.write_text("committed\n", encoding="utf-8")
-    evaluate(config, [("equal_steps", run, 6)], QUIET)
+    make([translation(run, 6)])
     assert kept.read_text(encoding="utf-8") == "committed\n"
     with pytest.raises(UserError, match="step-3.pt is missing"):
-        evaluate(config, [("equal_time", run, 3)], QUIET)
+        make([translation(run, 3)])
 
 
 def test_a_selected_run_trained_again_keeps_its_first_record_and_the_selection(tmp_path):
@@ -164,12 +178,12 @@ def test_a_selected_run_trained_again_keeps_its_first_record_and_the_selection(t
         return 20.0 if t.lr == 1.0 else 21.0 if trainings[t.lr] == 1 else 19.0
 
     trainer = _fake_trainer(bleu, calls)
-    step_times, evaluator = (lambda selected: {"softmax": 1.0}), (lambda c, items, con: None)
+    step_times, evaluator = (lambda selected: {"softmax": 1.0}), (_fake_evaluate())
     selected, todo = train_all(config, tmp_path, trainer, QUIET, step_times, evaluator)
     folder = todo[0][1].folder
     first = json.loads((folder / SUMMARY).read_text())
-    for pt in tmp_path.rglob("last.pt"):
-        pt.unlink()
+    for pt in [*tmp_path.rglob("last.pt"), *tmp_path.rglob("test.step-*.txt")]:
+        pt.unlink()  # lost before the translations were made
     calls.clear()
     again, _ = train_all(config, tmp_path, trainer, QUIET, step_times, evaluator)
     assert again == selected == {"softmax": Point(2.0, 4, 0.0)}
@@ -197,7 +211,7 @@ def test_a_changed_selection_is_announced_and_the_old_one_kept(tmp_path):
     def sitting():
         console = Console(file=io.StringIO(), width=400)
         selected, _ = train_all(config, tmp_path, trainer, console, ms,
-                                lambda c, items, con: None)
+                                _fake_evaluate())
         return selected, console.file.getvalue()
     assert sitting()[0] == {"softmax": Point(2.0, 4, 0.0)}  # lr 2 has the higher dev BLEU
     first = (tmp_path / "selected.json").read_text()
@@ -253,10 +267,9 @@ def test_bench_times_each_transform_at_its_selected_label_smoothing(tmp_path, mo
                                         r"not 0 \(the label smoothing of the selected"):
         bench(config, tmp_path, QUIET, moved)
     frame = pd.read_csv(tmp_path / "bench_train.csv").drop(columns="label_smoothing")
-    frame.to_csv(tmp_path / "bench_train.csv", index=False)  # an earlier version's file
-    console = Console(file=io.StringIO(), width=400)
-    assert bench(config, tmp_path, console, moved) == times
-    assert "does not record the label smoothing" in console.file.getvalue()
+    frame.to_csv(tmp_path / "bench_train.csv", index=False)
+    with pytest.raises(UserError, match="does not record the label smoothing"):
+        bench(config, tmp_path, QUIET, moved)
 
 
 def test_step_times_of_another_model_or_precision_are_refused(tmp_path, monkeypatch):
@@ -325,7 +338,7 @@ def test_equal_time_steps_round_down_to_kept_snapshots():
 ])
 def test_a_study_that_could_not_give_its_tables_is_refused(tmp_path, tables, message):
     with pytest.raises(UserError, match=message):
-        study(_config(**tables), tmp_path, QUIET, trainer=_fake_trainer(lambda t: 0, []))
+        study(_config(**tables), tmp_path, QUIET, train=_fake_trainer(lambda t: 0, []))
 
 
 def test_a_borrow_that_would_replace_a_tuned_configuration_is_refused():
@@ -381,7 +394,7 @@ def test_a_tiny_study_end_to_end(tiny_corpus, tiny_config, tmp_path, one_thread)
     assert "| transform | ms per step | × softmax | paired × softmax | step at equal time |" \
         in text
     assert (out / "sweep.png").is_file() and (out / "dev_curves.png").is_file()
-    assert "![dev_curves.png](dev_curves.png)" in text
+    assert "![Dev BLEU during training](dev_curves.png)" in text
     mtimes = {p: p.stat().st_mtime_ns for p in out.rglob("*.pt")}
     study(config, out, QUIET)  # everything is there: nothing is trained again
     assert {p: p.stat().st_mtime_ns for p in out.rglob("*.pt")} == mtimes
@@ -418,7 +431,7 @@ def _bad_inputs_are_named_before_any_output_is_written(config, out: Path, bleu) 
 
 @pytest.mark.parametrize("allow", [False, True])
 def test_allow_data_change_reaches_the_trainer(tmp_path, monkeypatch, allow):
-    import arelu_cli.pipeline.study as module
+    import arelu_cli.nmt.train as module
 
     seen = []
 
@@ -439,10 +452,11 @@ def test_the_report_names_the_machines_the_runs_trained_on(tmp_path):
         folder.mkdir()
         (folder / SUMMARY).write_text(json.dumps({"steps": 6} | ({"machine": found} if found
                                                                  else {})))
-        runs.append(Run("softmax", Point(1.0, 4, 0.0), 1, folder, 6))
+        runs.append(study_run(_config(), tmp_path, "softmax", Point(1.0, 4, 0.0), 1,
+                              folder=folder))
     text = machines_sentence(runs)
     assert text.startswith(" The seed and convergence runs trained on AMD EPYC, 2 CPUs (1 run); "
-                           "a machine the summary does not name (an earlier version's) (2 runs); "
+                           "a machine its summary does not name (2 runs); "
                            "Intel Xeon, 2 CPUs (1 run)")
     assert machines_sentence([]) == ""
 

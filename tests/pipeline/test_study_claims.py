@@ -74,6 +74,7 @@ def test_the_answer_names_the_outcome_the_seeds_and_whether_convergence_closes_t
     sig = [_row(2.0, 1.1, 2.9, 0.001, "equal_steps", seeds="joined"),
            _row(2.3, 1.0, 3.5, 0.001, "equal_steps", seeds="1"),
            _row(1.7, 0.1, 3.1, 0.08, "equal_steps", seeds="2"),
+           _row(2.3, 1.0, 3.5, 0.001, "convergence_start", seeds="1"),
            _row(0.3, -0.8, 1.4, 0.3, "convergence", seeds="1")]
     (text,) = answer(config, summary, sig)
     assert text.startswith("**1.5-relu against softmax.** Equal steps (1.5-relu step 1,200, "
@@ -84,7 +85,7 @@ def test_the_answer_names_the_outcome_the_seeds_and_whether_convergence_closes_t
     assert "Convergence (1.5-relu step 3,000, softmax step 3,000): test BLEU 40.30 against " \
            "40.00; Δ +0.30 [-0.80, +1.40], p = 0.300 (seed 1 only): **no significant " \
            "difference**" in text
-    assert text.endswith("At seed 1 (in the seed runs, then the convergence runs), Δ +2.30 "
+    assert text.endswith("At seed 1 (in the convergence runs), Δ +2.30 "
                          "(p = 0.001) after 1,200 steps and +0.30 (p = 0.300) after 3,000: "
                          "**the gap closes**.")
     assert answer(config, summary, []) == []

@@ -54,17 +54,13 @@ HYPS = {"softmax": ["the cat sat on a mat", "a blue car drove", "hello world how
 
 def significance_csv_rows(corpus: str, seeds: tuple[int, ...]) -> list[dict]:
     """Paired bootstrap rows of a tiny fixed test set: per seed, and joined for several."""
-    from arelu_cli.analysis.significance import compare_to_baseline
+    from arelu_cli.pipeline.scoring import bootstrap_rows, seed_groups
     from arelu_cli.report import tables
 
-    rows = []
-    labels = [str(s) for s in seeds] + (["+".join(map(str, seeds))] if len(seeds) > 1 else [])
-    for label in labels:
-        k = label.count("+") + 1
-        hyps = {n: lines * k for n, lines in HYPS.items()}
-        results = compare_to_baseline(hyps["softmax"], hyps, REFS * k, samples=200, runs=k)
-        rows += tables.significance_rows(corpus, "softmax", label, results, "bs:200", {})
-    return rows
+    hyps = {(n, s): lines for n, lines in HYPS.items() for s in seeds}
+    tests = bootstrap_rows([(n, "softmax") for n in HYPS], hyps, REFS,
+                           seed_groups(seeds, "+".join(map(str, seeds))), samples=200)
+    return tables.significance_rows(corpus, tests, {})
 
 
 def _cell(name: str, seed: int, seeds: tuple[int, ...]) -> str:

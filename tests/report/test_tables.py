@@ -96,12 +96,14 @@ def test_rows_of_one_seed_carry_it():
 
 
 def test_significance_rows_leave_the_baselines_test_empty():
-    from arelu_cli.analysis.significance import compare_to_baseline
+    from arelu_cli.pipeline.scoring import bootstrap_rows
 
     refs = ["a b c d", "e f g h"]
-    results = compare_to_baseline(["a b c", "e f"], {"softmax": ["a b c", "e f"],
-                                                     "1.5-relu": refs}, refs, samples=50)
-    rows = tables.significance_rows("toy", "softmax", "1+2", results, "bs:50", {})
+    hyps = {("softmax", 1): ["a b c", "e f"], ("1.5-relu", 1): refs,
+            ("softmax", 2): ["a b c", "e f"], ("1.5-relu", 2): refs}
+    tests = bootstrap_rows([("softmax", "softmax"), ("1.5-relu", "softmax")], hyps, refs,
+                           [("1+2", (1, 2))], samples=50)
+    rows = tables.significance_rows("toy", tests, {})
     assert [r["transform"] for r in rows] == ["softmax", "1.5-relu"]
     assert rows[0]["p_value"] is None and rows[0]["delta"] is None
     assert rows[1]["p_value"] is not None and rows[1]["seeds"] == "1+2"
