@@ -27,7 +27,8 @@ from arelu_cli.data.textio import read_text_lines
 from arelu_cli.nmt.bleu import bleu_chrf
 from arelu_cli.report import human_eval, provenance, tables
 from arelu_cli.report.build import regenerate
-from arelu_cli.report.columns import COLUMNS, read_csv, signature_field
+from arelu_cli.report.columns import COLUMNS, read_csv
+from arelu_cli.signatures import signature_field
 from arelu_cli.report.distributions import self_norm_rows, sparsity_rows
 from arelu_cli.report.examples import translation_examples_rows
 from arelu_cli.pipeline.core import fresh, run_config
