@@ -4,7 +4,6 @@ and the ``threads`` column of the training log."""
 
 from __future__ import annotations
 
-import pandas as pd
 import pytest
 import torch
 
@@ -191,14 +190,3 @@ def test_training_logs_the_thread_count(tiny_corpus, tiny_config, tmp_path, two_
     assert set(counts) == {setting if setting != "auto" else 2}
     assert torch.get_num_threads() == 2
 
-
-def test_logs_written_before_the_threads_column_still_read_and_append(tmp_path):
-    path = tmp_path / "log.csv"
-    old = [c for c in train_log.COLUMNS if c != "threads"]
-    path.write_text(",".join(old) + "\n" + ",".join("1" if c == "step" else "" for c in old) + "\n")
-    train_log.append_row(path, {"step": 2, "threads": 2, "train_loss": 1.5})
-    frame = train_log.read_log(path)
-    assert tuple(frame.columns) == train_log.COLUMNS
-    assert frame["step"].tolist() == [1, 2] and frame["threads"].isna().all()
-    assert frame["train_loss"].tolist()[1] == 1.5
-    assert pd.read_csv(path).shape == (2, len(old))

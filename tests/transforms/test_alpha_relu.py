@@ -226,7 +226,7 @@ def test_the_library_imports_and_runs_without_triton():
     code = ("import sys; sys.modules['triton'] = None\n"
             "import os, torch\n"
             "from arelu_cli.transforms import alpha_relu_loss, linear_alpha_relu_loss\n"
-            "from arelu_cli.transforms import _alpha_relu_kernels as kernels, set_engine\n"
+            "from arelu_cli.transforms import alpha_relu_kernels as kernels, set_engine\n"
             "set_engine('triton'); os.environ['TRITON_INTERPRET'] = '1'\n"
             "z = torch.randn(3, 20, requires_grad=True)\n"
             "assert kernels.engine_for(z) == 'eager'\n"

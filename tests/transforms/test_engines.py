@@ -1,4 +1,4 @@
-"""Tests for transforms.engines and the choice in _alpha_relu_kernels: set_engine, the context
+"""Tests for transforms.engines and the choice in alpha_relu_kernels: set_engine, the context
 manager, the variable read once, the fallback to eager, the announced C++ build."""
 
 import json
