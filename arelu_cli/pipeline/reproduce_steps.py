@@ -249,7 +249,8 @@ def analysis_steps(grid: Grid) -> list[Step]:
         ("sparsity", ("fig_sparsity.csv",), models, sparsity_figure),
         ("self-normalization", ("fig_self_norm.csv",), models, self_norm_figure),
         ("inference time", ("fig_inference_time.csv",), models, inference_time),
-        ("examples and human-eval sheets", ("translation_examples.csv",), hypotheses,
+        ("examples and human-eval sheets",
+         ("translation_examples.csv", "human_eval-key/key.csv"), hypotheses,
          examples_and_sheets),
     ]
     steps += [Step(name, lambda csvs=csvs, inputs=inputs: fresh(
