@@ -57,10 +57,11 @@ def test_an_explicit_bf16_on_an_emulating_cpu_warns_once_with_the_cost(cpu_flags
 
 @pytest.mark.parametrize("recipe", sorted(p.stem for p in RECIPES.glob("*.toml")))
 def test_no_recipe_forces_bf16(recipe):
-    """The recipes let the hardware choose; the studies whose committed runs are fp32 say
-    fp32, so that a bf16 machine reuses them instead of refusing them, and so do the LM
-    study's recipes, whose runs span sessions on machines with and without native bf16."""
+    """The recipes let the hardware choose; those whose committed runs are fp32 (the studies
+    and the main job's toy) say fp32, so that a bf16 machine reuses them instead of refusing
+    them, and so do the LM study's recipes, whose runs span sessions on machines with and
+    without native bf16."""
     found = load_config(RECIPES / f"{recipe}.toml").train.precision
-    studies = {"multi30k-study", "multi30k-attention", "toy-attention", "ptb-lm",
+    studies = {"toy", "multi30k-study", "multi30k-attention", "toy-attention", "ptb-lm",
                "tinyshakespeare-lm"}
     assert found == ("fp32" if recipe in studies else "auto")
