@@ -115,6 +115,36 @@ def attention_study(
     console.print(f"attention study report: {report}")
 
 
+@app.command("lm-study")
+def lm_study(
+    recipe: str = typer.Argument(..., help="Language-model recipe with \\[sweep], \\[study] and "
+                                 "\\[lm_study] tables, e.g. ptb-lm-study (recipes/NAME.toml) or a "
+                                 "TOML file."),
+    out: Optional[Path] = typer.Option(None, help="Results folder (default results/NAME)."),
+    source: Optional[Path] = typer.Option(
+        None, help="Corpus files in the publisher's layout: prepare \\[data] path from them first."),
+    corpus: str = typer.Option("ptb", help="`arelu prepare` corpus name used with --source."),
+    set_: list[str] = typer.Option([], "--set", help=SET_HELP.format("--set study.seeds=[1,2]")),
+    allow_data_change: bool = typer.Option(
+        False, "--allow-data-change", help="Resume unfinished runs even though the prepared "
+        "data folder changed since they began (recorded in each run's config.json)."),
+) -> None:
+    """Open-ended generation: language models of each output transform, lr tuned on dev,
+    trained at several seeds; every model x decoding measured by lm-eval (epsilon-perplexity,
+    sp, JSD, distinct-n, repetition, Zipf vs human); paired bootstrap over test prompts;
+    REPORT.md.
+
+    Every run has a step budget, so its numbers cannot depend on what else the machine runs.
+    Stages whose outputs exist are skipped: run the same command again to continue.
+    """
+    from arelu_cli.pipeline.lm_study import lm_study as run_study
+
+    path, config = _study_config(recipe, set_, source, corpus)
+    report = run_study(config, out or Path("results") / path.stem, console, recipe=path.stem,
+                       allow_data_change=allow_data_change)
+    console.print(f"LM study report: {report}")
+
+
 @app.command("report")
 def report(
     results_dir: Path = typer.Argument(..., help="Results folder (what `arelu reproduce` writes)."),

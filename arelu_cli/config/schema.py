@@ -275,6 +275,39 @@ class AttentionStudyConfig:
 
 
 @dataclass(frozen=True)
+class LmStudyConfig:
+    """The open-ended generation study of ``arelu lm-study`` (:mod:`arelu_cli.pipeline.lm_study`):
+    language models of several output transforms, each tuned on dev ([sweep] lr) and trained at
+    every ``[study] seeds``, every model x decoding measured by ``arelu lm-eval``."""
+
+    transforms: tuple[str, ...] = ("softmax", "1.5-relu", "1.5-entmax-k100", "2-entmax-k100")
+    """Output transforms compared, each tuned on its own (``<a>-entmax-k<k>``: exact entmax
+    with a partial sort, much faster than a full sort over a 10K vocabulary)."""
+    sweep_steps: int = 1000
+    """Optimizer steps of each lr-sweep run, selected on its dev loss; the selected run of the
+    ``[train] seed`` then continues (in a copy) to ``[train] max_steps``."""
+    decodings: tuple[str, ...] = ("sample", "sample-top_p0.9", "greedy")
+    """Decodings of every model where the transform allows them (``sample``, ``greedy``,
+    ``sample-top_p<P>`` and ``sample-top_k<K>`` for softmax)."""
+    baseline: str = "softmax"
+    """The transform of the reference system every other one is tested against."""
+    reference: str = "sample-top_p0.9"
+    """The baseline's decoding that is the reference (nucleus sampling)."""
+    prompts: int = 500
+    """Test prompts generated from (the first ones; 0: all)."""
+    prefix_tokens: int = 5
+    """Prompt tokens per test line (Martins et al., 2020)."""
+    max_new_tokens: int = 60
+    """New tokens per continuation at most (a continuation also ends at end of sentence)."""
+    stride: int = 64
+    """Teacher-forced windows every ``stride`` tokens (0: blocks)."""
+    gen_seed: int = 0
+    """Seed of the generation draws."""
+    bootstrap_samples: int = 1000
+    """Resamples of the paired bootstrap over test prompts."""
+
+
+@dataclass(frozen=True)
 class Config:
     data: DataConfig = field(default_factory=DataConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
@@ -284,6 +317,7 @@ class Config:
     sweep: SweepConfig = field(default_factory=SweepConfig)
     study: StudyConfig = field(default_factory=StudyConfig)
     attention_study: AttentionStudyConfig = field(default_factory=AttentionStudyConfig)
+    lm_study: LmStudyConfig = field(default_factory=LmStudyConfig)
 
     def to_dict(self) -> dict:
         """Plain nested dict (what checkpoints and ``config.json`` store)."""
@@ -297,4 +331,5 @@ key existed: the constant renormalized alpha-ReLU attention used then, not today
 
 SECTIONS = {"data": DataConfig, "model": ModelConfig, "train": TrainConfig,
             "decode": DecodeConfig, "reproduce": ReproduceConfig, "sweep": SweepConfig,
-            "study": StudyConfig, "attention_study": AttentionStudyConfig}
+            "study": StudyConfig, "attention_study": AttentionStudyConfig,
+            "lm_study": LmStudyConfig}

@@ -7,11 +7,12 @@ tables (:mod:`arelu_cli.pipeline.study_report`).
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import NamedTuple
 
 from arelu_cli.config import Config
-from arelu_cli.pipeline.core import Run, run_config, trained
+from arelu_cli.pipeline.core import Run, diverged, run_config, trained
 from arelu_cli.pipeline.reuse import LONGER, reuse
 from arelu_cli.pipeline.scoring import first_summary, summary
 from arelu_cli.pipeline.sweep import Point, grid_points, visited
@@ -77,20 +78,29 @@ def planned_runs(config: Config, out: Path) -> list[Run]:
 
 
 def scores(config: Config, out: Path, name: str) -> dict[Point, float]:
-    """Dev BLEU (best validation) of every finished sweep run of ``name`` that the sweep's
-    order asks for, given the scores before it; a run's first training's (``FIRST``), so
+    """Dev BLEU (best validation; a language model's: minus its best dev loss) of every
+    finished sweep run of ``name`` that the sweep's order asks for, given the scores before
+    it (a diverged run: minus infinity); a run's first training's (``FIRST``), so
     that training a selected run again can never change the selection. A run trained with
     other settings than the sweep's now is refused; one trained for fewer steps is not
     scored yet (the sweep continues it)."""
     grid, base, found = axes(config), config.train.seed, {}
     while True:
-        new = {p: sweep_summary(run.folder)["best_bleu"]
-               for p in visited(grid, config.sweep.order, found)
-               if p not in found and trained((run := study_run(config, out, name, p, base)).folder)
+        new = {p: _score(run.folder) for p in visited(grid, config.sweep.order, found)
+               if p not in found and _ended((run := study_run(config, out, name, p, base)).folder)
                and reuse(run.folder, run.config) != LONGER}
         if not new:
             return found
         found |= new
+
+
+def _ended(folder: Path) -> bool:
+    return trained(folder) or diverged(folder)
+
+
+def _score(folder: Path) -> float:
+    """A sweep run's dev score; minus infinity for a run that diverged (it loses)."""
+    return sweep_summary(folder)["best_bleu"] if trained(folder) else -math.inf
 
 
 def borrowed(config: Config) -> dict[str, str]:

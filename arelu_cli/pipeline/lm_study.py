@@ -1,0 +1,229 @@
+"""``arelu lm-study RECIPE``: open-ended generation with sparse output layers (issue 35), a
+plan over the experiment core (:mod:`arelu_cli.pipeline.core`), resumable, step-budgeted.
+
+The paper motivates alpha-ReLU with unconstrained sampling from a language model and leaves
+its evaluation there to future work. Per ``[lm_study] transforms`` entry:
+
+1. **sweep**: one run per ``[sweep] lr`` value for ``[lm_study] sweep_steps`` steps at seed
+   ``[train] seed`` (``runs/NAME/POINT/``), selected on its own dev loss (the best
+   validation; transforms are never compared on each other's loss), written to
+   ``selected.json`` (:func:`arelu_cli.pipeline.study.sweep`, the study's own rule);
+2. **seeds**: the selected configuration at every ``[study] seeds`` for ``[train]
+   max_steps`` steps (``seeds/NAME/seed-S/``); the ``[train] seed`` one continues a copy of
+   the selected sweep run (the Noam schedule does not depend on the budget, so that is the
+   run a fresh one would be), the sweep's own run left as it was selected;
+3. **evaluate**, as soon as a seed run is trained: ``arelu lm-eval`` of its last step's weights
+   for every ``[lm_study] decodings`` entry its transform allows, on the first ``prompts``
+   test prompts: ``lm_eval/DECODING.csv`` (one row), ``generations/DECODING.txt`` with its
+   record and ``generations/DECODING.tokens.json`` (the continuations' token ids), and once
+   per study the human continuations' ids (``human.tokens.json``), so that every table is
+   recomputed from committed files;
+4. **report** (:mod:`arelu_cli.pipeline.lm_report`): the tables, the paired bootstrap over
+   test prompts and ``REPORT.md``.
+
+Runs are trained in the order of the transforms, then seeds, so that the first comparison
+is complete before the extra seeds start. Every stage is skipped where its outputs are
+newer than the weights they came from: run the same command again to continue.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import re
+from pathlib import Path
+
+from rich.console import Console
+
+from arelu_cli.atomic import atomic_write_text
+from arelu_cli.config import Config
+from arelu_cli.errors import UserError
+from arelu_cli.nmt.train import snapshot_path
+from arelu_cli.pipeline.attention_study import tolerant
+from arelu_cli.pipeline.core import (Output, Run, Trainer, check_budget, check_runs, done,
+                                     run_config, train_and_make, trainer as real_trainer)
+from arelu_cli.pipeline.grid import results_folder
+from arelu_cli.pipeline.study import continue_copy, record_selection, sweep
+from arelu_cli.pipeline.study_runs import study_run
+from arelu_cli.pipeline.sweep import Point
+from arelu_cli.registry import get_transform
+
+HUMAN = "human.tokens.json"
+_DECODING = re.compile(r"^(?:greedy|sample(?:-top_p(?P<p>[0-9.]+)|-top_k(?P<k>\d+))?)$")
+
+
+def decoding(label: str):
+    """The :class:`~arelu_cli.nmt.sampling.Decoding` of a ``[lm_study] decodings`` entry."""
+    from arelu_cli.nmt.sampling import Decoding
+
+    match = _DECODING.match(label)
+    if not match:
+        raise UserError(f"[lm_study] decodings: {label!r} is not a decoding; use sample, greedy, "
+                        "sample-top_p<P> or sample-top_k<K>, e.g. sample-top_p0.9")
+    try:
+        found = Decoding("greedy" if label == "greedy" else "sample",
+                         int(match["k"]) if match["k"] else None,
+                         float(match["p"]) if match["p"] else None)
+    except ValueError as err:
+        raise UserError(f"[lm_study] decodings: {label!r}: {err}") from None
+    if found.label() != label:
+        raise UserError(f"[lm_study] decodings: write {label!r} as {found.label()!r}")
+    return found
+
+
+def decodings_of(config: Config, name: str) -> list[str]:
+    """The ``[lm_study] decodings`` that transform ``name`` allows (nucleus and top-k
+    sampling are softmax's)."""
+    transform = get_transform(name)
+    found = []
+    for label in config.lm_study.decodings:
+        try:
+            decoding(label).check(transform)
+        except ValueError:
+            continue
+        found.append(label)
+    return found
+
+
+def sweep_config(config: Config) -> Config:
+    """The recipe as the sweep trains it: ``[lm_study] transforms`` tuned, for
+    ``sweep_steps`` steps."""
+    s = config.lm_study
+    return dataclasses.replace(run_config(config, max_steps=s.sweep_steps),
+                               sweep=dataclasses.replace(config.sweep, transforms=s.transforms))
+
+
+def check(config: Config) -> None:
+    """Refuse a study that could not give its tables, before any training."""
+    s, t = config.lm_study, config.train
+    if config.data.task != "lm":
+        raise UserError("an LM study needs a language-model recipe: set [data] task = \"lm\" "
+                        "(e.g. recipes/ptb-lm-study.toml)")
+    check_budget(config, "an LM study")
+    if not s.transforms:
+        raise UserError("[lm_study] transforms is empty; name at least one, e.g. [\"softmax\"]")
+    for name in s.transforms:
+        get_transform(name)
+    if s.baseline not in s.transforms:
+        raise UserError(f"[lm_study] baseline {s.baseline!r} is not a transform the study "
+                        f"trains ({', '.join(s.transforms)}); name one of them")
+    for label in s.decodings:
+        decoding(label)
+    if s.reference not in decodings_of(config, s.baseline):
+        raise UserError(f"[lm_study] reference {s.reference!r} is not a decoding the study runs "
+                        f"for {s.baseline} ({', '.join(decodings_of(config, s.baseline))}); "
+                        "add it to [lm_study] decodings")
+    if not 0 < s.sweep_steps <= t.max_steps or s.sweep_steps % t.keep_every:
+        raise UserError(f"[lm_study] sweep_steps ({s.sweep_steps}) must be a multiple of [train] "
+                        f"keep_every ({t.keep_every}) and at most max_steps ({t.max_steps})")
+    if not config.study.seeds or t.seed not in config.study.seeds:
+        raise UserError(f"[study] seeds must include [train] seed ({t.seed}): its run continues "
+                        "the sweep's selected run")
+    for name, value in (("prompts", s.prompts), ("stride", s.stride)):
+        if value < 0:
+            raise UserError(f"[lm_study] {name} must be >= 0, got {value}")
+    for name, value in (("prefix_tokens", s.prefix_tokens),
+                        ("max_new_tokens", s.max_new_tokens),
+                        ("bootstrap_samples", s.bootstrap_samples)):
+        if value < 1:
+            raise UserError(f"[lm_study] {name} must be at least 1, got {value}")
+
+
+def seed_run(config: Config, out: Path, name: str, point: Point, seed: int) -> Run:
+    return study_run(config, out, name, point, seed,
+                     folder=out / "seeds" / name / f"seed-{seed}")
+
+
+def settings(config: Config):
+    """What ``lm-eval`` measures every model on."""
+    from arelu_cli.analysis.lm_eval import EvalSettings
+
+    s = config.lm_study
+    return EvalSettings(split="test", dev_split="dev", prefix_tokens=s.prefix_tokens,
+                        max_prompts=s.prompts, max_tokens=s.max_new_tokens, seed=s.gen_seed,
+                        stride=s.stride)
+
+
+def output_paths(folder: Path, label: str) -> tuple[Path, Path, Path]:
+    """A seed run's row, generations and generated token ids for one decoding."""
+    gen = folder / "generations" / f"{label}.txt"
+    return folder / "lm_eval" / f"{label}.csv", gen, gen.with_suffix(".tokens.json")
+
+
+def _write_tokens(path: Path, tokens: list[list[int]]) -> None:
+    atomic_write_text(path, json.dumps({"tokens": tokens}, separators=(",", ":")) + "\n")
+
+
+def outputs(run: Run) -> list[Output]:
+    """Every decoding's evaluation of the run's last step (one checkpoint load for all)."""
+    from arelu_cli.analysis import lm_eval
+    from arelu_cli.nmt.generate import write_generation
+    from arelu_cli.nmt.inference import open_checkpoint
+
+    weights = snapshot_path(run.folder, run.steps)
+    measured = settings(run.config)
+
+    @functools.cache
+    def decoder():
+        return open_checkpoint(weights, None, run.config.train.device, task="lm")
+
+    def make(label: str) -> None:
+        row_path, gen_path, ids_path = output_paths(run.folder, label)
+        row, generated = lm_eval.evaluate(decoder(), decoding(label), measured, gen_path)
+        write_generation(generated, gen_path)
+        _write_tokens(ids_path, generated.tokens)
+        lm_eval.merge_rows([row], row_path)  # last: its presence says the decoding is done
+
+    return [Output(output_paths(run.folder, label)[::-1], weights, functools.partial(make, label))
+            for label in decodings_of(run.config, run.name)]
+
+
+def human_tokens(config: Config, out: Path) -> None:
+    """``human.tokens.json``: the human continuations of the prompts every model continues."""
+    from arelu_cli.data.prepared import load_prepared
+    from arelu_cli.nmt.generate import split_prompts
+
+    path = out / HUMAN
+    if path.is_file():
+        return
+    s = config.lm_study
+    _, humans = split_prompts(load_prepared(config.data.path), "test", s.prefix_tokens)
+    # the prompts of lm_eval.human_stats: the split's first `prompts`
+    _write_tokens(path, humans[:s.prompts] if s.prompts else humans)
+
+
+def plan(config: Config, out: Path, selected: dict[str, Point]) -> list[Run]:
+    """The seed runs, transform by transform, the first seed first."""
+    first = config.train.seed
+    seeds = [first] + [s for s in config.study.seeds if s != first]
+    return [seed_run(config, out, name, selected[name], seed)
+            for seed in seeds for name in config.lm_study.transforms]
+
+
+def lm_study(config: Config, out: Path, console: Console | None = None,
+             train: Trainer | None = None, recipe: str | None = None,
+             allow_data_change: bool = False) -> Path:
+    """Run (or continue) every stage into ``out``; returns ``REPORT.md``."""
+    from arelu_cli.pipeline.lm_report import write_report
+
+    console = console or Console()
+    check(config)
+    results_folder(out)
+    train = tolerant(train or real_trainer(recipe, console, allow_data_change), console)
+    human_tokens(config, out)
+    tuned = sweep_config(config)
+    selected = sweep(tuned, out, train, console)
+    record_selection(tuned, out, selected, console)
+    runs = plan(config, out, selected)
+    check_runs(runs)
+    for run in runs:
+        made = outputs(run)
+        if run.seed == config.train.seed and not done(run, [p for o in made for p in o.paths]):
+            source = study_run(tuned, out, run.name, selected[run.name], run.seed).folder
+            if (source / "last.pt").is_file():
+                continue_copy(source, run.folder)
+        train_and_make(run, train, console, made)
+    s = config.lm_study
+    return write_report(out, baseline=s.baseline, reference=s.reference,
+                        samples=s.bootstrap_samples, seeds=list(config.study.seeds))

@@ -1,0 +1,177 @@
+"""arelu_cli.pipeline.lm_study: the LM study's plan (sweep, seeds, evaluation) over the core,
+end to end on a tiny language model."""
+
+import dataclasses
+import json
+import sys
+import types
+
+import pandas as pd
+import pytest
+
+from arelu_cli.analysis.lm_eval import COLUMNS
+from arelu_cli.config import load_config
+from arelu_cli.errors import UserError
+from arelu_cli.pipeline import lm_study as L
+from arelu_cli.pipeline.core import trainer
+
+
+def test_decodings_parse_to_their_own_labels():
+    assert L.decoding("sample").label() == "sample"
+    assert L.decoding("greedy").label() == "greedy"
+    assert L.decoding("sample-top_p0.9").top_p == 0.9
+    assert L.decoding("sample-top_k50").top_k == 50
+    with pytest.raises(UserError, match="is not a decoding; use sample, greedy"):
+        L.decoding("nucleus")
+    with pytest.raises(UserError, match="write 'sample-top_p0.90' as 'sample-top_p0.9'"):
+        L.decoding("sample-top_p0.90")
+    with pytest.raises(UserError, match="sample-top_p1.5"):
+        L.decoding("sample-top_p1.5")
+
+
+def _config(corpus, tiny_lm_config, **study):
+    base = tiny_lm_config(corpus, tau="auto", max_steps=8, keep_every=4, warmup=4,
+                          log_every=4, valid_every=4, save_every=4, max_minutes=0.0)
+    lm = dataclasses.replace(base.lm_study, transforms=("softmax", "1.5-relu"), sweep_steps=4,
+                             decodings=("sample", "sample-top_p0.9", "greedy"), prompts=5,
+                             max_new_tokens=4, stride=8, bootstrap_samples=10)
+    lm = dataclasses.replace(lm, **study)
+    return dataclasses.replace(base, lm_study=lm,
+                               sweep=dataclasses.replace(base.sweep, lr=(1.0, 2.0)),
+                               study=dataclasses.replace(base.study, seeds=(1, 2)))
+
+
+def test_each_transform_gets_the_decodings_it_allows(tiny_lm_corpus, tiny_lm_config):
+    config = _config(tiny_lm_corpus, tiny_lm_config)
+    assert L.decodings_of(config, "softmax") == ["sample", "sample-top_p0.9", "greedy"]
+    assert L.decodings_of(config, "1.5-relu") == ["sample", "greedy"]
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"baseline": "sparsemax"}, "baseline 'sparsemax' is not a transform the study trains"),
+    ({"reference": "sample-top_p0.5"}, "reference 'sample-top_p0.5' is not a decoding"),
+    ({"sweep_steps": 3}, "sweep_steps \\(3\\) must be a multiple of \\[train\\] keep_every"),
+    ({"sweep_steps": 12}, "at most max_steps"),
+    ({"transforms": ()}, "transforms is empty"),
+    ({"prompts": -1}, "prompts must be >= 0"),
+])
+def test_a_study_that_cannot_give_its_tables_is_refused(tiny_lm_corpus, tiny_lm_config, change,
+                                                        message):
+    with pytest.raises(UserError, match=message):
+        L.check(_config(tiny_lm_corpus, tiny_lm_config, **change))
+
+
+def test_a_translation_recipe_and_seeds_without_the_first_are_refused(tiny_lm_corpus,
+                                                                      tiny_lm_config):
+    config = _config(tiny_lm_corpus, tiny_lm_config)
+    with pytest.raises(UserError, match='set \\[data\\] task = "lm"'):
+        L.check(dataclasses.replace(config, data=dataclasses.replace(config.data, task="nmt")))
+    with pytest.raises(UserError, match="seeds must include \\[train\\] seed \\(1\\)"):
+        L.check(dataclasses.replace(config, study=dataclasses.replace(config.study,
+                                                                      seeds=(2, 3))))
+
+
+def test_the_shipped_recipe_passes_its_checks():
+    config = load_config(L.Path(__file__).parents[2] / "recipes" / "ptb-lm-study.toml")
+    L.check(config)
+    assert L.decodings_of(config, "2-entmax-k100") == ["sample", "greedy"]
+
+
+@pytest.fixture
+def report_spy(monkeypatch):
+    """The report module replaced by one that records its call (the report has its own
+    tests): the plan's outputs are what is checked here."""
+    calls = []
+
+    def write_report(out, **kwargs):
+        calls.append((out, kwargs))
+        (out / "REPORT.md").write_text("report\n")
+        return out / "REPORT.md"
+    monkeypatch.setitem(sys.modules, "arelu_cli.pipeline.lm_report",
+                        types.SimpleNamespace(write_report=write_report))
+    return calls
+
+
+def test_sweep_seeds_and_evaluation_end_to_end_then_nothing_again(
+        tiny_lm_corpus, tiny_lm_config, tmp_path, report_spy, one_thread):
+    from rich.console import Console
+
+    config, out = _config(tiny_lm_corpus, tiny_lm_config), tmp_path / "study"
+    console = Console(quiet=True)
+    real, trained = trainer(None, console), []
+
+    def counting(cfg, folder, resume):
+        trained.append((folder.relative_to(out).as_posix(), resume))
+        return real(cfg, folder, resume)
+
+    report = L.lm_study(config, out, console, train=counting)
+    assert report == out / "REPORT.md"
+    sweep_runs = [f"runs/{n}/lr-{lr}_warmup-4_ls-0" for n in ("softmax", "1.5-relu")
+                  for lr in (1, 2)]
+    assert [f for f, _ in trained[:4]] == sweep_runs
+    selected = json.loads((out / "selected.json").read_text())
+    assert set(selected) == {"softmax", "1.5-relu"}
+    # seed 1 continues a copy of the selected sweep run; seed 2 trains from the start
+    assert trained[4:] == [("seeds/softmax/seed-1", True), ("seeds/1.5-relu/seed-1", True),
+                           ("seeds/softmax/seed-2", False), ("seeds/1.5-relu/seed-2", False)]
+    for name in ("softmax", "1.5-relu"):
+        source = out / "runs" / name / selected[name]["run"]
+        assert json.loads((source / "summary.json").read_text())["steps"] == 4
+        first = out / "seeds" / name / "seed-1"
+        assert json.loads((first / "summary.json").read_text())["steps"] == 8
+        log = pd.read_csv(first / "log.csv")
+        assert list(log["step"]) == [4, 8]  # one log across the continuation
+    human = json.loads((out / L.HUMAN).read_text())["tokens"]
+    assert len(human) == 5
+    for name, labels in (("softmax", ["sample", "sample-top_p0.9", "greedy"]),
+                         ("1.5-relu", ["sample", "greedy"])):
+        for seed in (1, 2):
+            folder = out / "seeds" / name / f"seed-{seed}"
+            assert sorted(p.stem for p in (folder / "lm_eval").glob("*.csv")) == sorted(labels)
+            for label in labels:
+                row_path, gen_path, ids_path = L.output_paths(folder, label)
+                row = pd.read_csv(row_path)
+                assert list(row.columns) == list(COLUMNS) and len(row) == 1
+                assert row["transform"][0] == name and row["seed"][0] == seed
+                assert row["decoding"][0] == label and row["stride"][0] == 8
+                assert row["generations"][0] == str(gen_path)
+                tokens = json.loads(ids_path.read_text())["tokens"]
+                lines = gen_path.read_text(encoding="utf-8").splitlines()
+                assert len(tokens) == len(lines) == 5 == row["prompts"][0]
+                assert all(len(t) <= 4 for t in tokens)
+    assert report_spy[-1][1] == {"baseline": "softmax", "reference": "sample-top_p0.9",
+                                 "samples": 10, "seeds": [1, 2]}
+    made = {p: p.stat().st_mtime_ns for p in out.rglob("*") if p.is_file()
+            and "lm_eval" in p.parts}
+    trained.clear()
+    L.lm_study(config, out, console, train=counting)
+    assert trained == []
+    assert made == {p: p.stat().st_mtime_ns for p in made}
+
+
+def test_a_diverged_sweep_run_loses_and_the_study_goes_on(tiny_lm_corpus, tiny_lm_config,
+                                                          tmp_path, report_spy, monkeypatch):
+    """A sweep run that diverges is a finding: scored minus infinity, never retrained."""
+    from rich.console import Console
+
+    from arelu_cli.nmt.divergence import DIVERGED, Diverged
+
+    config = _config(tiny_lm_corpus, tiny_lm_config, transforms=("softmax",),
+                     decodings=("sample", "sample-top_p0.9"))
+    config = dataclasses.replace(config, study=dataclasses.replace(config.study, seeds=(1,)))
+    out, console = tmp_path / "study", Console(quiet=True)
+    real = trainer(None, console)
+
+    def diverging(cfg, folder, resume):
+        if cfg.train.lr == 2.0:  # what the trainer leaves when it stops on a NaN loss
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / "config.json").write_text(json.dumps({**cfg.to_dict(), "resolved": {}}))
+            (folder / DIVERGED).write_text(json.dumps({"step": 3, "train_loss": "nan"}))
+            raise Diverged("loss is nan at step 3")
+        return real(cfg, folder, resume)
+
+    L.lm_study(config, out, console, train=diverging)
+    assert json.loads((out / "selected.json").read_text())["softmax"]["lr"] == 1.0
+    assert (out / "seeds" / "softmax" / "seed-1" / "lm_eval" / "sample.csv").is_file()
+    L.lm_study(config, out, console, train=diverging)  # not retrained, selection unchanged
+    assert json.loads((out / "selected.json").read_text())["softmax"]["lr"] == 1.0
