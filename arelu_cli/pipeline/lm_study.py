@@ -205,8 +205,6 @@ def lm_study(config: Config, out: Path, console: Console | None = None,
              train: Trainer | None = None, recipe: str | None = None,
              allow_data_change: bool = False) -> Path:
     """Run (or continue) every stage into ``out``; returns ``REPORT.md``."""
-    from arelu_cli.pipeline.lm_report import write_report
-
     console = console or Console()
     check(config)
     results_folder(out)
@@ -224,6 +222,8 @@ def lm_study(config: Config, out: Path, console: Console | None = None,
             if (source / "last.pt").is_file():
                 continue_copy(source, run.folder)
         train_and_make(run, train, console, made)
+    from arelu_cli.pipeline.lm_report import write_report
+
     s = config.lm_study
     return write_report(out, baseline=s.baseline, reference=s.reference,
                         samples=s.bootstrap_samples, seeds=list(config.study.seeds))
