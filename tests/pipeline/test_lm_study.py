@@ -71,10 +71,37 @@ def test_a_translation_recipe_and_seeds_without_the_first_are_refused(tiny_lm_co
                                                                       seeds=(2, 3))))
 
 
-def test_the_shipped_recipe_passes_its_checks():
-    config = load_config(L.Path(__file__).parents[2] / "recipes" / "ptb-lm-study.toml")
+@pytest.mark.parametrize("recipe", ["ptb-lm-study", "tinyshakespeare-lm-study"])
+def test_the_shipped_recipes_pass_their_checks(recipe):
+    config = load_config(L.Path(__file__).parents[2] / "recipes" / f"{recipe}.toml")
     L.check(config)
-    assert L.decodings_of(config, "2-entmax-k100") == ["sample", "greedy"]
+    assert L.decodings_of(config, config.lm_study.transforms[-1])[0] == "sample"
+
+
+def test_a_sweep_of_the_whole_budget_is_its_first_seed(tiny_lm_corpus, tiny_lm_config, tmp_path,
+                                                       report_spy, one_thread):
+    """One lr and sweep_steps = max_steps: seed 1's run is the sweep run's copy, not trained
+    again."""
+    from rich.console import Console
+
+    config = _config(tiny_lm_corpus, tiny_lm_config, transforms=("1.5-relu",), sweep_steps=8,
+                     decodings=("sample", "greedy"), baseline="1.5-relu", reference="sample")
+    config = dataclasses.replace(config, sweep=dataclasses.replace(config.sweep, lr=(1.0,)),
+                                 study=dataclasses.replace(config.study, seeds=(1,)))
+    out, console = tmp_path / "study", Console(quiet=True)
+    real, trained = trainer(None, console), []
+
+    def counting(cfg, folder, resume):
+        trained.append((folder.relative_to(out).as_posix(), resume))
+        return real(cfg, folder, resume)
+
+    L.lm_study(config, out, console, train=counting)
+    assert trained[0] == ("runs/1.5-relu/lr-1_warmup-4_ls-0", False)
+    first = out / "seeds" / "1.5-relu" / "seed-1"
+    assert json.loads((first / "summary.json").read_text())["steps"] == 8
+    log = pd.read_csv(first / "log.csv")
+    assert list(log["step"]) == [4, 8]
+    assert (first / "lm_eval" / "greedy.csv").is_file()
 
 
 @pytest.fixture
