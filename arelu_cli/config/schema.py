@@ -289,6 +289,10 @@ class LmStudyConfig:
     decodings: tuple[str, ...] = ("sample", "sample-top_p0.9", "greedy")
     """Decodings of every model where the transform allows them (``sample``, ``greedy``,
     ``sample-top_p<P>`` and ``sample-top_k<K>`` for softmax)."""
+    tau_shifts: tuple[float, ...] = (-0.5, -0.2, -0.1, 0.0, 0.1, 0.2, 0.5)
+    """Decode-time shifts of alpha-ReLU's tau tried on dev with the ``[train] seed`` model;
+    the one of the lowest dev epsilon-perplexity gives every seed one more decoding,
+    ``sample-tau_dev`` (empty: none)."""
     baseline: str = "softmax"
     """The transform of the reference system every other one is tested against."""
     reference: str = "sample-top_p0.9"

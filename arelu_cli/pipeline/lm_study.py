@@ -17,7 +17,10 @@ its evaluation there to future work. Per ``[lm_study] transforms`` entry:
    test prompts: ``lm_eval/DECODING.csv`` (one row), ``generations/DECODING.txt`` with its
    record and ``generations/DECODING.tokens.json`` (the continuations' token ids), and once
    per study the human continuations' ids (``human.tokens.json``), so that every table is
-   recomputed from committed files;
+   recomputed from committed files. For alpha-ReLU, "a tau from the sweep on dev": the
+   ``[train] seed`` model's dev epsilon-perplexity at each ``[lm_study] tau_shifts``
+   decode-time shift of tau (``tau_sweep.csv``); the best gives every seed one more decoding,
+   ``sample-tau_dev``;
 4. **report** (:mod:`arelu_cli.pipeline.lm_report`): the tables, the paired bootstrap over
    test prompts and ``REPORT.md``.
 
@@ -50,6 +53,9 @@ from arelu_cli.pipeline.sweep import Point
 from arelu_cli.registry import get_transform
 
 HUMAN = "human.tokens.json"
+TAU_SWEEP = "tau_sweep.csv"
+TUNED = "sample-tau_dev"
+"""The decoding label of alpha-ReLU sampling at the tau shift selected on dev."""
 _DECODING = re.compile(r"^(?:greedy|sample(?:-top_p(?P<p>[0-9.]+)|-top_k(?P<k>\d+))?)$")
 
 
@@ -155,14 +161,53 @@ def _write_tokens(path: Path, tokens: list[list[int]]) -> None:
     atomic_write_text(path, json.dumps({"tokens": tokens}, separators=(",", ":")) + "\n")
 
 
-def outputs(run: Run) -> list[Output]:
-    """Every decoding's evaluation of the run's last step (one checkpoint load for all)."""
+def tau_sweep_rows(decoder, shifts, measured) -> list[dict]:
+    """Dev epsilon-perplexity (and support) of alpha-ReLU sampling at each decode-time shift
+    of tau, eps tuned on dev for each (:func:`arelu_cli.analysis.lm_metrics.tune_eps`)."""
+    from arelu_cli.analysis import lm_eval, lm_metrics as M
+    from arelu_cli.nmt.sampling import Decoding
+
+    vocab, t, rows = decoder.data.vocab_size, decoder.transform, []
+    for shift in shifts:
+        values = lm_eval.step_values(decoder, measured.dev_split, Decoding(tau_shift=shift),
+                                     measured)
+        eps, dev_eps_ppl = M.tune_eps(values["p_target"], vocab)
+        found = M.summarize(values, vocab, eps)
+        rows.append({"transform": t.name, "seed": decoder.config.train.seed, "tau": t.tau,
+                     "tau_shift": shift, "split": measured.dev_split, "dev_eps_ppl": dev_eps_ppl,
+                     "eps": eps, "sp": found["sp"], "jsd": found["jsd"],
+                     "zero_share": found["zero_share"], "support_mean": found["support_mean"]})
+    return rows
+
+
+def selected_shift(folder: Path) -> float:
+    """The tau shift of the lowest dev epsilon-perplexity in ``folder``'s ``tau_sweep.csv``
+    (the smallest shift in size on ties)."""
+    from arelu_cli.pipeline.scoring import again
+    from arelu_cli.results import read_table
+
+    path = folder / TAU_SWEEP
+    frame = read_table(path, again(folder))
+    if frame.empty or not {"tau_shift", "dev_eps_ppl"} <= set(frame.columns):
+        raise UserError(f"{path} holds no tau sweep; {again(folder)}")
+    best = min(frame.itertuples(), key=lambda r: (r.dev_eps_ppl, abs(r.tau_shift)))
+    return float(best.tau_shift)
+
+
+def outputs(run: Run, tuning: Path | None = None) -> list[Output]:
+    """Every decoding's evaluation of the run's last step (one checkpoint load for all); for
+    alpha-ReLU with ``[lm_study] tau_shifts``, also sampling at the tau shift selected in
+    ``tuning`` (the ``[train] seed`` run's folder, whose tau sweep this run makes if it is that
+    run)."""
     from arelu_cli.analysis import lm_eval
     from arelu_cli.nmt.generate import write_generation
     from arelu_cli.nmt.inference import open_checkpoint
+    from arelu_cli.nmt.sampling import Decoding
+    from arelu_cli.results import write_rows
 
     weights = snapshot_path(run.folder, run.steps)
     measured = settings(run.config)
+    shifts = run.config.lm_study.tau_shifts if get_transform(run.name).family == "relu" else ()
 
     @functools.cache
     def decoder():
@@ -170,13 +215,22 @@ def outputs(run: Run) -> list[Output]:
 
     def make(label: str) -> None:
         row_path, gen_path, ids_path = output_paths(run.folder, label)
-        row, generated = lm_eval.evaluate(decoder(), decoding(label), measured, gen_path)
+        chosen = Decoding(tau_shift=selected_shift(tuning)) if label == TUNED else decoding(label)
+        row, generated = lm_eval.evaluate(decoder(), chosen, measured, gen_path)
+        row["decoding"] = label  # the shift itself is in the signature
         write_generation(generated, gen_path)
         _write_tokens(ids_path, generated.tokens)
         lm_eval.merge_rows([row], row_path)  # last: its presence says the decoding is done
 
-    return [Output(output_paths(run.folder, label)[::-1], weights, functools.partial(make, label))
-            for label in decodings_of(run.config, run.name)]
+    def sweep_tau() -> None:
+        write_rows(tau_sweep_rows(decoder(), shifts, measured), run.folder / TAU_SWEEP)
+
+    labels = decodings_of(run.config, run.name) + ([TUNED] if shifts and tuning else [])
+    made = [Output(output_paths(run.folder, label)[::-1], weights, functools.partial(make, label))
+            for label in labels]
+    if shifts and tuning == run.folder:
+        made.insert(0, Output((run.folder / TAU_SWEEP,), weights, sweep_tau))
+    return made
 
 
 def human_tokens(config: Config, out: Path) -> None:
@@ -216,7 +270,8 @@ def lm_study(config: Config, out: Path, console: Console | None = None,
     runs = plan(config, out, selected)
     check_runs(runs)
     for run in runs:
-        made = outputs(run)
+        made = outputs(run, seed_run(config, out, run.name, selected[run.name],
+                                     config.train.seed).folder)
         if run.seed == config.train.seed and not done(run, [p for o in made for p in o.paths]):
             source = study_run(tuned, out, run.name, selected[run.name], run.seed).folder
             if (source / "last.pt").is_file():

@@ -34,7 +34,8 @@ def _config(corpus, tiny_lm_config, **study):
                           log_every=4, valid_every=4, save_every=4, max_minutes=0.0)
     lm = dataclasses.replace(base.lm_study, transforms=("softmax", "1.5-relu"), sweep_steps=4,
                              decodings=("sample", "sample-top_p0.9", "greedy"), prompts=5,
-                             max_new_tokens=4, stride=8, bootstrap_samples=10)
+                             max_new_tokens=4, stride=8, bootstrap_samples=10,
+                             tau_shifts=(-0.1, 0.0, 0.3))
     lm = dataclasses.replace(lm, **study)
     return dataclasses.replace(base, lm_study=lm,
                                sweep=dataclasses.replace(base.sweep, lr=(1.0, 2.0)),
@@ -150,8 +151,19 @@ def test_sweep_seeds_and_evaluation_end_to_end_then_nothing_again(
         assert list(log["step"]) == [4, 8]  # one log across the continuation
     human = json.loads((out / L.HUMAN).read_text())["tokens"]
     assert len(human) == 5
+    sweep = pd.read_csv(out / "seeds" / "1.5-relu" / "seed-1" / L.TAU_SWEEP)
+    assert list(sweep["tau_shift"]) == [-0.1, 0.0, 0.3]
+    assert (sweep["dev_eps_ppl"] > 1).all() and sweep["zero_share"].between(0, 1).all()
+    best = sweep.loc[sweep["dev_eps_ppl"].idxmin(), "tau_shift"]
+    assert L.selected_shift(out / "seeds" / "1.5-relu" / "seed-1") == best
+    assert not (out / "seeds" / "1.5-relu" / "seed-2" / L.TAU_SWEEP).exists()
+    assert not (out / "seeds" / "softmax" / "seed-1" / L.TAU_SWEEP).exists()
+    for seed in (1, 2):
+        tuned = pd.read_csv(out / "seeds" / "1.5-relu" / f"seed-{seed}" / "lm_eval" / f"{L.TUNED}.csv")
+        assert tuned["decoding"][0] == L.TUNED
+        assert (f"tau{best:+g}" in tuned["signature"][0]) == (best != 0)
     for name, labels in (("softmax", ["sample", "sample-top_p0.9", "greedy"]),
-                         ("1.5-relu", ["sample", "greedy"])):
+                         ("1.5-relu", ["sample", "greedy", L.TUNED])):
         for seed in (1, 2):
             folder = out / "seeds" / name / f"seed-{seed}"
             assert sorted(p.stem for p in (folder / "lm_eval").glob("*.csv")) == sorted(labels)
