@@ -6,7 +6,7 @@
 # the loss variants; the chunked-PyTorch "eager" loss variants, a CPU fallback, not at all).
 # Wheels in .whl/ (liger-kernel, cut-cross-entropy, entmax) are installed first where
 # present. Usage: bash scripts/gpu-checks.sh [STEP ...]
-# (steps: tests fused loss tiles hf train; default all).
+# (steps: tests fused loss tiles hf train launch; default all).
 set -u
 OUT=${OUT:-results/bench/gpu}
 mkdir -p "$OUT"
@@ -31,7 +31,7 @@ step() {  # step NAME LIMIT COMMAND...: run within min(LIMIT, time left), log it
   echo "== $name rc=$rc in $(( $(date +%s) - t0 ))s" | tee -a "$LOG"
 }
 
-WANT=" ${*:-tests fused loss tiles hf train} "
+WANT=" ${*:-tests fused loss tiles hf train launch} "
 want() { [[ "$WANT" == *" $1 "* ]]; }
 { nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm --format=csv
   python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, torch.cuda.get_device_name())"
@@ -48,6 +48,8 @@ want loss && step loss 80 python3 -m arelu_cli.cli bench loss --device cuda --ma
 want tiles && step tiles 40 python3 -m arelu_cli.cli bench fused-linear --device cuda --d 2048 \
   --sizes 16384x131072 --methods fused,fused-tiles --out "$OUT/fused_tiles.csv"
 want hf && step hf 45 python3 -m arelu_cli.cli bench hf --device cuda --out "$OUT/hf.csv"
+# Where a small loss forward's time goes (host or kernel) and the kernel's launch options.
+want launch && step launch 40 python3 scripts/loss_launch.py "$OUT/loss_launch.csv"
 want train && [ -d data/iwslt14 ] && step train 45 python3 -m arelu_cli.cli bench train --device cuda \
   --recipe recipes/iwslt14.toml --fused --repeats 5 --out "$OUT/train_iwslt14.csv"
 grep -E "^== |passed|failed|error" "$LOG" | tail -n 40

@@ -1,21 +1,21 @@
 """The alpha-ReLU loss in one pass over the logits: the ``triton`` engine's autograd Function.
 
-The loss of the paper's eq. (sp_loss) and its gradient ``p - q`` (Lemma 1; ``q`` the
-label-smoothed target, ``e_y`` without smoothing) come from one kernel
+The loss of the paper's eq. (sp_loss) and its gradient ``p - q`` (Lemma 1; ``q`` the label-
+smoothed target, ``e_y`` without smoothing) come from one kernel
 (``_triton_kernels._loss_kernel``) that reads each row of the logits once and, when a
 gradient is wanted, writes ``p - q`` in the same pass, into the logits' own memory
-(``reuse_logits``) or into a new buffer. For ``mean`` the kernel already writes
-``(p - q) / n`` (``n`` the counted rows, a 0-d tensor read on the device), so that backward
-only multiplies by the upstream gradient (per row for ``reduction='none'``, one factor for
+(``reuse_logits``) or into a new buffer. For ``mean`` the kernel already writes ``(p - q) /
+n`` (``n`` the counted rows, a 0-d tensor read on the device), so that backward only
+multiplies by the upstream gradient (per row for ``reduction='none'``, one factor for
 ``sum``/``mean``), a multiplication the device skips where the factor is 1: in training
 (upstream 1, any reduction but ``none``) the logits are read once and the gradient written
 once, nothing more. Targets equal to ``ignore_index`` are handled inside the kernel; a
-``mean`` over no counted row is NaN, its gradient too. No step reads a tensor's value on the host, so none
-synchronizes with the GPU. Without a wanted gradient (validation, ``torch.no_grad``) the
-pass writes only the per-row losses.
+``mean`` over no counted row is NaN, its gradient too. No step reads a tensor's value on the
+host, so none synchronizes with the GPU. Without a wanted gradient (validation,
+``torch.no_grad``) the pass writes only the per-row losses.
 
-The gradient is scaled in place, so backward runs once per call: a second backward
-through the same loss (``retain_graph=True``) raises instead of scaling it twice.
+The gradient is scaled in place, so backward runs once per call: a second backward through
+the same loss (``retain_graph=True``) raises instead of scaling it twice.
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ class _SinglePassLossFunction(torch.autograd.Function):
         factor = grad_out.to(torch.float32)
         if ctx.reduction == "none":
             factor = factor.reshape(-1)
-        elif ctx.reduction == "mean":  # 1 / n is in grad already; no counted row: NaN, as the loss
+        elif ctx.reduction == "mean":  # 1 / n is in grad already; no counted row: NaN
             factor = torch.where(count > 0, factor, torch.full_like(factor, float("nan")))
         return (_triton_kernels.scale_(grad, factor), None, None, None, None, None, None, None,
                 None, None)

@@ -1,21 +1,21 @@
 """The fused linear + alpha-ReLU loss on the ``triton`` engine: no host sync, static shapes.
 
 Gradients of eq. (sp_loss) on ``logits = hidden @ weight.T + bias`` (Lemma 1,
-``G = s (p - q)``): ``grad_hidden = G @ weight``, ``grad_weight = G^T @ hidden``,
-``grad_bias = G^T 1``. A loop over chunks of ``rows`` tokens (a multiple of ``TILE`` = 128)
-computes a chunk's logits into one reused buffer (cuBLAS); one pass of
-``_triton_kernels._loss_kernel`` writes the losses and overwrites the buffer with ``G``
-(``s`` the reduction's weight, so nothing is left to scale). Then, by default, the gradient
-products run on cuBLAS (``_chunk_grads``: Liger-Kernel's structure). With ``tiles=True``
-(``skip_zeros=True``) the loss pass also marks each ``128 x 128`` tile of ``G`` holding a
-nonzero, and two Triton GEMMs (``_grad_hidden_kernel``, ``_grad_weight_kernel``, which also
-sums ``G``'s columns for the bias) skip the unmarked tiles, reading the marks on the device;
-the skipped terms are exact zeros (Cut Cross-Entropy's skipped softmax tiles are
-approximations). That pays only where whole tiles are zero: a test per K-tile inside the
-GEMM loop costs its software pipelining, so these GEMMs are slower than cuBLAS on dense
-tiles. Either way every shape depends on ``N``, ``V``, ``d`` only, so the loop runs under
-CUDA graph capture. fp32 accumulation; bf16/fp16 on tensor cores. Under the CPU interpreter (the tests) bf16 operands are widened to
-fp32 before ``tl.dot`` (exact); no function of triton's jit standard library is called.
+``G = s (p - q)``): ``grad_hidden = G @ weight``, ``grad_weight = G^T @ hidden``, ``grad_bias = G^T 1``.
+A loop over chunks of ``rows`` tokens (a multiple of ``TILE`` = 128) computes a chunk's
+logits into one reused buffer (cuBLAS); one pass of ``_triton_kernels._loss_kernel`` writes
+the losses and overwrites the buffer with ``G`` (``s`` the reduction's weight, so nothing is
+left to scale). Then, by default, the gradient products run on cuBLAS (``_chunk_grads``:
+Liger-Kernel's structure). With ``tiles=True`` (``skip_zeros=True``) the loss pass also
+marks each ``128 x 128`` tile of ``G`` holding a nonzero, and two Triton GEMMs
+(``_grad_hidden_kernel``, ``_grad_weight_kernel``, which also sums ``G``'s columns for the
+bias) skip the unmarked tiles, reading the marks on the device; the skipped terms are exact
+zeros (Cut Cross-Entropy's skipped softmax tiles are approximations). That pays only where
+whole tiles are zero: a test per K-tile inside the GEMM loop costs its software pipelining,
+so these GEMMs are slower than cuBLAS on dense tiles. Either way every shape depends on
+``N``, ``V``, ``d`` only, so the loop runs under CUDA graph capture. fp32 accumulation;
+bf16/fp16 on tensor cores. Under the CPU interpreter (the tests) bf16 operands are widened
+to fp32 before ``tl.dot`` (exact); no function of triton's jit standard library is called.
 """
 
 from __future__ import annotations

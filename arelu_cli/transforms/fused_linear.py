@@ -1,22 +1,23 @@
 """The output projection fused with the alpha-ReLU loss: ``N x V`` logits never exist.
 
-The loss is eq. (sp_loss) of ``logits = hidden @ weight.T + bias``; by Lemma 1 its gradient in
-the logits is ``G = P - E`` (scaled alpha-ReLU output minus scaled one-hot targets), so
-``grad_hidden = G @ weight``, ``grad_weight = G^T @ hidden``, ``grad_bias = G^T 1``. A loop over
-chunks of tokens computes each chunk's logits into one reused buffer, its losses, overwrites
-the buffer with ``G`` and adds the chunk's share of the gradients. alpha-ReLU is exactly zero
-below ``c = tau / (alpha - 1)``, so a vocabulary column of ``G`` is zero unless a logit of the
-chunk exceeds ``c`` there or it is a target. ``skip_zeros`` picks how the gradient products
-use that: on CPU (the default, ``None``) they skip those columns (host decides); on the
-``triton`` engine (CUDA) the default runs them dense on cuBLAS (Liger-Kernel's structure:
-random-like supports leave almost no ``128 x 128`` tile all zero, and cuBLAS is the faster
-GEMM), ``skip_zeros=True`` runs ``_triton_linear``'s own GEMMs that skip the all-zero tiles
-(device decides, no sync). Skipped terms are exact zeros: the dense result up to summation
-order. For ``sum``/``mean`` the gradients are computed in forward, the reduction's weight
-(``1 / n`` for ``mean``) already in them, and only multiplied by the upstream gradient in
-backward (as Liger-Kernel's fused cross-entropy; skipped on the device where it is 1), so one
-call takes one backward; ``none`` recomputes in backward. bf16/fp16: matmuls in that dtype, loss math in
-fp32; autocast casts as ``F.linear``; under ``torch.compile`` the loss runs eagerly.
+The loss is eq. (sp_loss) of ``logits = hidden @ weight.T + bias``; by Lemma 1 its gradient
+in the logits is ``G = P - E`` (scaled alpha-ReLU output minus scaled one-hot targets), so
+``grad_hidden = G @ weight``, ``grad_weight = G^T @ hidden``, ``grad_bias = G^T 1``. A loop
+over chunks of tokens computes each chunk's logits into one reused buffer, its losses,
+overwrites the buffer with ``G`` and adds the chunk's share of the gradients. alpha-ReLU is
+exactly zero below ``c = tau / (alpha - 1)``, so a vocabulary column of ``G`` is zero unless
+a logit of the chunk exceeds ``c`` there or it is a target. ``skip_zeros`` picks how the
+gradient products use that: on CPU (the default, ``None``) they skip those columns (host
+decides); on the ``triton`` engine (CUDA) the default runs them dense on cuBLAS
+(Liger-Kernel's structure: random-like supports leave almost no ``128 x 128`` tile all zero, and
+cuBLAS is the faster GEMM), ``skip_zeros=True`` runs ``_triton_linear``'s own GEMMs that
+skip the all-zero tiles (device decides, no sync). Skipped terms are exact zeros: the dense
+result up to summation order. For ``sum``/``mean`` the gradients are computed in forward,
+the reduction's weight (``1 / n`` for ``mean``) already in them, and only multiplied by the
+upstream gradient in backward (as Liger-Kernel's fused cross-entropy; skipped on the device
+where it is 1), so one call takes one backward; ``none`` recomputes in backward. bf16/fp16:
+matmuls in that dtype, loss math in fp32; autocast casts as ``F.linear``; under
+``torch.compile`` the loss runs eagerly.
 """
 
 from __future__ import annotations

@@ -167,6 +167,26 @@ def test_scaling_is_in_place_and_skipped_at_one(interpreted):
     torch.testing.assert_close(x, before)
 
 
+@pytest.mark.parametrize("programs", [2, 5])
+def test_scaling_spans_several_blocks_per_program(interpreted, monkeypatch, programs):
+    """With at most 2 or 5 programs per launch, each program scales a span of 8 or 2 blocks of
+    2048 columns of a row (the rows of 5000, a partial last block), or 4 or 2 blocks of the
+    whole tensor seen as one row (a 0-d factor); a factor of 1 skips its row, a NaN factor (a
+    mean over no counted row) is applied."""
+    monkeypatch.setattr(interpreted, "_SCALE_PROGRAMS", programs)
+    x = torch.randn(3, 5000, dtype=torch.bfloat16)
+    before = x.clone()
+    factors = torch.tensor([2.0, 1.0, float("nan")])
+    interpreted.scale_(x, factors)
+    torch.testing.assert_close(x, (before.float() * factors[:, None]).bfloat16(), equal_nan=True)
+    assert torch.equal(x[1], before[1])
+    flat = before.clone()
+    interpreted.scale_(flat, torch.tensor(0.5))  # 15000 entries: 8 blocks of one row
+    torch.testing.assert_close(flat, (before.float() * 0.5).bfloat16())
+    interpreted.scale_(flat, torch.tensor(1.0))
+    torch.testing.assert_close(flat, (before.float() * 0.5).bfloat16())
+
+
 def test_tile_marks_are_exactly_the_nonzero_tiles_of_the_gradient(interpreted):
     """Rows 0-127 and 128-129 are two row blocks, columns 0-127, 128-255 and 256-299 three
     vocabulary tiles; logits far below the threshold leave some tiles without a nonzero."""

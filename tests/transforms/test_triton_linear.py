@@ -142,3 +142,30 @@ def test_under_torch_compile_it_runs_eagerly(interpreted, monkeypatch):
     for a, c in zip(grads, eager[1]):
         torch.testing.assert_close(a, c)
     assert fused_linear.kernels.engine_for(hidden) == "triton"
+
+
+def test_without_gradients_the_loop_does_no_gradient_work(interpreted, monkeypatch, gemms):
+    """Validation (``torch.no_grad``): one chunk loop of logits and losses, no gradient
+    product on either path, no gradient written into the logits' buffer."""
+    from arelu_cli.transforms import _triton_linear
+
+    products, passes = [], []
+    monkeypatch.setattr(_triton_linear, "add_chunk_grads", lambda *a: products.append(1))
+    real_pass = _triton_linear._triton_kernels.loss_pass
+
+    def spy(*args, grad=None, **kwargs):
+        passes.append(grad)
+        return real_pass(*args, grad=grad, **kwargs)
+    monkeypatch.setattr(_triton_linear._triton_kernels, "loss_pass", spy)
+    hidden, weight, b, target = problem()
+    h, w = hidden.requires_grad_(True), weight.requires_grad_(True)
+    with use_engine("eager"):
+        expected = alpha_relu_loss(F.linear(hidden.double(), weight.double(), b.double()),
+                                   target, 1.5, 0.3)
+    for skip in (None, True):
+        with torch.no_grad():
+            loss = linear_alpha_relu_loss(h, w, target, 1.5, 0.3, bias=b, chunk=128,
+                                          skip_zeros=skip)
+        torch.testing.assert_close(loss.double(), expected, rtol=1e-5, atol=1e-5)
+    assert passes == [None] * 4 and products == []
+    assert gemms == {"hidden": 0, "weight": 0}
