@@ -29,7 +29,9 @@ On CUDA (``--device cuda``) the defaults are the GPU cases: N in {16384, 65536} 
 d in {2048, 4096} x V in {32K, 128K, 256K}, bf16; times come from CUDA events, peaks from
 ``torch.cuda.max_memory_allocated``, a case that runs out of memory gets a row saying so,
 and every row carries the GPU's name (the CLI puts it in the file name too). ``methods``
-(``--methods``) picks a subset, so that a time-limited GPU run can do the cases that matter.
+(``--methods``) picks a subset, so that a time-limited GPU run can do the cases that matter;
+``chunk`` (``--chunk``) sets the fused loss's tokens per chunk (in the rows' signatures;
+default: the library's rule).
 """
 
 from __future__ import annotations
@@ -77,11 +79,13 @@ class FusedPlan:
     device: str
     methods: tuple[str, ...] = METHODS
     seed: int = 0
+    chunk: int | None = None  # tokens per chunk of the fused loss (None: its own rule)
 
 
 def make_plan(quick: bool = False, sizes: str | None = None, width: int | None = None,
               dtype: str | None = None, alpha: float = 1.5, repeats: int | None = None,
-              device: str = "auto", methods: str | None = None) -> FusedPlan:
+              device: str = "auto", methods: str | None = None,
+              chunk: int | None = None) -> FusedPlan:
     """Resolve the command-line options; bad values raise :class:`UserError`."""
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -94,6 +98,8 @@ def make_plan(quick: bool = False, sizes: str | None = None, width: int | None =
     alpha = check_alpha(alpha)  # a ValueError: the CLI says it in one line
     if width is not None and width < 1:
         raise UserError(f"--d must be a positive model width, got {width}")
+    if chunk is not None and chunk < 1:
+        raise UserError(f"--chunk must be a positive number of tokens, got {chunk}")
     widths = (width,) if width else (CUDA_WIDTHS if cuda else (64 if quick else 512,))
     default_sizes = CUDA_SIZES if cuda else (QUICK_SIZES if quick else FULL_SIZES)
     default_methods = CUDA_METHODS + tuple(EXTERNAL) if device == "cuda" else METHODS
@@ -103,7 +109,7 @@ def make_plan(quick: bool = False, sizes: str | None = None, width: int | None =
                         f"{', '.join((*SKIP_ZEROS, *EXTERNAL))}")
     return FusedPlan(sizes=parse_sizes(sizes) if sizes else default_sizes, widths=widths,
                      dtype=dtype, alpha=alpha, repeats=repeats or (2 if quick else 3),
-                     device=device, methods=chosen)
+                     device=device, methods=chosen, chunk=chunk)
 
 
 def unavailable(method: str, device: str) -> str | None:
@@ -143,7 +149,8 @@ def _steps(plan: FusedPlan, weight: torch.Tensor, target: torch.Tensor, tau: flo
 
     def fused(skip):
         def step(h):
-            loss = linear_alpha_relu_loss(h, weight, target, plan.alpha, tau, skip_zeros=skip)
+            loss = linear_alpha_relu_loss(h, weight, target, plan.alpha, tau, chunk=plan.chunk,
+                                          skip_zeros=skip)
             return torch.autograd.grad(loss, (h, weight))
         return step
 
@@ -219,7 +226,8 @@ def _case_rows(plan: FusedPlan, n: int, v: int, d: int) -> list[dict]:
     for name in plan.methods:
         row = base | _method_row(plan, name, steps, setup, peaks, matmul_ms)
         row["signature"] = signature(method=name, data=f"randn{n}x{v}x{d}", seed=plan.seed,
-                                     alpha=plan.alpha, dtype=plan.dtype, device=plan.device,
+                                     alpha=plan.alpha, chunk=plan.chunk,
+                                     dtype=plan.dtype, device=plan.device,
                                      threads=torch.get_num_threads())
         rows.append(row)
     return rows

@@ -64,13 +64,15 @@ def bench_fused_linear(
     methods: Optional[str] = typer.Option(
         None, help="Comma-separated methods: fused, fused-dense, fused-tiles, liger, cce "
                    "(default: fused,fused-dense on CPU; fused,fused-tiles,liger,cce on CUDA)."),
+    chunk: Optional[int] = typer.Option(
+        None, help="Tokens per chunk of the fused loss (default: the library's rule)."),
 ) -> None:
     """Time and peak memory of the fused linear + alpha-ReLU loss against Linear + loss; write CSV."""
     from arelu_cli.analysis import bench_fused as bench
     from arelu_cli.analysis.timing import device_path
 
     plan = bench.make_plan(quick=quick, sizes=sizes, width=d, dtype=dtype, alpha=alpha,
-                           repeats=repeats, device=device, methods=methods)
+                           repeats=repeats, device=device, methods=methods, chunk=chunk)
     out = device_path(out, plan.device)
     frame = bench.run(plan, out)
     bench.print_table(frame, console)
