@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
 # The GPU checklist in one call (README "GPU"): the CUDA tests, then the GPU benchmarks.
 # Writes a log and the CSVs under $OUT (default results/bench/gpu); every step has its own
-# time limit inside an overall deadline (GPU_DEADLINE seconds, default 470), so a slow step
-# cannot cost the others. Wheels in .whl/ (liger-kernel, cut-cross-entropy, entmax) are
-# installed first where present. Usage: bash scripts/gpu-checks.sh [STEP ...]
-# (steps: tests loss fused hf train; default all).
+# time limit inside an overall deadline (GPU_DEADLINE seconds, default 300), so a slow step
+# cannot cost the others; the steps run in order of priority (the d = 4096 fused cases before
+# the loss variants; the chunked-PyTorch "eager" loss variants, a CPU fallback, not at all).
+# Wheels in .whl/ (liger-kernel, cut-cross-entropy, entmax) are installed first where
+# present. Usage: bash scripts/gpu-checks.sh [STEP ...]
+# (steps: tests fused loss tiles chunk hf launch train; default all). At most 8 files come
+# back from a device run: the log and 7 CSVs (the test summary is in the log).
 set -u
 OUT=${OUT:-results/bench/gpu}
 mkdir -p "$OUT"
 LOG="$OUT/gpu-checks.log"
-END=$(( $(date +%s) + ${GPU_DEADLINE:-470} ))
+END=$(( $(date +%s) + ${GPU_DEADLINE:-300} ))
 export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 if compgen -G ".whl/*.whl" >/dev/null; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
@@ -29,19 +32,29 @@ step() {  # step NAME LIMIT COMMAND...: run within min(LIMIT, time left), log it
   echo "== $name rc=$rc in $(( $(date +%s) - t0 ))s" | tee -a "$LOG"
 }
 
-WANT=" ${*:-tests loss fused hf train} "
+WANT=" ${*:-tests fused loss tiles chunk hf launch train} "
 want() { [[ "$WANT" == *" $1 "* ]]; }
 { nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm --format=csv
   python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, torch.cuda.get_device_name())"
 } 2>&1 | tee -a "$LOG"
 
-want tests && step tests 150 python3 -m pytest -m cuda -q -p no:cacheprovider \
-  tests/transforms/test_cuda_kernels.py --junitxml="$OUT/cuda-tests.xml"
-want loss && step loss 150 python3 -m arelu_cli.cli bench loss --device cuda --max-seconds 2 \
-  --repeats 5 --out "$OUT/loss.csv"
-want fused && step fused 120 python3 -m arelu_cli.cli bench fused-linear --device cuda \
-  --out "$OUT/fused_linear.csv"
-want hf && step hf 60 python3 -m arelu_cli.cli bench hf --device cuda --out "$OUT/hf.csv"
-want train && [ -d data/iwslt14 ] && step train 60 python3 -m arelu_cli.cli bench train --device cuda \
+want tests && step tests 75 python3 -m pytest -m cuda -q -p no:cacheprovider -rfE \
+  tests/transforms/test_cuda_kernels.py
+# The fused layer's default (cuBLAS) path against unfused, Liger and CCE at d = 4096.
+want fused && step fused 80 python3 -m arelu_cli.cli bench fused-linear --device cuda --d 4096 \
+  --sizes 16384x131072,65536x262144 --methods fused,liger,cce --out "$OUT/fused_linear.csv"
+want loss && step loss 80 python3 -m arelu_cli.cli bench loss --device cuda --max-seconds 1 \
+  --repeats 5 --variants default,reuse_logits,liger --out "$OUT/loss.csv"
+# The opt-in tile-skipping GEMMs against the default, on the first run's d = 2048 case.
+want tiles && step tiles 40 python3 -m arelu_cli.cli bench fused-linear --device cuda --d 2048 \
+  --sizes 16384x131072 --methods fused,fused-tiles --out "$OUT/fused_tiles.csv"
+# The default path with chunks of 1024 tokens (the default rule gives 256 and 512 here): the
+# per-chunk update of grad_weight (V x d, read and written) is memory-bound below ~512.
+want chunk && step chunk 40 python3 -m arelu_cli.cli bench fused-linear --device cuda --d 2048 \
+  --sizes 16384x262144,65536x262144 --methods fused --chunk 1024 --out "$OUT/fused_chunk1024.csv"
+want hf && step hf 45 python3 -m arelu_cli.cli bench hf --device cuda --out "$OUT/hf.csv"
+# Where a small loss forward's time goes (host or kernel) and the kernel's launch options.
+want launch && step launch 40 python3 scripts/loss_launch.py "$OUT/loss_launch.csv"
+want train && [ -d data/iwslt14 ] && step train 45 python3 -m arelu_cli.cli bench train --device cuda \
   --recipe recipes/iwslt14.toml --fused --repeats 5 --out "$OUT/train_iwslt14.csv"
 grep -E "^== |passed|failed|error" "$LOG" | tail -n 40

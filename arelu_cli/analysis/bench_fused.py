@@ -5,8 +5,13 @@ the paper's eq. (sp_loss) on ``hidden @ weight.T`` and its gradients without the
 logits. Here each case (tokens N x vocabulary V, model width d) times forward+backward
 (gradients of hidden and weight) of:
 
-* ``fused``: the fused loss, skipping the exact zeros of alpha-ReLU's gradient;
-* ``fused-dense``: the same with ``skip_zeros=False``;
+* ``fused``: the fused loss as it runs by default (``skip_zeros=None``): on CPU the gradient
+  products skip the all-zero vocabulary columns of each chunk, on CUDA they are dense cuBLAS
+  matmuls (Liger-Kernel's structure);
+* ``fused-dense`` (CPU default): ``skip_zeros=False``, dense products everywhere (on CUDA the
+  same path as ``fused``);
+* ``fused-tiles`` (CUDA default): ``skip_zeros=True``, on CUDA the Triton GEMMs that skip the
+  all-zero ``128 x 128`` tiles of the gradient (on CPU the same path as ``fused``);
 * on CUDA, for reference, two fused linear + *softmax cross-entropy* losses (the bench
   extra, ``pip install arelu[bench]``; a ``not installed`` row otherwise): ``liger``
   (Liger-Kernel's ``LigerFusedLinearCrossEntropyLoss``) and ``cce`` (Apple's Cut
@@ -23,7 +28,10 @@ does); ``x matmul`` is a method's time over it.
 On CUDA (``--device cuda``) the defaults are the GPU cases: N in {16384, 65536} x
 d in {2048, 4096} x V in {32K, 128K, 256K}, bf16; times come from CUDA events, peaks from
 ``torch.cuda.max_memory_allocated``, a case that runs out of memory gets a row saying so,
-and every row carries the GPU's name (the CLI puts it in the file name too).
+and every row carries the GPU's name (the CLI puts it in the file name too). ``methods``
+(``--methods``) picks a subset, so that a time-limited GPU run can do the cases that matter;
+``chunk`` (``--chunk``) sets the fused loss's tokens per chunk (in the rows' signatures;
+default: the library's rule).
 """
 
 from __future__ import annotations
@@ -41,6 +49,7 @@ from rich.table import Table
 from arelu_cli.analysis import timing
 from arelu_cli.analysis.bench_loss import DTYPES, parse_sizes
 from arelu_cli.errors import UserError
+from arelu_cli.options import parse_list
 from arelu_cli.signatures import machine, signature
 from arelu_cli.results import write_rows
 from arelu_cli.transforms.tau import analytic_tau
@@ -51,7 +60,10 @@ FULL_SIZES = ((8192, 40000),)
 QUICK_SIZES = ((256, 4000),)
 CUDA_SIZES = tuple((n, v) for n in (16384, 65536) for v in (32768, 131072, 262144))
 CUDA_WIDTHS = (2048, 4096)
+# The fused loss's methods: name -> ``skip_zeros``; the defaults of each device.
+SKIP_ZEROS = {"fused": None, "fused-dense": False, "fused-tiles": True}
 METHODS = ("fused", "fused-dense")
+CUDA_METHODS = ("fused", "fused-tiles")
 # Fused linear + cross-entropy losses of other packages: method -> (module, how to install).
 EXTERNAL = {"liger": ("liger_kernel", "pip install liger-kernel"),
             "cce": ("cut_cross_entropy", "pip install cut-cross-entropy")}
@@ -67,11 +79,13 @@ class FusedPlan:
     device: str
     methods: tuple[str, ...] = METHODS
     seed: int = 0
+    chunk: int | None = None  # tokens per chunk of the fused loss (None: its own rule)
 
 
 def make_plan(quick: bool = False, sizes: str | None = None, width: int | None = None,
               dtype: str | None = None, alpha: float = 1.5, repeats: int | None = None,
-              device: str = "auto") -> FusedPlan:
+              device: str = "auto", methods: str | None = None,
+              chunk: int | None = None) -> FusedPlan:
     """Resolve the command-line options; bad values raise :class:`UserError`."""
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -84,11 +98,18 @@ def make_plan(quick: bool = False, sizes: str | None = None, width: int | None =
     alpha = check_alpha(alpha)  # a ValueError: the CLI says it in one line
     if width is not None and width < 1:
         raise UserError(f"--d must be a positive model width, got {width}")
+    if chunk is not None and chunk < 1:
+        raise UserError(f"--chunk must be a positive number of tokens, got {chunk}")
     widths = (width,) if width else (CUDA_WIDTHS if cuda else (64 if quick else 512,))
     default_sizes = CUDA_SIZES if cuda else (QUICK_SIZES if quick else FULL_SIZES)
+    default_methods = CUDA_METHODS + tuple(EXTERNAL) if device == "cuda" else METHODS
+    chosen = tuple(parse_list(methods, str, "--methods")) if methods else default_methods
+    if unknown := [m for m in chosen if m not in (*SKIP_ZEROS, *EXTERNAL)]:
+        raise UserError(f"unknown method {unknown[0]!r}; use one of "
+                        f"{', '.join((*SKIP_ZEROS, *EXTERNAL))}")
     return FusedPlan(sizes=parse_sizes(sizes) if sizes else default_sizes, widths=widths,
                      dtype=dtype, alpha=alpha, repeats=repeats or (2 if quick else 3),
-                     device=device, methods=METHODS + (tuple(EXTERNAL) if device == "cuda" else ()))
+                     device=device, methods=chosen, chunk=chunk)
 
 
 def unavailable(method: str, device: str) -> str | None:
@@ -128,13 +149,14 @@ def _steps(plan: FusedPlan, weight: torch.Tensor, target: torch.Tensor, tau: flo
 
     def fused(skip):
         def step(h):
-            loss = linear_alpha_relu_loss(h, weight, target, plan.alpha, tau, skip_zeros=skip)
+            loss = linear_alpha_relu_loss(h, weight, target, plan.alpha, tau, chunk=plan.chunk,
+                                          skip_zeros=skip)
             return torch.autograd.grad(loss, (h, weight))
         return step
 
     def external(loss_fn):
         return lambda h: torch.autograd.grad(loss_fn(h, weight, target), (h, weight))
-    steps = {"unfused": unfused, "fused": fused(True), "fused-dense": fused(False)}
+    steps = {"unfused": unfused} | {name: fused(skip) for name, skip in SKIP_ZEROS.items()}
     for name in plan.methods:
         if name in EXTERNAL and unavailable(name, plan.device) is None:
             steps[name] = external(external_loss(name))
@@ -204,7 +226,8 @@ def _case_rows(plan: FusedPlan, n: int, v: int, d: int) -> list[dict]:
     for name in plan.methods:
         row = base | _method_row(plan, name, steps, setup, peaks, matmul_ms)
         row["signature"] = signature(method=name, data=f"randn{n}x{v}x{d}", seed=plan.seed,
-                                     alpha=plan.alpha, dtype=plan.dtype, device=plan.device,
+                                     alpha=plan.alpha, chunk=plan.chunk,
+                                     dtype=plan.dtype, device=plan.device,
                                      threads=torch.get_num_threads())
         rows.append(row)
     return rows

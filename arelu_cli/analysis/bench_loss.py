@@ -129,15 +129,27 @@ def parse_sizes(text: str) -> tuple[tuple[int, int], ...]:
     return sizes
 
 
-def _methods(names: tuple[str, ...], quick: bool, device: str = "cpu") -> tuple[Method, ...]:
-    variants = {"softmax": ("default", "compiled") + (("liger",) if device == "cuda" else ()),
-                "relu": ("default", "reuse_logits", "eager", "eager+reuse_logits", "compiled",
-                         "compiled+reuse_logits")}
+# Each family's variants (``Method``), in the order they run.
+FAMILY_VARIANTS = {"softmax": ("default", "compiled", "liger"),
+                   "relu": ("default", "reuse_logits", "eager", "eager+reuse_logits", "compiled",
+                            "compiled+reuse_logits")}
+VARIANTS = tuple(dict.fromkeys(v for vs in FAMILY_VARIANTS.values() for v in vs))
+
+
+def _methods(names: tuple[str, ...], quick: bool, device: str = "cpu",
+             variants: tuple[str, ...] | None = None) -> tuple[Method, ...]:
+    """Every variant of each transform (``variants``: only those; None: all but Liger on CPU
+    and, with ``quick``, the compiled and eager ones)."""
     methods = []
     for name in names:
         family = get_transform(name).family  # validates the name
-        for variant in variants.get(family, ("default",)):
-            if not (quick and variant.startswith(("compiled", "eager"))):
+        for variant in FAMILY_VARIANTS.get(family, ("default",)):
+            if variants is not None:
+                chosen = variant in variants
+            else:
+                chosen = not (quick and variant.startswith(("compiled", "eager"))) and \
+                    (variant != "liger" or device == "cuda")
+            if chosen:
                 methods.append(Method(name, variant))
     return tuple(methods)
 
@@ -145,7 +157,7 @@ def _methods(names: tuple[str, ...], quick: bool, device: str = "cpu") -> tuple[
 def make_plan(quick: bool = False, transforms: str | None = None, sizes: str | None = None,
               repeats: int | None = None, dtypes: str | None = None, device: str = "auto",
               threads: int | None = None, max_seconds: float = 90.0,
-              modes: str | None = None) -> BenchPlan:
+              modes: str | None = None, variants: str | None = None) -> BenchPlan:
     """Resolve the command-line options into a plan; bad values raise :class:`UserError`."""
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -157,10 +169,12 @@ def make_plan(quick: bool = False, transforms: str | None = None, sizes: str | N
     chosen_dtypes = _parse_list(dtypes, ("bfloat16",) if cuda else ("float32",), tuple(DTYPES),
                                 "dtype", "--dtype")
     chosen_modes = _parse_list(modes, MODES, MODES, "mode", "--modes")
+    chosen_variants = _parse_list(variants, VARIANTS, VARIANTS, "variant", "--variants") \
+        if variants else None
     if threads is not None:
         torch.set_num_threads(threads)
     default_sizes = QUICK_SIZES if quick else (CUDA_SIZES if cuda else FULL_SIZES)
-    return BenchPlan(methods=_methods(names, quick, device),
+    return BenchPlan(methods=_methods(names, quick, device, chosen_variants),
                      sizes=parse_sizes(sizes) if sizes else default_sizes,
                      dtypes=chosen_dtypes, modes=chosen_modes, repeats=repeats or (3 if quick else 7),
                      device=device, threads=torch.get_num_threads(),

@@ -31,6 +31,9 @@ def bench_loss(
     threads: Optional[int] = typer.Option(None, min=1, help="torch threads (default: torch's choice)."),
     modes: Optional[str] = typer.Option(
         None, help="Comma-separated modes: fwd+bwd, fwd, transform (default: all)."),
+    variants: Optional[str] = typer.Option(
+        None, help="Comma-separated variants to run, e.g. default,reuse_logits,liger (default: "
+                   "all; --quick: no compiled or eager ones; liger on CUDA only)."),
     max_seconds: float = typer.Option(90.0, help="Time budget per case; fewer repeats beyond it."),
 ) -> None:
     """Time forward+backward and forward-only of every loss against F.cross_entropy; write CSV."""
@@ -39,7 +42,7 @@ def bench_loss(
 
     plan = bench.make_plan(quick=quick, transforms=transforms, sizes=sizes, repeats=repeats,
                            dtypes=dtype, device=device, threads=threads,
-                           max_seconds=max_seconds, modes=modes)
+                           max_seconds=max_seconds, modes=modes, variants=variants)
     out = device_path(out, plan.device)
     frame = bench.run(plan, out, console=console)
     bench.print_table(frame, console)
@@ -58,13 +61,18 @@ def bench_fused_linear(
     alpha: float = typer.Option(1.5, help="alpha of alpha-ReLU; tau is the paper's analytic estimate for V."),
     repeats: Optional[int] = typer.Option(None, min=1, help="Timed pairs per case (median is reported)."),
     device: str = typer.Option("auto", help="cpu, cuda or auto."),
+    methods: Optional[str] = typer.Option(
+        None, help="Comma-separated methods: fused, fused-dense, fused-tiles, liger, cce "
+                   "(default: fused,fused-dense on CPU; fused,fused-tiles,liger,cce on CUDA)."),
+    chunk: Optional[int] = typer.Option(
+        None, help="Tokens per chunk of the fused loss (default: the library's rule)."),
 ) -> None:
     """Time and peak memory of the fused linear + alpha-ReLU loss against Linear + loss; write CSV."""
     from arelu_cli.analysis import bench_fused as bench
     from arelu_cli.analysis.timing import device_path
 
     plan = bench.make_plan(quick=quick, sizes=sizes, width=d, dtype=dtype, alpha=alpha,
-                           repeats=repeats, device=device)
+                           repeats=repeats, device=device, methods=methods, chunk=chunk)
     out = device_path(out, plan.device)
     frame = bench.run(plan, out)
     bench.print_table(frame, console)

@@ -32,6 +32,9 @@ from arelu_cli.transforms import linear_alpha_relu_loss
 # scaling or soft-capping after the head, so the fused loss equals the unfused one (tested).
 FUSED_MODEL_TYPES = ("gpt2", "llama")
 
+# The output's cache field: ``cache`` (transformers >= 5.24), ``past_key_values`` before.
+_CACHE = "cache" if "cache" in CausalLMOutputWithPast.__dataclass_fields__ else "past_key_values"
+
 
 def bind(model: torch.nn.Module, impl):
     """``impl(self, ...)`` as ``model.forward``, with the signature of the class's forward."""
@@ -83,5 +86,5 @@ def fused_causal_forward(self, input_ids=None, attention_mask=None, labels=None,
                                   chunk=self.arelu_chunk)
     if num_items_in_batch is not None:
         loss = over_items(loss, num_items_in_batch)
-    return CausalLMOutputWithPast(loss=loss, logits=None, cache=getattr(out, "cache", None),
+    return CausalLMOutputWithPast(loss=loss, logits=None, **{_CACHE: getattr(out, _CACHE, None)},
                                   hidden_states=out.hidden_states, attentions=out.attentions)

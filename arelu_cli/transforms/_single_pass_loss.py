@@ -1,18 +1,21 @@
 """The alpha-ReLU loss in one pass over the logits: the ``triton`` engine's autograd Function.
 
-The loss of the paper's eq. (sp_loss) and its gradient ``p - q`` (Lemma 1; ``q`` the
-label-smoothed target, ``e_y`` without smoothing) come from one kernel
+The loss of the paper's eq. (sp_loss) and its gradient ``p - q`` (Lemma 1; ``q`` the label-
+smoothed target, ``e_y`` without smoothing) come from one kernel
 (``_triton_kernels._loss_kernel``) that reads each row of the logits once and, when a
 gradient is wanted, writes ``p - q`` in the same pass, into the logits' own memory
-(``reuse_logits``) or into a new buffer. Backward then only multiplies it by the upstream
-gradient (per row for ``reduction='none'``, one factor for ``sum``/``mean``), a
-multiplication the device skips where the factor is 1. Targets equal to ``ignore_index``
-are handled inside the kernel. No step reads a tensor's value on the host, so none
-synchronizes with the GPU. Without a wanted gradient (validation, ``torch.no_grad``) the
-pass writes only the per-row losses.
+(``reuse_logits``) or into a new buffer. For ``mean`` the kernel already writes ``(p - q) /
+n`` (``n`` the counted rows, a 0-d tensor read on the device), so that backward only
+multiplies by the upstream gradient (per row for ``reduction='none'``, one factor for
+``sum``/``mean``), a multiplication the device skips where the factor is 1: in training
+(upstream 1, any reduction but ``none``) the logits are read once and the gradient written
+once, nothing more. Targets equal to ``ignore_index`` are handled inside the kernel; a
+``mean`` over no counted row is NaN, its gradient too. No step reads a tensor's value on the
+host, so none synchronizes with the GPU. Without a wanted gradient (validation,
+``torch.no_grad``) the pass writes only the per-row losses.
 
-The gradient is scaled in place, so backward runs once per call: a second backward
-through the same loss (``retain_graph=True``) raises instead of scaling it twice.
+The gradient is scaled in place, so backward runs once per call: a second backward through
+the same loss (``retain_graph=True``) raises instead of scaling it twice.
 """
 
 from __future__ import annotations
@@ -24,7 +27,8 @@ from arelu_cli.transforms.reduction import reduce_rows
 
 
 class _SinglePassLossFunction(torch.autograd.Function):
-    """Loss and unscaled gradient in forward, a scaling in backward; see the module doc."""
+    """Loss and gradient (``/ n`` for ``mean``) in forward, the upstream factor in backward;
+    see the module doc."""
 
     @staticmethod
     def forward(ctx, logits, target, alpha, tau, eps, ignore_index, reduction, shape, reuse,
@@ -32,17 +36,21 @@ class _SinglePassLossFunction(torch.autograd.Function):
         from arelu_cli.transforms import _triton_kernels
 
         want = grad_enabled and ctx.needs_input_grad[0]
-        grad = None
+        valid = target != ignore_index
+        grad = scale = count = None
         if want:
             grad = logits if reuse else torch.empty_like(logits)
-        rows = _triton_kernels.loss_pass(logits, target, alpha, tau, eps, ignore_index, grad=grad)
-        valid = target != ignore_index
+            if reduction == "mean":
+                count = valid.sum()
+                scale = 1.0 / count.clamp_min(1).to(torch.float32)
+        rows = _triton_kernels.loss_pass(logits, target, alpha, tau, eps, ignore_index,
+                                         grad=grad, scale=scale)
         if want and reuse:
             # Written behind autograd's back: let it see the write, so that another op
             # which saved these logits for its backward raises instead of reading p - q.
             torch.autograd.graph.increment_version(logits)
         ctx.reduction, ctx.used = reduction, False
-        ctx.save_for_backward(grad, valid)
+        ctx.save_for_backward(grad, count)
         return reduce_rows(rows, valid, reduction, shape).to(logits.dtype)
 
     @staticmethod
@@ -55,12 +63,12 @@ class _SinglePassLossFunction(torch.autograd.Function):
                                "triton engine its gradient is written in forward and scaled "
                                "in place in backward")
         ctx.used = True
-        grad, valid = ctx.saved_tensors
+        grad, count = ctx.saved_tensors
         factor = grad_out.to(torch.float32)
         if ctx.reduction == "none":
             factor = factor.reshape(-1)
-        elif ctx.reduction == "mean":
-            factor = factor / valid.sum()
+        elif ctx.reduction == "mean":  # 1 / n is in grad already; no counted row: NaN
+            factor = torch.where(count > 0, factor, torch.full_like(factor, float("nan")))
         return (_triton_kernels.scale_(grad, factor), None, None, None, None, None, None, None,
                 None, None)
 

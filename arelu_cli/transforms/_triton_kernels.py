@@ -25,8 +25,16 @@ import triton.language as tl
 # Columns per step of the row kernels, and rows x columns of one skip tile of the fused
 # layer's gradient (a GEMM tile of ``_triton_linear``).
 _LOSS_BLOCK = 4096
+# The loss kernel's warps and software-pipeline stages (None: Triton's default); see
+# ``loss_launch``, the one place they are chosen.
+_LOSS_WARPS = 8
+_LOSS_STAGES = None
 _PROBS_BLOCK = 2048
 _SCALE_BLOCK = 2048
+# Most programs of one scaling launch: each takes several blocks beyond it, so that skipping
+# a whole gradient (factor 1, every training step) launches tens of thousands of programs
+# that return at once, not millions (8.6e9 logits are 4.2e6 blocks).
+_SCALE_PROGRAMS = 1 << 16
 TILE = 128
 
 
@@ -108,16 +116,21 @@ def _loss_kernel(z_ptr, y_ptr, rows_ptr, g_ptr, scale_ptr, flags_ptr, vocab, z_s
 
 
 @triton.jit
-def _scale_kernel(x_ptr, scale_ptr, cols, blocks, x_stride, scale_stride, BLOCK: tl.constexpr):
-    """``x[row, block] *= scale[row]`` for program ``row * blocks + block``, skipped at 1."""
+def _scale_kernel(x_ptr, scale_ptr, cols, blocks, x_stride, scale_stride, BLOCK: tl.constexpr,
+                  ITERS: tl.constexpr):
+    """``x[row, span] *= scale[row]`` for program ``row * blocks + span``, a span of ``ITERS``
+    blocks; skipped at 1 (a NaN factor is applied)."""
     pid = tl.program_id(0).to(tl.int64)
     row = pid // blocks
-    offs = (pid % blocks) * BLOCK + tl.arange(0, BLOCK)
     s = tl.load(scale_ptr + row * scale_stride).to(tl.float32)
-    mask = offs < tl.where(s != 1.0, cols, 0)
-    ptrs = x_ptr + row * x_stride + offs
-    x = tl.load(ptrs, mask=mask, other=0.0).to(tl.float32)
-    tl.store(ptrs, (x * s).to(x_ptr.dtype.element_ty), mask=mask)
+    if s != 1.0:
+        first = (pid % blocks) * (BLOCK * ITERS)
+        for i in range(ITERS):
+            offs = first + i * BLOCK + tl.arange(0, BLOCK)
+            mask = offs < cols
+            ptrs = x_ptr + row * x_stride + offs
+            x = tl.load(ptrs, mask=mask, other=0.0).to(tl.float32)
+            tl.store(ptrs, (x * s).to(x_ptr.dtype.element_ty), mask=mask)
 
 
 @triton.jit
@@ -149,6 +162,18 @@ def _block(vocab: int, most: int) -> int:
     return max(TILE, min(most, triton.next_power_of_2(vocab)))
 
 
+def loss_launch(vocab: int) -> dict:
+    """The loss kernel's launch parameters for rows of ``vocab`` columns: ``BLOCK`` columns
+    per step, ``num_warps`` and (where set) ``num_stages``. One program streams one row, so
+    a row of ``V`` takes ``V / BLOCK`` dependent steps: a GPU benchmark that tries other
+    values replaces this function."""
+    block = _block(vocab, _LOSS_BLOCK)
+    launch = dict(BLOCK=block, num_warps=_LOSS_WARPS if block >= 2048 else 4)
+    if _LOSS_STAGES is not None:
+        launch["num_stages"] = _LOSS_STAGES
+    return launch
+
+
 def loss_pass(z: torch.Tensor, y: torch.Tensor, alpha: float, tau: float, eps: float = 0.0,
               ignore_index: int = -100, grad: torch.Tensor | None = None,
               scale: torch.Tensor | None = None, flags: torch.Tensor | None = None,
@@ -171,7 +196,7 @@ def loss_pass(z: torch.Tensor, y: torch.Tensor, alpha: float, tau: float, eps: f
     if flags is not None and smooth:
         flags.fill_(1)  # the smoothed target is nonzero everywhere
     mark = flags is not None and not smooth and grad is not None
-    block = _block(vocab, _LOSS_BLOCK)
+    launch = loss_launch(vocab)
     with on_device(z):
         _loss_kernel[(n,)](
             z, y, rows, rows if grad is None else grad, rows if scale is None else scale,
@@ -180,7 +205,7 @@ def loss_pass(z: torch.Tensor, y: torch.Tensor, alpha: float, tau: float, eps: f
             flags.stride(0) if mark else 0, ignore_index, c, e, a ** e,
             a ** (e + 1.0) / alpha, 1.0 / (alpha * a) + c, 1.0 - eps, eps / vocab,
             K=_integer_power(e), GRAD=grad is not None, SCALED=scale is not None, SMOOTH=smooth,
-            FLAGS=mark, TILE=TILE, BLOCK=block, num_warps=8 if block >= 2048 else 4)
+            FLAGS=mark, TILE=TILE, **launch)
     return rows
 
 
@@ -193,11 +218,13 @@ def scale_(x: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
     scale = scale.to(device=x.device, dtype=torch.float32)
     view = x.view(1, -1) if scale.dim() == 0 else x
     n, cols = view.shape
-    blocks = triton.cdiv(cols, _SCALE_BLOCK)
+    spans = n * triton.cdiv(cols, _SCALE_BLOCK)
+    iters = min(64, triton.next_power_of_2(triton.cdiv(spans, _SCALE_PROGRAMS)))
+    blocks = triton.cdiv(cols, _SCALE_BLOCK * iters)
     with on_device(x):
         _scale_kernel[(n * blocks,)](view, scale, cols, blocks, view.stride(0),
                                     0 if scale.dim() == 0 else scale.stride(0),
-                                    BLOCK=_SCALE_BLOCK, num_warps=4)
+                                    BLOCK=_SCALE_BLOCK, ITERS=iters, num_warps=4)
     return x
 
 

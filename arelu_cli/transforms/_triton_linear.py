@@ -1,17 +1,21 @@
 """The fused linear + alpha-ReLU loss on the ``triton`` engine: no host sync, static shapes.
 
 Gradients of eq. (sp_loss) on ``logits = hidden @ weight.T + bias`` (Lemma 1,
-``G = s (p - q)``): ``grad_hidden = G @ weight``, ``grad_weight = G^T @ hidden``,
-``grad_bias = G^T 1``. A loop over chunks of ``rows`` tokens (a multiple of ``TILE`` = 128)
-computes a chunk's logits into one reused buffer (cuBLAS); one pass of
-``_triton_kernels._loss_kernel`` writes the losses, overwrites the buffer with ``G`` and marks
-each ``128 x 128`` tile of ``G`` holding a nonzero. The two gradient kernels
+``G = s (p - q)``): ``grad_hidden = G @ weight``, ``grad_weight = G^T @ hidden``, ``grad_bias = G^T 1``.
+A loop over chunks of ``rows`` tokens (a multiple of ``TILE`` = 128) computes a chunk's
+logits into one reused buffer (cuBLAS); one pass of ``_triton_kernels._loss_kernel`` writes
+the losses and overwrites the buffer with ``G`` (``s`` the reduction's weight, so nothing is
+left to scale). Then, by default, the gradient products run on cuBLAS (``_chunk_grads``:
+Liger-Kernel's structure). With ``tiles=True`` (``skip_zeros=True``) the loss pass also
+marks each ``128 x 128`` tile of ``G`` holding a nonzero, and two Triton GEMMs
 (``_grad_hidden_kernel``, ``_grad_weight_kernel``, which also sums ``G``'s columns for the
-bias) skip the unmarked tiles, reading the marks on the device: every shape depends on
-``N``, ``V``, ``d`` only, so the loop runs under CUDA graph capture, and the skipped terms are
-exact zeros (Cut Cross-Entropy's skipped softmax tiles are approximations). fp32 accumulation;
-bf16/fp16 on tensor cores. Under the CPU interpreter (the tests) bf16 operands are widened to
-fp32 before ``tl.dot`` (exact); no function of triton's jit standard library is called.
+bias) skip the unmarked tiles, reading the marks on the device; the skipped terms are exact
+zeros (Cut Cross-Entropy's skipped softmax tiles are approximations). That pays only where
+whole tiles are zero: a test per K-tile inside the GEMM loop costs its software pipelining,
+so these GEMMs are slower than cuBLAS on dense tiles. Either way every shape depends on
+``N``, ``V``, ``d`` only, so the loop runs under CUDA graph capture. fp32 accumulation;
+bf16/fp16 on tensor cores. Under the CPU interpreter (the tests) bf16 operands are widened
+to fp32 before ``tl.dot`` (exact); no function of triton's jit standard library is called.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import triton
 import triton.language as tl
 
 from arelu_cli.transforms import _triton_kernels
+from arelu_cli.transforms._chunk_grads import add_chunk_grads
 from arelu_cli.transforms._triton_kernels import TILE, on_device
 
 
@@ -160,11 +165,12 @@ def chunk_rows(requested: int | None, n: int, width: int, vocab: int, elements: 
 
 def run(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
         target: torch.Tensor, scale: torch.Tensor | None, alpha: float, tau: float, eps: float,
-        ignore_index: int, rows: int, want: tuple[bool, bool, bool], skip: bool = True):
+        ignore_index: int, rows: int, want: tuple[bool, bool, bool], tiles: bool = False):
     """The chunk loop: per-row losses (fp32) and, given ``scale`` (each row's factor, fp32
     ``(N,)``), the gradients (hidden, weight, bias) flagged in ``want`` (None otherwise),
     in the inputs' dtypes. ``hidden (N, d)`` and ``weight (V, d)`` contiguous, one dtype;
-    ``rows`` tokens per chunk; ``skip=False`` runs every tile of the gradient GEMMs."""
+    ``rows`` tokens per chunk; gradient products on cuBLAS, or (``tiles``) on the Triton
+    GEMMs that skip the all-zero tiles of ``G``."""
     n, d = hidden.shape
     vocab, device = weight.shape[0], hidden.device
     with_grads = scale is not None
@@ -175,7 +181,7 @@ def run(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
               if with_grads and want[2] and bias is not None else None)
     buffer = torch.empty(min(rows, n), vocab, dtype=hidden.dtype, device=device)
     flags = (torch.empty(triton.cdiv(min(rows, n), TILE), triton.cdiv(vocab, TILE),
-                         dtype=torch.int32, device=device) if with_grads else None)
+                         dtype=torch.int32, device=device) if with_grads and tiles else None)
     for r0 in range(0, n, rows):
         r1 = min(n, r0 + rows)
         h, logits = hidden[r0:r1], buffer[:r1 - r0]  # (n_c, V)
@@ -184,13 +190,19 @@ def run(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
         else:
             torch.addmm(bias, h, weight.t(), out=logits)
         if flags is not None:
-            flags.fill_(0 if skip else 1)  # 1: every tile counts as live
+            flags.fill_(0)
         _triton_kernels.loss_pass(logits, target[r0:r1], alpha, tau, eps, ignore_index,
                                   grad=logits if with_grads else None,
                                   scale=scale[r0:r1] if with_grads else None,
-                                  flags=flags if skip else None, rows=losses[r0:r1])
-        if grad_h is not None:
-            grad_hidden_into(logits, weight, flags, grad_h[r0:r1])
+                                  flags=flags, rows=losses[r0:r1])
+        if not with_grads:
+            continue
+        chunk_h = None if grad_h is None else grad_h[r0:r1]
+        if flags is None:
+            add_chunk_grads(logits, None, h, weight, chunk_h, grad_w, grad_b)
+            continue
+        if chunk_h is not None:
+            grad_hidden_into(logits, weight, flags, chunk_h)
         if grad_w is not None or grad_b is not None:
             grad_weight_add(logits, h, flags, grad_w, grad_b)
     return losses, grad_h, grad_w, None if grad_b is None else grad_b.to(bias.dtype)

@@ -1,17 +1,23 @@
 """The output projection fused with the alpha-ReLU loss: ``N x V`` logits never exist.
 
-The loss is eq. (sp_loss) of ``logits = hidden @ weight.T + bias``; by Lemma 1 its gradient in
-the logits is ``G = P - E`` (scaled alpha-ReLU output minus scaled one-hot targets), so
-``grad_hidden = G @ weight``, ``grad_weight = G^T @ hidden``, ``grad_bias = G^T 1``. A loop over
-chunks of tokens computes each chunk's logits into one reused buffer, its losses, overwrites
-the buffer with ``G`` and adds the chunk's share of the gradients. alpha-ReLU is exactly zero
-below ``c = tau / (alpha - 1)``, so a vocabulary column of ``G`` is zero unless a logit of the
-chunk exceeds ``c`` there or it is a target: the gradient products skip those columns (host
-decides, CPU) or ``128 x 128`` tiles (device decides, ``_triton_linear``, no sync): exact
-zeros, the dense result up to summation order. For ``sum``/``mean`` the gradients are computed
-in forward and scaled in backward (as Liger-Kernel's fused cross-entropy), so one call takes
-one backward; ``none`` recomputes in backward. bf16/fp16: matmuls in that dtype, loss math in
-fp32; autocast casts as ``F.linear``; under ``torch.compile`` the loss runs eagerly.
+The loss is eq. (sp_loss) of ``logits = hidden @ weight.T + bias``; by Lemma 1 its gradient
+in the logits is ``G = P - E`` (scaled alpha-ReLU output minus scaled one-hot targets), so
+``grad_hidden = G @ weight``, ``grad_weight = G^T @ hidden``, ``grad_bias = G^T 1``. A loop
+over chunks of tokens computes each chunk's logits into one reused buffer, its losses,
+overwrites the buffer with ``G`` and adds the chunk's share of the gradients. alpha-ReLU is
+exactly zero below ``c = tau / (alpha - 1)``, so a vocabulary column of ``G`` is zero unless
+a logit of the chunk exceeds ``c`` there or it is a target. ``skip_zeros`` picks how the
+gradient products use that: on CPU (the default, ``None``) they skip those columns (host
+decides); on the ``triton`` engine (CUDA) the default runs them dense on cuBLAS
+(Liger-Kernel's structure: random-like supports leave almost no ``128 x 128`` tile all zero, and
+cuBLAS is the faster GEMM), ``skip_zeros=True`` runs ``_triton_linear``'s own GEMMs that
+skip the all-zero tiles (device decides, no sync). Skipped terms are exact zeros: the dense
+result up to summation order. For ``sum``/``mean`` the gradients are computed in forward,
+the reduction's weight (``1 / n`` for ``mean``) already in them, and only multiplied by the
+upstream gradient in backward (as Liger-Kernel's fused cross-entropy; skipped on the device
+where it is 1), so one call takes one backward; ``none`` recomputes in backward. bf16/fp16:
+matmuls in that dtype, loss math in fp32; autocast casts as ``F.linear``; under
+``torch.compile`` the loss runs eagerly.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from torch import nn
 from torch.autograd.function import once_differentiable
 
 from arelu_cli.transforms import alpha_relu_kernels as kernels
+from arelu_cli.transforms._chunk_grads import add_chunk_grads
 from arelu_cli.transforms.checks import check_alpha
 from arelu_cli.transforms.reduction import check_reduction, reduce_rows, row_scale, split_ignored
 
@@ -46,7 +53,7 @@ class _Loop:
     alpha: float
     tau: float
     rows: int          # tokens per chunk
-    skip_zeros: bool
+    skip_zeros: bool   # skip exact zeros: columns (CPU loop), tiles (triton loop)
     triton: bool = False  # the sync-free loop of ``_triton_linear``
 
 
@@ -61,27 +68,6 @@ def _live_columns(logits: torch.Tensor, target: torch.Tensor, loop: _Loop) -> to
     cols = live.nonzero().squeeze(1)
     share = LIVE_FRACTION.get(logits.device.type, LIVE_FRACTION["cuda"])
     return cols if cols.numel() <= share * logits.shape[1] else None
-
-
-def _chunk_grads(grad_logits, cols, hidden, weight, grads):
-    """Add one chunk's share of the weight and bias gradients, ``grad_logits`` (n, V) holding
-    ``scale * (p - e_y)``, on the columns ``cols`` only (None: all); return the chunk's
-    hidden gradient (None if not wanted)."""
-    want_h, grad_w, grad_b = grads[0] is not None, grads[1], grads[2]
-    g, w = (grad_logits, weight) if cols is None else (grad_logits[:, cols], weight[cols])
-    if grad_w is not None:
-        if cols is None and grad_w.dtype == g.dtype:
-            grad_w.addmm_(g.t(), hidden)
-        elif cols is None:
-            grad_w.add_(torch.mm(g.t(), hidden))
-        else:
-            grad_w.index_add_(0, cols, torch.mm(g.t(), hidden).to(grad_w.dtype))
-    if grad_b is not None:
-        if cols is None:
-            grad_b.add_(g.sum(0, dtype=grad_b.dtype))
-        else:
-            grad_b.index_add_(0, cols, g.sum(0, dtype=grad_b.dtype))
-    return torch.mm(g, w) if want_h else None
 
 
 def _run(hidden, weight, bias, target, loop: _Loop, scale=None, want=(False, False, False)):
@@ -110,9 +96,8 @@ def _run(hidden, weight, bias, target, loop: _Loop, scale=None, want=(False, Fal
         if with_grads:
             cols = _live_columns(logits, y, loop)
             kernels.grad_into(logits, y, scale[r0:r1], loop.alpha, loop.tau, logits)
-            chunk_h = _chunk_grads(logits, cols, h, weight, grads)
-            if chunk_h is not None:
-                grads[0][r0:r1] = chunk_h
+            add_chunk_grads(logits, cols, h, weight,
+                            None if grads[0] is None else grads[0][r0:r1], *grads[1:])
     return (rows, *grads)
 
 
@@ -123,7 +108,7 @@ def _losses(hidden, weight, bias, target, ignore_index, loop: _Loop, scale=None,
     if loop.triton:
         from arelu_cli.transforms import _triton_linear
         return _triton_linear.run(hidden, weight, bias, target, scale, loop.alpha, loop.tau,
-                                  0.0, ignore_index, loop.rows, want, loop.skip_zeros)
+                                  0.0, ignore_index, loop.rows, want, tiles=loop.skip_zeros)
     _, safe_target = split_ignored(target, ignore_index)
     return _run(hidden, weight, bias, safe_target, loop, scale, want)
 
@@ -213,7 +198,8 @@ def _autocast_inputs(hidden, weight, bias):
 def linear_alpha_relu_loss(hidden: torch.Tensor, weight: torch.Tensor, target: torch.Tensor,
                            alpha: float = 1.5, tau: float = 0.0, bias: torch.Tensor | None = None,
                            ignore_index: int = -100, reduction: str = "mean",
-                           chunk: int | None = None, skip_zeros: bool = True) -> torch.Tensor:
+                           chunk: int | None = None,
+                           skip_zeros: bool | None = None) -> torch.Tensor:
     """The alpha-ReLU loss (paper eq. (sp_loss)) of ``hidden @ weight.T + bias`` at ``target``,
     without materializing the logits.
 
@@ -227,8 +213,14 @@ def linear_alpha_relu_loss(hidden: torch.Tensor, weight: torch.Tensor, target: t
             ``triton`` engine rounded up to a multiple of 128, by default at least
             ``N * d / V``): the memory held is one ``chunk x V`` logits buffer plus the
             gradients.
-        skip_zeros: let the gradient products skip the exact zeros of alpha-ReLU where
-            that is faster (never changes the result beyond summation order).
+        skip_zeros: whether the gradient products skip the exact zeros of alpha-ReLU's
+            gradient (never changes the result beyond summation order). ``None`` (the
+            default) picks the faster path as measured: on CPU, skip the all-zero vocabulary
+            columns of each chunk (where few enough remain, ``LIVE_FRACTION``); on the
+            ``triton`` engine (CUDA), dense cuBLAS products. ``True``: the same on CPU; on
+            the ``triton`` engine, Triton GEMMs that skip the all-zero ``128 x 128`` tiles
+            (pays only where whole tiles are zero, e.g. a trained model's very sparse
+            supports). ``False``: dense products everywhere.
 
     Same value and gradients (hidden, weight, bias) as
     ``alpha_relu_loss(F.linear(hidden, weight, bias), target, ...)``, the loss in
@@ -246,6 +238,9 @@ def linear_alpha_relu_loss(hidden: torch.Tensor, weight: torch.Tensor, target: t
     _check(hidden, weight, target, bias)
     if chunk is not None and chunk < 1:
         raise ValueError(f"chunk must be a positive number of tokens, got {chunk}")
+    if skip_zeros is not None and not isinstance(skip_zeros, bool):
+        raise TypeError(f"skip_zeros must be None (the faster path), True or False, "
+                        f"got {skip_zeros!r}")
     out_dtype = hidden.dtype  # under autocast: the loss stays in the caller's dtype
     hidden, weight, bias = _autocast_inputs(hidden, weight, bias)
     if hidden.dtype != weight.dtype or (bias is not None and bias.dtype != weight.dtype):
@@ -257,10 +252,10 @@ def linear_alpha_relu_loss(hidden: torch.Tensor, weight: torch.Tensor, target: t
     if kernels.engine_for(flat) == "triton":
         from arelu_cli.transforms import _triton_linear
         rows = _triton_linear.chunk_rows(chunk, *flat.shape, vocab, elements)
-        loop = _Loop(alpha, float(tau), rows, bool(skip_zeros), triton=True)
+        loop = _Loop(alpha, float(tau), rows, skip_zeros is True, triton=True)
     else:
         rows = chunk or max(MIN_CPU_ROWS if flat.device.type == "cpu" else 1, elements // vocab)
-        loop = _Loop(alpha, float(tau), rows, bool(skip_zeros))
+        loop = _Loop(alpha, float(tau), rows, skip_zeros is not False)
     with torch.autocast(hidden.device.type, enabled=False):
         return _LinearAlphaReLULossFunction.apply(
             flat, weight.contiguous(), bias, target.reshape(-1).long(), ignore_index, reduction,
@@ -274,7 +269,8 @@ class LinearAlphaReLULoss(nn.Module):
     """Module form of :func:`linear_alpha_relu_loss`: ``loss(hidden, weight, target, bias)``."""
 
     def __init__(self, alpha: float = 1.5, tau: float = 0.0, ignore_index: int = -100,
-                 reduction: str = "mean", chunk: int | None = None, skip_zeros: bool = True):
+                 reduction: str = "mean", chunk: int | None = None,
+                 skip_zeros: bool | None = None):
         super().__init__()
         self.alpha, self.tau = check_alpha(alpha), float(tau)
         self.ignore_index, self.reduction = ignore_index, check_reduction(reduction)

@@ -31,6 +31,8 @@ def test_quick_bench_writes_a_row_per_method(tmp_path):
     (dict(alpha=1.0), r"alpha 1.0 is outside \[1.05, 2\]"),
     (dict(width=0), "--d must"),
     (dict(device="tpu"), "--device"),
+    (dict(methods="fused,fast"), "unknown method 'fast'"),
+    (dict(chunk=0), "--chunk must"),
 ])
 def test_bad_options_are_user_errors(kwargs, match):
     with pytest.raises(ValueError, match=match):  # UserError, or the library's ValueError
@@ -62,4 +64,32 @@ def test_cuda_defaults_are_the_gpu_cases(monkeypatch):
     plan = make_plan(device="cuda")
     assert plan.sizes == tuple((n, v) for n in (16384, 65536) for v in (32768, 131072, 262144))
     assert plan.widths == (2048, 4096) and plan.dtype == "bfloat16"
-    assert plan.methods == ("fused", "fused-dense", "liger", "cce")
+    assert plan.methods == ("fused", "fused-tiles", "liger", "cce")
+    assert make_plan(device="cuda", methods="fused,liger").methods == ("fused", "liger")
+
+
+def test_methods_pick_the_rows_and_each_runs_its_path(tmp_path, monkeypatch):
+    """``--methods fused-tiles,fused-dense,fused``: those rows in that order; ``fused`` passes
+    ``skip_zeros=None`` (the default), ``fused-tiles`` True, ``fused-dense`` False; each the
+    ``--chunk`` asked for."""
+    from arelu_cli.analysis import bench_fused
+
+    seen = []
+    real = bench_fused.linear_alpha_relu_loss
+
+    def spy(*args, skip_zeros="unset", chunk="unset", **kwargs):
+        seen.append((skip_zeros, chunk))
+        return real(*args, skip_zeros=skip_zeros, chunk=chunk, **kwargs)
+    monkeypatch.setattr(bench_fused, "linear_alpha_relu_loss", spy)
+    monkeypatch.setenv("ARELU_ENGINE", "eager")
+    out = tmp_path / "fused.csv"
+    result = CliRunner().invoke(app, ["bench", "fused-linear", "--quick", "--sizes", "32x300",
+                                      "--d", "8", "--repeats", "1", "--device", "cpu",
+                                      "--methods", "fused-tiles,fused-dense,fused",
+                                      "--chunk", "8", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    frame = pd.read_csv(out)
+    assert list(frame["method"]) == ["fused-tiles", "fused-dense", "fused"]
+    assert (frame["status"] == "ok").all()
+    assert set(seen) == {(True, 8), (False, 8), (None, 8)}
+    assert frame["signature"].str.contains("chunk:8").all()

@@ -39,6 +39,7 @@ def test_quick_bench_writes_a_row_per_loss_and_mode(tmp_path):
     (dict(modes="backward"), "unknown mode"),
     (dict(transforms="0.5-relu"), "outside"),
     (dict(device="tpu"), "--device"),
+    (dict(variants="default,fastest"), "unknown variant 'fastest'"),
 ])
 def test_bad_options_are_user_errors(kwargs, match):
     with pytest.raises(ValueError, match=match):  # UserError, or the registry's ValueError
@@ -76,3 +77,20 @@ def test_cuda_defaults_are_the_gpu_cases(monkeypatch):
     assert {(m.transform, m.variant) for m in plan.methods} >= {
         ("softmax", "default"), ("softmax", "compiled"), ("softmax", "liger"),
         ("1.5-relu", "default"), ("1.5-relu", "reuse_logits")}
+
+
+def test_variants_pick_the_methods(monkeypatch):
+    """``--variants`` keeps only the named variants of every transform, in their run order;
+    liger asked for on CPU still gets its row (saying it needs CUDA)."""
+    from arelu_cli.analysis import bench_loss
+
+    monkeypatch.setattr(bench_loss.torch.cuda, "is_available", lambda: True)
+    plan = make_plan(device="cuda", variants="liger,reuse_logits,default")
+    assert [(m.transform, m.variant) for m in plan.methods] == [
+        ("softmax", "default"), ("softmax", "liger"),
+        ("1.5-relu", "default"), ("1.5-relu", "reuse_logits")]
+    plan = make_plan(device="cpu", transforms="softmax,1.5-relu", variants="liger,eager")
+    assert [(m.transform, m.variant) for m in plan.methods] == [
+        ("softmax", "liger"), ("1.5-relu", "eager")]
+    default = make_plan(device="cpu", transforms="softmax,1.5-relu")
+    assert ("softmax", "liger") not in {(m.transform, m.variant) for m in default.methods}

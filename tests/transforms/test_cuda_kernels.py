@@ -1,6 +1,8 @@
 """The ``triton`` engine on a real GPU (marker ``cuda``; skipped without one): the single-pass
 alpha-ReLU loss and the fused linear layer against float64 definitions, every dtype, no host
-sync, more than 2^31 logits, CUDA graphs, torch.compile and a non-current device.
+sync, more than 2^31 logits, CUDA graphs, torch.compile and a non-current device; the fused
+layer on both gradient paths (the default cuBLAS products, ``skip_zeros=True``'s tile-skipping
+Triton GEMMs).
 
 Run them alone with ``pytest -m cuda``. No GPU was available when they were written.
 """
@@ -71,18 +73,29 @@ def test_loss_and_gradient_match_float64(alpha, dtype, eps):
 
 @pytest.mark.parametrize("reduction", ["sum", "mean"])
 @pytest.mark.parametrize("reuse", [False, True])
-def test_reductions_reuse_and_one_row(reduction, reuse):
+@pytest.mark.parametrize("upstream", [1.0, 3.0])
+def test_reductions_reuse_and_one_row(reduction, reuse, upstream):
+    """``mean``'s 1 / n is folded into forward: ``loss * 3`` still gets 3 times the gradient."""
     for n in (1, 64):
         z, y = inputs(n, 1000, torch.float32)
         y[0] = 3
         x = z.clone().requires_grad_(True)
         logits = x * 1.0
         loss = alpha_relu_loss(logits, y, 1.5, 0.2, reduction=reduction, reuse_logits=reuse)
-        (grad,) = torch.autograd.grad(loss, x)
+        (grad,) = torch.autograd.grad(loss * upstream, x)
         rows_ref, grad_ref = reference(z, y, 1.5, 0.2)
         count = (y != -100).sum() if reduction == "mean" else 1
         torch.testing.assert_close(loss.double(), rows_ref.sum() / count, rtol=1e-5, atol=1e-5)
-        torch.testing.assert_close(grad.double(), grad_ref / count, rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(grad.double(), grad_ref * upstream / count, rtol=1e-5,
+                                   atol=1e-6)
+
+
+def test_mean_over_no_counted_row_is_nan_with_a_nan_gradient():
+    z, _ = inputs(8, 1000, torch.bfloat16)
+    x = z.clone().requires_grad_(True)
+    loss = alpha_relu_loss(x, torch.full((8,), -100, device="cuda"), 1.5, 0.2)
+    (grad,) = torch.autograd.grad(loss, x)
+    assert loss.isnan() and grad.isnan().all()
 
 
 def test_no_host_synchronization():
@@ -92,8 +105,10 @@ def test_no_host_synchronization():
     def steps():
         x = z.clone().requires_grad_(True)
         alpha_relu_loss(x * 1.0, y, 1.5, 0.2, reuse_logits=True).backward()
-        linear_alpha_relu_loss(hidden, weight, y, 1.5, 0.2).backward()
-        linear_alpha_relu_loss(hidden, weight, y, 1.5, 0.2, reduction="none").sum().backward()
+        for skip in (None, True):
+            linear_alpha_relu_loss(hidden, weight, y, 1.5, 0.2, skip_zeros=skip).backward()
+            linear_alpha_relu_loss(hidden, weight, y, 1.5, 0.2, reduction="none",
+                                   skip_zeros=skip).sum().backward()
     steps()  # compiles the kernels first
     torch.cuda.synchronize()
     torch.cuda.set_sync_debug_mode("error")
@@ -134,14 +149,15 @@ def fused_case(n, d, vocab, dtype, tied, bias, seed=0):
     return hidden, weight, b, target
 
 
-def fused_run(hidden, weight, b, target, tied, fused, reduction="sum"):
+def fused_run(hidden, weight, b, target, tied, fused, reduction="sum", skip=None):
     leaves = [t.clone().requires_grad_(True) for t in (hidden, weight, b) if t is not None]
     h, w = leaves[0], leaves[1]
     bb = leaves[2] if b is not None else None
     if tied:  # the output weight is also the input embedding
         h = h + 0.5 * w[torch.arange(h.shape[0], device="cuda") % w.shape[0]]
     if fused:
-        loss = linear_alpha_relu_loss(h, w, target, 1.5, 0.3, bias=bb, reduction=reduction)
+        loss = linear_alpha_relu_loss(h, w, target, 1.5, 0.3, bias=bb, reduction=reduction,
+                                      skip_zeros=skip)
     else:
         loss = alpha_relu_loss(F.linear(h, w, bb), target, 1.5, 0.3, reduction=reduction)
     upstream = torch.rand(loss.shape, generator=torch.Generator(device="cuda").manual_seed(1),
@@ -151,11 +167,12 @@ def fused_run(hidden, weight, b, target, tied, fused, reduction="sum"):
 
 @pytest.mark.parametrize("dtype, tol", [(torch.float32, 1e-4), (torch.bfloat16, 3e-2)])
 @pytest.mark.parametrize("tied, bias", [(False, True), (True, False), (True, True)])
-@pytest.mark.parametrize("reduction", ["sum", "none"])
-def test_fused_layer_matches_float64(dtype, tol, tied, bias, reduction, monkeypatch):
-    """1000 tokens (chunks of 128 when asked), d = 96, V = 3001."""
+@pytest.mark.parametrize("reduction", ["sum", "mean", "none"])
+@pytest.mark.parametrize("skip", [None, True])
+def test_fused_layer_matches_float64(dtype, tol, tied, bias, reduction, skip, monkeypatch):
+    """1000 tokens (chunks of 128 when asked), d = 96, V = 3001; both gradient paths."""
     hidden, weight, b, target = fused_case(1000, 96, 3001, dtype, tied, bias)
-    got = fused_run(hidden, weight, b, target, tied, True, reduction)
+    got = fused_run(hidden, weight, b, target, tied, True, reduction, skip)
     set_engine("eager")
     expected = fused_run(hidden.double(), weight.double(), None if b is None else b.double(),
                          target, tied, False, reduction)
@@ -165,15 +182,17 @@ def test_fused_layer_matches_float64(dtype, tol, tied, bias, reduction, monkeypa
         torch.testing.assert_close(a.double(), e, rtol=tol, atol=tol * e.abs().max())
 
 
-def test_fused_layer_in_a_cuda_graph_and_under_torch_compile():
+@pytest.mark.parametrize("skip", [None, True])
+def test_fused_layer_in_a_cuda_graph_and_under_torch_compile(skip):
     hidden, weight, b, target = fused_case(512, 64, 2000, torch.bfloat16, False, True)
-    eager = fused_run(hidden, weight, b, target, False, True)
+    eager = fused_run(hidden, weight, b, target, False, True, skip=skip)
     h = hidden.clone().requires_grad_(True)
     w = weight.clone().requires_grad_(True)
     bb = b.clone().requires_grad_(True)
 
     def step():
-        loss = linear_alpha_relu_loss(h, w, target, 1.5, 0.3, bias=bb, reduction="sum")
+        loss = linear_alpha_relu_loss(h, w, target, 1.5, 0.3, bias=bb, reduction="sum",
+                                      skip_zeros=skip)
         return (loss, *torch.autograd.grad(loss, (h, w, bb)))
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
@@ -191,7 +210,7 @@ def test_fused_layer_in_a_cuda_graph_and_under_torch_compile():
     for a, e in zip(captured[1:], eager[1]):
         torch.testing.assert_close(a.float() * upstream, e.float(), rtol=2e-2, atol=2e-2)
     compiled = torch.compile(lambda: linear_alpha_relu_loss(h, w, target, 1.5, 0.3, bias=bb,
-                                                            reduction="sum"))
+                                                            reduction="sum", skip_zeros=skip))
     torch.testing.assert_close(compiled(), eager[0])
 
 

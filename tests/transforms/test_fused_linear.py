@@ -75,10 +75,12 @@ def test_skipping_zero_columns_never_changes_the_result(tau, monkeypatch):
     monkeypatch.setitem(fused_linear.LIVE_FRACTION, "cpu", 1.0)
     runs = [loss_and_grads(lambda: linear_alpha_relu_loss(
         hidden, weight, target, 1.5, tau, bias=b, reduction="sum", chunk=8, skip_zeros=skip),
-        hidden, weight, b) for skip in (True, False)]
+        hidden, weight, b) for skip in (True, False, None)]
     assert_same(runs[0], runs[1], tol=1e-12)
+    assert_same(runs[2], runs[1], tol=1e-12)
     assert all(n is not None and n > 0 for n in skipped[:5])  # columns were skipped
-    assert skipped[5:] == [None] * 5                          # and not without skip_zeros
+    assert skipped[5:10] == [None] * 5                        # and not with skip_zeros=False
+    assert skipped[10:] == skipped[:5]  # the default (None) on CPU: skipped, as with True
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
@@ -195,3 +197,9 @@ def test_bad_arguments_say_what_is_wrong(change, match):
     args = dict(hidden=hidden, weight=weight, target=target, bias=b) | change
     with pytest.raises(ValueError, match=match):
         linear_alpha_relu_loss(**args)
+
+
+def test_skip_zeros_is_none_or_a_bool():
+    hidden, weight, b, target = problem(10)
+    with pytest.raises(TypeError, match="skip_zeros must be None"):
+        linear_alpha_relu_loss(hidden, weight, target, bias=b, skip_zeros=1)

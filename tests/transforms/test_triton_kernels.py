@@ -167,6 +167,26 @@ def test_scaling_is_in_place_and_skipped_at_one(interpreted):
     torch.testing.assert_close(x, before)
 
 
+@pytest.mark.parametrize("programs", [2, 5])
+def test_scaling_spans_several_blocks_per_program(interpreted, monkeypatch, programs):
+    """With at most 2 or 5 programs per launch, each program scales a span of 8 or 2 blocks of
+    2048 columns of a row (the rows of 5000, a partial last block), or 4 or 2 blocks of the
+    whole tensor seen as one row (a 0-d factor); a factor of 1 skips its row, a NaN factor (a
+    mean over no counted row) is applied."""
+    monkeypatch.setattr(interpreted, "_SCALE_PROGRAMS", programs)
+    x = torch.randn(3, 5000, dtype=torch.bfloat16)
+    before = x.clone()
+    factors = torch.tensor([2.0, 1.0, float("nan")])
+    interpreted.scale_(x, factors)
+    torch.testing.assert_close(x, (before.float() * factors[:, None]).bfloat16(), equal_nan=True)
+    assert torch.equal(x[1], before[1])
+    flat = before.clone()
+    interpreted.scale_(flat, torch.tensor(0.5))  # 15000 entries: 8 blocks of one row
+    torch.testing.assert_close(flat, (before.float() * 0.5).bfloat16())
+    interpreted.scale_(flat, torch.tensor(1.0))
+    torch.testing.assert_close(flat, (before.float() * 0.5).bfloat16())
+
+
 def test_tile_marks_are_exactly_the_nonzero_tiles_of_the_gradient(interpreted):
     """Rows 0-127 and 128-129 are two row blocks, columns 0-127, 128-255 and 256-299 three
     vocabulary tiles; logits far below the threshold leave some tiles without a nonzero."""
@@ -183,3 +203,44 @@ def test_tile_marks_are_exactly_the_nonzero_tiles_of_the_gradient(interpreted):
     expected = padded.reshape(2, 128, 3, 128).any(3).any(1)
     assert flags.bool().tolist() == expected.tolist()
     assert expected.tolist() == [[True, False, True], [False, False, True]]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("reduction", ["sum", "mean"])
+@pytest.mark.parametrize("upstream", [1.0, 3.0])
+def test_sum_and_mean_fold_their_constant_into_forward(interpreted, dtype, reduction, upstream):
+    """The gradient written in forward (here into the logits, ``reuse_logits``) is already
+    ``(p - e_y) / n`` for ``mean``; backward multiplies by the upstream gradient only, so
+    ``loss * 3`` still gives 3 times the float64 gradient. Rows 1 and 4 are ignored."""
+    z, y = logits_and_targets(6, 300, dtype, seed=2, ignored=(1, 4))
+    valid = y != -100
+    _, rows_ref, grad_ref = reference(z, torch.where(valid, y, 0), 1.5, 0.3)
+    rows_ref, grad_ref = rows_ref * valid, grad_ref * valid[:, None]
+    divisor = valid.sum() if reduction == "mean" else 1
+    x = z.clone().requires_grad_(True)
+    logits = x * 1.0  # a non-leaf: its memory may hold the gradient
+    loss = alpha_relu_loss(logits, y, 1.5, 0.3, reduction=reduction, reuse_logits=True)
+    tol = TOLERANCE[dtype]
+    torch.testing.assert_close(logits.detach().double(), grad_ref / divisor, rtol=tol, atol=tol)
+    (grad,) = torch.autograd.grad(loss * upstream, x)
+    torch.testing.assert_close(loss.double(), rows_ref.sum() / divisor, rtol=tol, atol=tol)
+    torch.testing.assert_close(grad.double(), grad_ref * upstream / divisor, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("reduction", ["sum", "mean"])
+def test_no_counted_row_gives_what_the_eager_engine_gives(interpreted, reduction):
+    """Every target ignored: ``sum`` is 0 with a zero gradient, ``mean`` NaN with a NaN
+    gradient (0 / 0), on the triton engine as on the eager one."""
+    z, _ = logits_and_targets(3, 200, ignored=())
+    y = torch.full((3,), -100)
+    results = []
+    for name in ("triton", "eager"):
+        set_engine(name)
+        x = z.clone().requires_grad_(True)
+        loss = alpha_relu_loss(x, y, 1.5, 0.2, reduction=reduction)
+        results.append((loss.detach(), torch.autograd.grad(loss * 2.0, x)[0]))
+    (loss, grad), (eager_loss, eager_grad) = results
+    torch.testing.assert_close(loss, eager_loss, equal_nan=True)
+    torch.testing.assert_close(grad, eager_grad, equal_nan=True)
+    assert bool(grad.isnan().all()) == (reduction == "mean")
+    assert reduction == "mean" or bool((grad == 0).all())

@@ -1,6 +1,7 @@
 """The fused linear + alpha-ReLU loss on the ``triton`` engine under ``TRITON_INTERPRET=1``
-(CPU tensors, no GPU): chunks of 128 tokens, tile-skipping gradient GEMMs, against the
-unfused loss in float64; tied and untied weights, bias, ignored rows, bf16, torch.compile."""
+(CPU tensors, no GPU): chunks of 128 tokens, both gradient paths (the default dense matmuls,
+``skip_zeros=True``'s tile-skipping Triton GEMMs) against the unfused loss in float64; tied
+and untied weights, bias, ignored rows, bf16, torch.compile."""
 
 import pytest
 import torch
@@ -53,37 +54,66 @@ def assert_close(got, expected, tol):
         torch.testing.assert_close(a.double(), b, rtol=tol, atol=tol * b.abs().max())
 
 
+@pytest.fixture
+def gemms(monkeypatch):
+    """Counts the launches of the tile-skipping Triton GEMMs (``hidden``, ``weight``)."""
+    from arelu_cli.transforms import _triton_linear
+
+    calls = {"hidden": 0, "weight": 0}
+    for key, name in (("hidden", "grad_hidden_into"), ("weight", "grad_weight_add")):
+        real = getattr(_triton_linear, name)
+
+        def counted(*args, _real=real, _key=key):
+            calls[_key] += 1
+            return _real(*args)
+        monkeypatch.setattr(_triton_linear, name, counted)
+    return calls
+
+
+@pytest.mark.parametrize("skip", [None, True])
 @pytest.mark.parametrize("bias, tied, reduction", [(True, False, "sum"), (False, True, "mean"),
                                                    (True, True, "none")])
-def test_matches_the_unfused_loss_in_float64(interpreted, monkeypatch, bias, tied, reduction):
+def test_matches_the_unfused_loss_in_float64(interpreted, monkeypatch, gemms, bias, tied,
+                                             reduction, skip):
     """140 tokens: chunks of 128 and 12; V = 150: tiles of 128 and 22 columns (a whole and a
-    partial one of each, at a fraction of the interpreter's time of larger shapes)."""
+    partial one of each, at a fraction of the interpreter's time of larger shapes). The
+    default (None) runs the gradient products as matmuls, never the Triton GEMMs; True runs
+    the Triton GEMMs on each of the two chunks (twice for ``none``: forward has no
+    gradient work there, backward recomputes)."""
     hidden, weight, b, target = problem()
     b = b if bias else None
-    got = run(hidden, weight, b, target, 0.3, reduction, tied, fused=True, chunk=128)
+    got = run(hidden, weight, b, target, 0.3, reduction, tied, fused=True, chunk=128,
+              skip_zeros=skip)
     assert_close(got, reference(hidden, weight, b, target, 0.3, reduction, tied, monkeypatch),
                  1e-5)
+    assert gemms == ({"hidden": 2, "weight": 2} if skip else {"hidden": 0, "weight": 0})
 
 
-def test_skipping_changes_nothing_and_dead_tiles_stay_zero(interpreted):
+def test_skipping_tiles_changes_nothing_and_dead_tiles_stay_zero(interpreted, gemms):
     """A high threshold leaves most 128 x 128 tiles of the gradient exactly zero: skipping
-    them gives the dense result bit for bit, and weight rows no token reaches get 0."""
+    them (``skip_zeros=True``) gives the dense result (the default, and ``False``) up to
+    summation order, and weight rows no token reaches get exactly 0."""
     hidden, weight, b, target = problem()
     target[target >= 128] = 5  # no target in the last vocabulary tile
     weight[128:] *= 0.01       # and logits far below the threshold there
-    skipped = run(hidden, weight, b, target, 1.0, "sum", False, fused=True, chunk=128)
-    dense = run(hidden, weight, b, target, 1.0, "sum", False, fused=True, chunk=128,
-                skip_zeros=False)
-    assert torch.equal(skipped[0], dense[0])
-    for a, c in zip(skipped[1], dense[1]):
-        assert torch.equal(a, c)
-    assert torch.all(skipped[1][1][128:] == 0) and torch.all(skipped[1][2][128:] == 0)
+    tiles = run(hidden, weight, b, target, 1.0, "sum", False, fused=True, chunk=128,
+                skip_zeros=True)
+    assert gemms == {"hidden": 2, "weight": 2}
+    for skip in (None, False):
+        dense = run(hidden, weight, b, target, 1.0, "sum", False, fused=True, chunk=128,
+                    skip_zeros=skip)
+        assert torch.equal(tiles[0], dense[0])  # the same loss pass
+        for a, c in zip(tiles[1], dense[1]):
+            torch.testing.assert_close(a, c, rtol=1e-6, atol=1e-6)
+    assert gemms == {"hidden": 2, "weight": 2}  # the dense runs used none
+    assert torch.all(tiles[1][1][128:] == 0) and torch.all(tiles[1][2][128:] == 0)
 
 
-def test_bfloat16_matches_float64(interpreted, monkeypatch):
+@pytest.mark.parametrize("skip", [None, True])
+def test_bfloat16_matches_float64(interpreted, monkeypatch, skip):
     hidden, weight, b, target = problem(dtype=torch.bfloat16)
-    got = run(hidden, weight, b, target, 0.3, "sum", False, fused=True)
-    expected = reference(hidden, weight, b, target, 0.3, "sum", False, monkeypatch)
+    got = run(hidden, weight, b, target, 0.3, "mean", False, fused=True, skip_zeros=skip)
+    expected = reference(hidden, weight, b, target, 0.3, "mean", False, monkeypatch)
     assert got[0].dtype == torch.bfloat16 and got[1][1].dtype == torch.bfloat16
     assert_close(got, expected, 3e-2)
 
@@ -112,3 +142,30 @@ def test_under_torch_compile_it_runs_eagerly(interpreted, monkeypatch):
     for a, c in zip(grads, eager[1]):
         torch.testing.assert_close(a, c)
     assert fused_linear.kernels.engine_for(hidden) == "triton"
+
+
+def test_without_gradients_the_loop_does_no_gradient_work(interpreted, monkeypatch, gemms):
+    """Validation (``torch.no_grad``): one chunk loop of logits and losses, no gradient
+    product on either path, no gradient written into the logits' buffer."""
+    from arelu_cli.transforms import _triton_linear
+
+    products, passes = [], []
+    monkeypatch.setattr(_triton_linear, "add_chunk_grads", lambda *a: products.append(1))
+    real_pass = _triton_linear._triton_kernels.loss_pass
+
+    def spy(*args, grad=None, **kwargs):
+        passes.append(grad)
+        return real_pass(*args, grad=grad, **kwargs)
+    monkeypatch.setattr(_triton_linear._triton_kernels, "loss_pass", spy)
+    hidden, weight, b, target = problem()
+    h, w = hidden.requires_grad_(True), weight.requires_grad_(True)
+    with use_engine("eager"):
+        expected = alpha_relu_loss(F.linear(hidden.double(), weight.double(), b.double()),
+                                   target, 1.5, 0.3)
+    for skip in (None, True):
+        with torch.no_grad():
+            loss = linear_alpha_relu_loss(h, w, target, 1.5, 0.3, bias=b, chunk=128,
+                                          skip_zeros=skip)
+        torch.testing.assert_close(loss.double(), expected, rtol=1e-5, atol=1e-5)
+    assert passes == [None] * 4 and products == []
+    assert gemms == {"hidden": 0, "weight": 0}
