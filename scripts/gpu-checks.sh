@@ -6,7 +6,7 @@
 # the loss variants; the chunked-PyTorch "eager" loss variants, a CPU fallback, not at all).
 # Wheels in .whl/ (liger-kernel, cut-cross-entropy, entmax) are installed first where
 # present. Usage: bash scripts/gpu-checks.sh [STEP ...]
-# (steps: tests fused loss tiles chunk hf launch train; default all). At most 8 files come
+# (steps: tests loss fused tiles chunk hf launch train; default all). At most 8 files come
 # back from a device run: the log and 7 CSVs (the test summary is in the log).
 set -u
 OUT=${OUT:-results/bench/gpu}
@@ -32,7 +32,7 @@ step() {  # step NAME LIMIT COMMAND...: run within min(LIMIT, time left), log it
   echo "== $name rc=$rc in $(( $(date +%s) - t0 ))s" | tee -a "$LOG"
 }
 
-WANT=" ${*:-tests fused loss tiles chunk hf launch train} "
+WANT=" ${*:-tests loss fused tiles chunk hf launch train} "
 want() { [[ "$WANT" == *" $1 "* ]]; }
 { nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm --format=csv
   python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, torch.cuda.get_device_name())"
@@ -40,11 +40,13 @@ want() { [[ "$WANT" == *" $1 "* ]]; }
 
 want tests && step tests 75 python3 -m pytest -m cuda -q -p no:cacheprovider -rfE \
   tests/transforms/test_cuda_kernels.py
+# alpha-ReLU's rows first (the first two runs ran out of time before them, or nearly).
+want loss && step loss 100 python3 -m arelu_cli.cli bench loss --device cuda --max-seconds 1 \
+  --repeats 5 --transforms 1.5-relu,softmax --variants default,reuse_logits,liger \
+  --out "$OUT/loss.csv"
 # The fused layer's default (cuBLAS) path against unfused, Liger and CCE at d = 4096.
 want fused && step fused 80 python3 -m arelu_cli.cli bench fused-linear --device cuda --d 4096 \
   --sizes 16384x131072,65536x262144 --methods fused,liger,cce --out "$OUT/fused_linear.csv"
-want loss && step loss 80 python3 -m arelu_cli.cli bench loss --device cuda --max-seconds 1 \
-  --repeats 5 --variants default,reuse_logits,liger --out "$OUT/loss.csv"
 # The opt-in tile-skipping GEMMs against the default, on the first run's d = 2048 case.
 want tiles && step tiles 40 python3 -m arelu_cli.cli bench fused-linear --device cuda --d 2048 \
   --sizes 16384x131072 --methods fused,fused-tiles --out "$OUT/fused_tiles.csv"
