@@ -24,9 +24,15 @@ system and for the human continuations: a system's statistic on a resample is th
 its seeds of each seed's pooled statistic on the drawn prompts (a cluster bootstrap: a drawn
 prompt brings every seed's continuation of it), and its distance to human (``*_gap``) the
 mean over seeds of ``|statistic - human statistic|`` on the same draw, as ``lm-eval``'s
-``*_gap`` columns are per seed. Interval and p-value as sacrebleu's ``--paired-bs``
-(:func:`~arelu_cli.analysis.significance.interval95`,
-:func:`~arelu_cli.analysis.significance.p_value`).
+``*_gap`` columns are per seed. The p-value is sacrebleu's ``--paired-bs``
+(:func:`~arelu_cli.analysis.significance.p_value`, which centres the resampled differences);
+the 95% interval is its percentile interval
+(:func:`~arelu_cli.analysis.significance.interval95`) of the resampled differences shifted
+by the bootstrap's bias estimate (``delta_bias``: their mean less the observed difference).
+The shift matters for the pooled statistics: a resample that draws a prompt twice counts its
+n-grams twice but its distinct n-grams once, so resampled distinct-n is lower than the
+observed, the more so the more distinct a system's text, and a plain percentile interval of
+a repetitive system's difference can miss the observed difference altogether.
 """
 
 from __future__ import annotations
@@ -66,7 +72,8 @@ SUMMARY_COLUMNS = ("transform", "label", "decoding", "n", "seeds", "missing_seed
                    "gen_tokens_per_s", "ms_per_token")
 SIG_COLUMNS = ("transform", "label", "decoding", "baseline", "reference", "statistic",
                "seeds", "baseline_seeds", "prompts", "value", "baseline_value", "human",
-               "delta", "delta_low", "delta_high", "p_value", "samples", "bootstrap_seed",
+               "delta", "delta_low", "delta_high", "delta_bias", "p_value", "samples",
+               "bootstrap_seed",
                "signature")
 SWEEP_COLUMNS = ("transform", "label", "run", "lr", "warmup", "label_smoothing", "steps",
                  "best_step", "dev_loss", "dev_ppl", "selected")
@@ -288,16 +295,17 @@ def significance_rows(out: Path, runs: list[SeedRun], evals: list[dict], baselin
 
 def _test_row(side: Side, ref: Side, stat: str, human: float, prompts: int,
               samples: int) -> dict:
-    diffs = side.values - ref.values
-    finite = bool(np.isfinite(diffs).all())
-    low, high = interval95(diffs) if finite else (None, None)
+    delta, diffs = side.value - ref.value, side.values - ref.values
+    finite = bool(np.isfinite(diffs).all()) and np.isfinite(delta)
+    bias = float(diffs.mean() - delta) if finite else None
+    low, high = interval95(diffs - bias) if finite else (None, None)
     return {"transform": side.name, "label": label(side.name), "decoding": side.decoding,
             "baseline": ref.name, "reference": ref.decoding, "statistic": stat,
             "seeds": side.seeds, "baseline_seeds": ref.seeds, "prompts": prompts,
             "value": side.value, "baseline_value": ref.value, "human": human,
-            "delta": side.value - ref.value, "delta_low": low, "delta_high": high,
-            "p_value": p_value(side.values, ref.values, side.value - ref.value) if finite
-            else None, "samples": samples, "bootstrap_seed": SEED,
+            "delta": delta, "delta_low": low, "delta_high": high, "delta_bias": bias,
+            "p_value": p_value(side.values, ref.values, delta) if finite else None,
+            "samples": samples, "bootstrap_seed": SEED,
             "signature": signature(statistic=stat, unit="prompt", prompts=prompts,
                                    seeds=side.seeds, baseline=f"{ref.name}:{ref.decoding}",
                                    baseline_seeds=ref.seeds, bs=samples, bs_seed=SEED)}
@@ -377,15 +385,17 @@ def setup_lines(runs: list[SeedRun], selected: dict) -> list[str]:
 
 
 def missing_lines(runs: list[SeedRun], evals: list[dict], selected: dict,
-                  seeds: list[int], reference: str) -> list[str]:
+                  seeds: list[int], baseline: str, reference: str) -> list[str]:
     """What the study has not made yet: runs not trained or training, decodings not
-    evaluated (every decoding some run has, and the reference)."""
+    evaluated (per transform, those another of its seeds has; the baseline's also the
+    reference)."""
     names = list(dict.fromkeys([*selected, *(r.transform for r in runs)]))
-    decodings = sorted({e["decoding"] for e in evals} | {reference})
     have = {(e["transform"], int(e["seed"]), e["decoding"]) for e in evals}
     by_run = {(r.transform, r.seed): r for r in runs}
     lines = []
     for name in names:
+        decodings = sorted({d for n, _, d in have if n == name}
+                           | ({reference} if name == baseline else set()))
         for seed in seeds:
             run = by_run.get((name, seed))
             if run is None:
@@ -418,7 +428,7 @@ def write_report(out: Path, *, baseline: str = "softmax", reference: str = "samp
     sig = significance_rows(out, runs, evals, baseline, reference, samples)
     sweep, curves = sweep_rows(out, selected), curve_rows(out, runs)
     setup = setup_lines(runs, selected)
-    lacking = missing_lines(runs, evals, selected, seeds, reference)
+    lacking = missing_lines(runs, evals, selected, seeds, baseline, reference)
     for rows, name, columns in ((evals, "lm_eval.csv", ("run", *EVAL_COLUMNS)),
                                 (summary_table, "summary.csv", SUMMARY_COLUMNS),
                                 (sig, "significance.csv", SIG_COLUMNS),
