@@ -277,3 +277,14 @@ def test_resampled_statistics_by_hand():
         M.resampled_zipf(texts, counts[:, :1])
     with pytest.raises(ValueError, match="n must be at least 1"):
         M.resampled_distinct_n(texts, 0, counts)
+
+
+def test_resampled_statistics_do_not_depend_on_the_chunk(monkeypatch):
+    rng = random.Random(4)
+    texts = [[rng.randrange(6) for _ in range(rng.randrange(8))] for _ in range(7)]
+    counts, _ = _draws(len(texts), 10, 4)
+    whole = (M.resampled_distinct_n(texts, 2, counts), M.resampled_zipf(texts, counts))
+    monkeypatch.setattr(M, "CHUNK_ROWS", 3)
+    parts = (M.resampled_distinct_n(texts, 2, counts), M.resampled_zipf(texts, counts))
+    for a, b in zip(whole, parts):
+        assert torch.equal(a.isnan(), b.isnan()) and torch.allclose(a, b, equal_nan=True)
