@@ -31,6 +31,7 @@ COST = (("eps_ppl", "ε-perplexity", -1), ("sp", "sp", 1), ("jsd", "JSD", -1))
 TARGET = "the small LSTM of Zaremba et al. 2014: 115.9"
 SAMPLE = "sample"
 SAME = "the same on every resample"
+HUMAN = "human.tokens.json"
 
 
 def _find(rows: Sequence[dict], **keys: object) -> list[dict]:
@@ -65,7 +66,7 @@ def degeneracy_verdict(name: str, sig: Sequence[dict], summary: Sequence[dict],
     rows = {r["statistic"]: r for r in _find(sig, transform=name, decoding=SAMPLE)}
     if not all(stat in rows for stat, _, _ in DEGENERACY):
         return (f"{ask} Not measured yet: needs the lm-eval rows and generations of `{name}` "
-                f"{SAMPLE} and of `{baseline}` {reference}.")
+                f"{SAMPLE} and of `{baseline}` {reference}, and {HUMAN}.")
     parts, words = [], []
     for stat, what, better in DEGENERACY:
         r = rows[stat]
@@ -213,12 +214,13 @@ def report_text(out, summary: Sequence[dict], sig: Sequence[dict], sweep: Sequen
                 setup: Sequence[str], lacking: Sequence[str], *, baseline: str, reference: str,
                 samples: int, target_ppl: float, bench: bool) -> str:
     """``REPORT.md``: setup, what is missing, the answer, then every table."""
-    intro = "\n\n".join([
+    intro = "\n\n".join(part for part in [
         "Language models on PTB compared as issue 35 asks: every model × decoding measured by "
         "`arelu lm-eval` on the test split (teacher-forced metrics on its blocks, generation "
         "statistics on continuations of its prompts); paired bootstrap over test prompts "
         f"({samples} resamples) against `{baseline}` {reference}.", " ".join(setup),
-        "Missing so far: " + "; ".join(lacking) + "." if lacking else "Nothing is missing."])
+        "Missing so far: " + "; ".join(lacking) + "." if lacking
+        else "Nothing is missing." if summary else ""] if part)
     return document("Language-model study report", intro, [
         Section("Answer", "summary.csv, significance.csv", verdicts=verdicts(
             summary, sig, baseline=baseline, reference=reference, target_ppl=target_ppl,

@@ -54,14 +54,14 @@ from arelu_cli.errors import UserError
 from arelu_cli.nmt.train_log import read_log
 from arelu_cli.ownership import write_markdown
 from arelu_cli.pipeline.core import finished
-from arelu_cli.pipeline.lm_claims import report_text
+from arelu_cli.pipeline.lm_claims import HUMAN, report_text
 from arelu_cli.pipeline.scoring import again, summary
 from arelu_cli.registry import get_transform
 from arelu_cli.report.seeds import spread
 from arelu_cli.results import read_json, read_table, write_rows
 from arelu_cli.signatures import signature
 
-SELECTED, HUMAN, BENCH = "selected.json", "human.tokens.json", "bench_generate.csv"
+SELECTED, BENCH = "selected.json", "bench_generate.csv"
 STATS = ("distinct_2", "loop", "zipf")
 """The generation statistics tested, each also as its distance to human (``<name>_gap``)."""
 SUMMARY_METRICS = ("eps_ppl", "ppl", "sp", "jsd", "rep_32", "wrep_32", "distinct_1",
@@ -73,8 +73,7 @@ SUMMARY_COLUMNS = ("transform", "label", "decoding", "n", "seeds", "missing_seed
 SIG_COLUMNS = ("transform", "label", "decoding", "baseline", "reference", "statistic",
                "seeds", "baseline_seeds", "prompts", "value", "baseline_value", "human",
                "delta", "delta_low", "delta_high", "delta_bias", "p_value", "samples",
-               "bootstrap_seed",
-               "signature")
+               "bootstrap_seed", "signature")
 SWEEP_COLUMNS = ("transform", "label", "run", "lr", "warmup", "label_smoothing", "steps",
                  "best_step", "dev_loss", "dev_ppl", "selected")
 CURVE_COLUMNS = ("transform", "seed", "run", "step", "val_loss", "val_ppl")
@@ -150,6 +149,8 @@ def read_tokens(path: Path, prompts: int | None, remedy: str) -> list[list[int]]
     if not isinstance(tokens, list) or not all(
             isinstance(t, list) and all(isinstance(i, int) for i in t) for t in tokens):
         raise UserError(f"{path} has no \"tokens\": a list of token-id lists; {remedy}")
+    if not tokens:
+        raise UserError(f"{path} holds no continuation; {remedy}")
     if prompts is not None and len(tokens) != prompts:
         raise UserError(f"{path} has {len(tokens)} continuations but {HUMAN} has {prompts} "
                         f"prompts; {remedy}")
@@ -221,9 +222,11 @@ def measure(texts: list[list[int]], counts: torch.Tensor) -> Measured:
     return Measured(point, {k: v.numpy() for k, v in resampled.items()})
 
 
-def _check_against_row(measured: Measured, row: dict, path: Path, remedy: str) -> None:
+def _check_against_row(measured: Measured, row: dict, path: Path, remedy: str,
+                       prefix: str = "") -> None:
+    """``measured`` on all prompts must be the row's ``<prefix><statistic>``."""
     for stat in STATS:
-        got, expected = measured.point[stat], float(row[stat])
+        got, expected = measured.point[stat], float(row[prefix + stat])
         if not (math.isnan(got) and math.isnan(expected)) and not abs(got - expected) \
                 <= TOLERANCE:
             raise UserError(f"{path} gives {stat} {got:.6g} but its lm-eval row says "
@@ -274,9 +277,12 @@ def significance_rows(out: Path, runs: list[SeedRun], evals: list[dict], baselin
     if not any(e["transform"] == baseline and e["decoding"] == reference for e in evals) or \
             not (out / HUMAN).is_file():
         return []
-    human_tokens = read_tokens(out / HUMAN, None, "restore it, or delete it to write it again")
+    again_human = "restore it, or delete it to write it again"
+    human_tokens = read_tokens(out / HUMAN, None, again_human)
     counts = resample_counts(len(human_tokens), samples)
     human = measure(human_tokens, counts)
+    for e in evals:
+        _check_against_row(human, e, out / HUMAN, again_human, prefix="human_")
     by_run = {(r.transform, r.seed): r for r in runs}
     systems: dict[tuple[str, str], dict[int, Measured]] = {}
     for e in evals:

@@ -285,6 +285,7 @@ def test_sweep_and_curves(study):
 def test_an_empty_study_says_nothing_is_measured(tmp_path):
     report = write_report(tmp_path, samples=20).read_text()
     assert "No compared run yet (seeds/ is empty); the lr sweep has not selected yet." in report
+    assert "Nothing is missing" not in report
     assert "(a)-(c) Not measured yet" in report and "(d) Is the softmax model" in report
     assert pd.read_csv(tmp_path / "significance.csv").empty
 
@@ -301,6 +302,8 @@ def test_an_empty_study_says_nothing_is_measured(tmp_path):
     (lambda f: (f.parent.parent / "generations/greedy.tokens.json").write_text(
         json.dumps({"tokens": texts(3)[:5]})), "has 5 continuations but human.tokens.json has 20")])
 def test_a_bad_file_is_one_line_naming_it(study, damage, message):
+    """A broken or stale lm-eval row or generation: the file and what to do, nothing
+    written."""
     path = study / "seeds/1.5-relu/seed-1/lm_eval/greedy.csv"
     damage(path)
     with pytest.raises(UserError, match=message) as err:
@@ -316,3 +319,13 @@ def test_a_bad_file_is_one_line_naming_it(study, damage, message):
     ("not-a-transform", "not-a-transform")])
 def test_label(name, readable):
     assert label(name) == readable
+
+
+@pytest.mark.parametrize("tokens, message", [
+    (texts(7), "human.tokens.json gives distinct_2 .* lm-eval row says"),
+    ([], "human.tokens.json holds no continuation")])
+def test_a_stale_human_file_is_refused(study, tokens, message):
+    write_json(study / "human.tokens.json", {"tokens": tokens})
+    with pytest.raises(UserError, match=message):
+        write_report(study, samples=20)
+    assert not (study / "REPORT.md").exists()
