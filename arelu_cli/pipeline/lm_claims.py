@@ -138,7 +138,7 @@ def speed_verdict(name: str, summary: Sequence[dict], baseline: str, reference: 
         return f"{ask} Not measured yet: bench_generate.csv has no `{name}` {SAMPLE} row."
     ms = mine[0]["ms_per_token"]
     parts = [f"{_system(r['transform'], summary)} {r['decoding']} "
-             f"{fmt(r['ms_per_token'], 3)} ms ({ms / r['ms_per_token']:.2f}×)"
+             f"{fmt(r['ms_per_token'], 3)} ms (× {ms / r['ms_per_token']:.2f} its time)"
              for r in others if not missing(r["ms_per_token"])]
     return (f"{ask} {fmt(ms, 3)} ms per token (bench_generate.csv, quiet)"
             + (f"; against {', '.join(parts)}." if parts else "; nothing to compare with yet."))

@@ -266,7 +266,7 @@ def test_a_repetitive_relu_does_not_hold_and_speed_comes_from_the_bench(tmp_path
     report = write_report(out, samples=200).read_text()
     assert "as non-degenerate as softmax sample-top_p0.9? **does not hold**" in report
     assert ("0.100 ms per token (bench_generate.csv, quiet); against softmax sample-top_p0.9 "
-            "0.400 ms (0.25×)") in report
+            "0.400 ms (× 0.25 its time)") in report
     summary = pd.read_csv(out / "summary.csv").set_index(["transform", "decoding"])
     assert summary.loc[REF, "ms_per_token"] == 0.4
 
