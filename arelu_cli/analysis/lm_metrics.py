@@ -319,3 +319,90 @@ def distance_to_human(stats: Mapping[str, float],
                       human: Mapping[str, float]) -> dict[str, float]:
     """``<name>_gap = |stats[name] - human[name]|`` for every statistic of both."""
     return {f"{k}_gap": abs(stats[k] - human[k]) for k in stats if k in human}
+
+
+# ------------------------------------------------------------------ resampled text statistics
+# For a bootstrap over prompts: ``counts (R, N)`` says how often each of the N texts is drawn
+# in each of R resamples; each helper gives the pooled statistic of every resample at once,
+# equal to the plain function on the resampled list (a text drawn twice counts twice).
+def _item_counts(rows: Sequence[Sequence[Hashable]], distinct: bool = False) -> torch.Tensor:
+    """``(K, len(rows))`` sparse float64 matrix: how often item k occurs in row i (1 for
+    ``distinct``: whether it occurs), distinct items in order of first appearance."""
+    index: dict[Hashable, int] = {}
+    found = Counter((index.setdefault(item, len(index)), i) for i, row in enumerate(rows)
+                    for item in (dict.fromkeys(row) if distinct else row))
+    at = torch.tensor(list(found), dtype=torch.long).reshape(-1, 2).T
+    return torch.sparse_coo_tensor(at, torch.tensor(list(found.values()), dtype=torch.float64),
+                                   (len(index), len(rows)), check_invariants=True).coalesce()
+
+
+def _check_counts(counts: torch.Tensor, texts: Sequence[Text]) -> torch.Tensor:
+    if counts.dim() != 2 or counts.shape[1] != len(texts):
+        raise ValueError(f"counts must be (R, {len(texts)}), got {tuple(counts.shape)}")
+    return counts.double()
+
+
+CHUNK_ROWS = 128
+"""Resamples scored at once: bounds the ``(resamples, distinct items)`` arrays in memory."""
+
+
+def _chunked(score, counts: torch.Tensor) -> torch.Tensor:
+    return torch.cat([score(counts[i:i + CHUNK_ROWS])
+                      for i in range(0, counts.shape[0], CHUNK_ROWS)] or [counts.new_zeros(0)])
+
+
+def resampled_distinct_n(texts: Sequence[Text], n: int, counts: torch.Tensor) -> torch.Tensor:
+    """``(R,)`` :func:`distinct_n` of each resample: distinct n-grams of the drawn texts over
+    their n-grams counted with multiplicity (NaN for a resample without n-grams). An n-gram
+    of one text only is present exactly when that text is drawn; the others are counted
+    through their sparse text incidence."""
+    if n < 1:
+        raise ValueError(f"n must be at least 1, got {n}")
+    counts = _check_counts(counts, texts)
+    grams = [_ngrams(t, n) for t in texts]
+    lengths = torch.tensor([len(g) for g in grams], dtype=torch.float64)
+    where = _item_counts(grams, distinct=True)                        # (K, N)
+    rows, cols = where.indices()
+    shared = torch.bincount(rows, minlength=where.shape[0])[rows] > 1
+    own = torch.bincount(cols[~shared], minlength=len(texts)).double()  # (N,)
+    shared_rows = torch.unique(rows[shared], return_inverse=True)[1]
+    among = torch.sparse_coo_tensor(torch.stack([shared_rows, cols[shared]]),
+                                    torch.ones(int(shared.sum()), dtype=torch.float64),
+                                    (int(shared_rows.max()) + 1 if shared.any() else 0,
+                                     len(texts)), check_invariants=True)
+
+    def score(part: torch.Tensor) -> torch.Tensor:
+        drawn = (part > 0).double()
+        distinct = drawn @ own + (torch.sparse.mm(among, drawn.T) > 0).sum(0)
+        total = part @ lengths
+        return torch.where(total > 0, distinct / total.clamp_min(1), math.nan)
+    return _chunked(score, counts)
+
+
+def resampled_zipf(texts: Sequence[Text], counts: torch.Tensor) -> torch.Tensor:
+    """``(R,)`` :func:`zipf_coefficient` of each resample: the least-squares slope of log
+    frequency on log rank of the drawn texts' pooled unigram counts (NaN for fewer than two
+    distinct tokens)."""
+    counts = _check_counts(counts, texts)
+    per_text = _item_counts(texts)                                    # (U, N)
+    x = torch.log(torch.arange(1, per_text.shape[0] + 1, dtype=torch.float64))
+
+    def score(part: torch.Tensor) -> torch.Tensor:
+        freq = torch.sparse.mm(per_text, part.T).T                    # (R, U)
+        freq = freq.sort(dim=1, descending=True).values
+        kept = freq > 0
+        k = kept.sum(1)
+        kf = k.double().clamp_min(1)
+        y = torch.log(freq.clamp_min(1))          # 0 where absent: adds nothing to the sums
+        sx, sy = (x * kept).sum(1), y.sum(1)
+        sxx, sxy = (x * x * kept).sum(1), (y @ x)
+        slope = (sxy - sx * sy / kf) / (sxx - sx * sx / kf)
+        return torch.where(k >= 2, -slope, math.nan)
+    return _chunked(score, counts)
+
+
+def resampled_mean(values: Sequence[float], counts: torch.Tensor) -> torch.Tensor:
+    """``(R,)`` mean of per-text ``values`` over each resample (e.g. :func:`loops`' 0/1: the
+    looping share)."""
+    counts = _check_counts(counts, values)
+    return counts @ torch.tensor(values, dtype=torch.float64) / counts.sum(1)

@@ -2,6 +2,7 @@
 against Martins et al.'s one-draw estimator by Monte Carlo); bad input raises ValueError."""
 
 import math
+import random
 
 import pytest
 import torch
@@ -230,3 +231,60 @@ def test_batch_step_values_flatten_the_counted_steps_with_their_item():
         assert torch.allclose(got[key], value), key
     with pytest.raises(ValueError, match=r"\(B, T, V\)"):
         M.batch_step_values(logits[0], targets[0], relu)
+
+
+def _draws(n_texts: int, rows: int, seed: int) -> tuple[torch.Tensor, list[list[int]]]:
+    """``counts (rows, n_texts)`` of resamples drawn with replacement, and their indices."""
+    gen = torch.Generator().manual_seed(seed)
+    index = torch.randint(0, n_texts, (rows, n_texts), generator=gen)
+    counts = torch.stack([torch.bincount(r, minlength=n_texts) for r in index])
+    return counts, index.tolist()
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 2**31 - 1), vocab=st.integers(1, 15), longest=st.integers(0, 12))
+def test_resampled_statistics_equal_the_plain_ones_on_each_resample(seed, vocab, longest):
+    """Every resample's pooled distinct-n, Zipf coefficient and looping share are those of
+    the plain functions on the resampled list (texts drawn twice count twice; NaN alike)."""
+    rng = random.Random(seed)
+    texts = [[rng.randrange(vocab) for _ in range(rng.randrange(longest + 1))]
+             for _ in range(9)]
+    counts, index = _draws(len(texts), 20, seed)
+    got = {n: M.resampled_distinct_n(texts, n, counts) for n in (1, 2, 3)}
+    zipf = M.resampled_zipf(texts, counts)
+    loop = M.resampled_mean([float(M.loops(t)) for t in texts], counts)
+    for r, rows in enumerate(index):
+        drawn = [texts[i] for i in rows]
+        for n, values in got.items():
+            assert _same(values[r], M.distinct_n(drawn, n))
+        assert _same(zipf[r], M.zipf_coefficient(drawn), tol=1e-9)
+        assert _same(loop[r], sum(M.loops(t) for t in drawn) / len(drawn))
+
+
+def _same(got: torch.Tensor, expected: float, tol: float = 1e-12) -> bool:
+    return (math.isnan(expected) and math.isnan(float(got))) or abs(float(got) - expected) < tol
+
+
+def test_resampled_statistics_by_hand():
+    """Texts a b a b / c: drawing the first twice gives distinct-2 2/6 (ab, ba of 6 bigrams),
+    Zipf counts (4, 4) give slope 0, and per-text values (1, 0) mean 1 and 1/2."""
+    texts = [list("abab"), list("c")]
+    counts = torch.tensor([[2, 0], [1, 1]])
+    assert M.resampled_distinct_n(texts, 2, counts).tolist() == pytest.approx([2 / 6, 2 / 3])
+    assert M.resampled_zipf(texts, counts)[0].item() == pytest.approx(0.0, abs=1e-12)
+    assert M.resampled_mean([1.0, 0.0], counts).tolist() == [1.0, 0.5]
+    with pytest.raises(ValueError, match=r"counts must be \(R, 2\)"):
+        M.resampled_zipf(texts, counts[:, :1])
+    with pytest.raises(ValueError, match="n must be at least 1"):
+        M.resampled_distinct_n(texts, 0, counts)
+
+
+def test_resampled_statistics_do_not_depend_on_the_chunk(monkeypatch):
+    rng = random.Random(4)
+    texts = [[rng.randrange(6) for _ in range(rng.randrange(8))] for _ in range(7)]
+    counts, _ = _draws(len(texts), 10, 4)
+    whole = (M.resampled_distinct_n(texts, 2, counts), M.resampled_zipf(texts, counts))
+    monkeypatch.setattr(M, "CHUNK_ROWS", 3)
+    parts = (M.resampled_distinct_n(texts, 2, counts), M.resampled_zipf(texts, counts))
+    for a, b in zip(whole, parts):
+        assert torch.equal(a.isnan(), b.isnan()) and torch.allclose(a, b, equal_nan=True)

@@ -1,0 +1,237 @@
+"""The verdicts and ``REPORT.md`` text of the language-model study
+(:mod:`arelu_cli.pipeline.lm_report`), computed from its tables alone (``summary.csv``,
+``significance.csv``, ``sweep.csv`` rows): the answer to issue 35's question.
+
+* (a) **non-degenerate**: each alpha-ReLU model's pure sampling against the reference
+  (softmax with nucleus sampling) on distinct-2, loop share and Zipf gap to human, by the
+  paired bootstrap over test prompts: *better* / *worse* when the 95% interval of the
+  difference excludes 0 on that side; the claim **holds** when each is better (or the same on
+  every resample: no loop on either side, say), **does not hold** when one is worse, and is
+  **inconclusive** otherwise;
+* (b) **cost**: its eps-perplexity, sp and JSD against 1.5-entmax sampling's, mean and
+  sample std over seeds: a difference within the larger of the two stds is **not resolved**
+  at that many seeds;
+* (c) **speed**: quiet ms per token of ``bench_generate.csv``;
+* (d) **a real LM**: the softmax model's test perplexity (pure sampling's distribution, the
+  model's own) against the target, every transform's eps-perplexity beside it.
+
+A verdict whose rows are missing says "not measured yet".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from arelu_cli.report.section import Section, document, fmt, md_table, missing, signed
+
+DEGENERACY = (("distinct_2", "distinct-2", 1), ("loop", "loop share", -1),
+              ("zipf_gap", "Zipf gap to human", -1))
+"""(statistic, name, +1 where higher is better, -1 where lower is)."""
+COST = (("eps_ppl", "ε-perplexity", -1), ("sp", "sp", 1), ("jsd", "JSD", -1))
+TARGET = "the small LSTM of Zaremba et al. 2014: 115.9"
+SAMPLE = "sample"
+SAME = "the same on every resample"
+HUMAN = "human.tokens.json"
+
+
+def _find(rows: Sequence[dict], **keys: object) -> list[dict]:
+    return [r for r in rows if all(r.get(k) == v for k, v in keys.items())]
+
+
+def _relu_names(summary: Sequence[dict]) -> list[str]:
+    return list(dict.fromkeys(r["transform"] for r in summary if r["label"].endswith("-ReLU")))
+
+
+def _system(name: str, rows: Sequence[dict]) -> str:
+    found = [r["label"] for r in rows if r["transform"] == name]
+    readable = found[0] if found else name
+    return name if readable == name else f"{readable} (`{name}`)"
+
+
+def _bootstrap_word(row: dict, better: int) -> str:
+    if missing(row["delta_low"]) or missing(row["delta_high"]):
+        return "not testable"
+    if row["delta_low"] == row["delta"] == row["delta_high"] == 0:
+        return SAME
+    if row["delta_low"] <= 0 <= row["delta_high"]:
+        return "interval includes 0"
+    return "better" if row["delta"] * better > 0 else "worse"
+
+
+def degeneracy_verdict(name: str, sig: Sequence[dict], summary: Sequence[dict],
+                       baseline: str, reference: str) -> str:
+    """(a) of the module docstring for alpha-ReLU model ``name``."""
+    ask = (f"(a) Is pure {_system(name, summary)} sampling as non-degenerate as "
+           f"{_system(baseline, summary)} {reference}?")
+    rows = {r["statistic"]: r for r in _find(sig, transform=name, decoding=SAMPLE)}
+    if not all(stat in rows for stat, _, _ in DEGENERACY):
+        return (f"{ask} Not measured yet: needs the lm-eval rows and generations of `{name}` "
+                f"{SAMPLE} and of `{baseline}` {reference}, and {HUMAN}.")
+    parts, words = [], []
+    for stat, what, better in DEGENERACY:
+        r = rows[stat]
+        words.append(_bootstrap_word(r, better))
+        p = "" if missing(r["p_value"]) else f", p = {r['p_value']:.3f}"
+        parts.append(f"{what} {fmt(r['value'], 3)} vs {fmt(r['baseline_value'], 3)} "
+                     f"(Δ {signed(r['delta'], 3)} [{signed(r['delta_low'], 3)}, "
+                     f"{signed(r['delta_high'], 3)}]{p}: {words[-1]})")
+    verdict = ("does not hold" if "worse" in words
+               else "holds" if set(words) <= {"better", SAME}
+               else "inconclusive (an interval includes 0)")
+    one = rows[DEGENERACY[0][0]]
+    return (f"{ask} **{verdict}**: {'; '.join(parts)}; paired bootstrap over "
+            f"{one['prompts']} test prompts, {one['samples']} resamples, seeds "
+            f"{one['seeds']} vs {one['baseline_seeds']}.")
+
+
+def _spread(row: dict, metric: str) -> str:
+    mean, std = row[f"{metric}_mean"], row[f"{metric}_std"]
+    return fmt(mean, 3) if missing(std) else f"{fmt(mean, 3)} ± {fmt(std, 3)}"
+
+
+def _seed_word(mine: dict, theirs: dict, metric: str, better: int) -> str:
+    diff = mine[f"{metric}_mean"] - theirs[f"{metric}_mean"]
+    stds = [mine[f"{metric}_std"], theirs[f"{metric}_std"]]
+    if any(missing(s) for s in stds):
+        return "one seed on a side: not resolved"
+    if abs(diff) <= max(stds):
+        return f"within one std: not resolved at {min(mine['n'], theirs['n'])} seeds"
+    return "better" if diff * better > 0 else "worse"
+
+
+def cost_verdict(name: str, summary: Sequence[dict]) -> str:
+    """(b) of the module docstring for alpha-ReLU model ``name``."""
+    entmax = [r for r in summary if r["label"] == "1.5-entmax" and r["decoding"] == SAMPLE]
+    mine = _find(summary, transform=name, decoding=SAMPLE)
+    ask = (f"(b) Is {_system(name, summary)} sampling's perplexity-like cost no worse than "
+           "1.5-entmax sampling's?")
+    if not entmax or not mine or any(missing(r[f"{m}_mean"]) for r in (entmax[0], mine[0])
+                                     for m, _, _ in COST):
+        return f"{ask} Not measured yet: needs both models' lm-eval rows for {SAMPLE}."
+    theirs, mine = entmax[0], mine[0]
+    words = [_seed_word(mine, theirs, m, better) for m, _, better in COST]
+    parts = [f"{what} {_spread(mine, m)} vs {_spread(theirs, m)} "
+             f"(Δ {signed(mine[f'{m}_mean'] - theirs[f'{m}_mean'], 3)}: {word})"
+             for (m, what, _), word in zip(COST, words)]
+    verdict = ("does not hold" if "worse" in words else "holds" if set(words) == {"better"}
+               else f"not resolved at {min(mine['n'], theirs['n'])} seeds")
+    return (f"{ask} **{verdict}** against `{theirs['transform']}`: {'; '.join(parts)}; "
+            f"mean ± sample std over seeds {mine['seeds']} vs {theirs['seeds']}.")
+
+
+def speed_verdict(name: str, summary: Sequence[dict], baseline: str, reference: str,
+                  bench: bool) -> str:
+    """(c) of the module docstring for alpha-ReLU model ``name``."""
+    ask = f"(c) How fast is {_system(name, summary)} sampling per token?"
+    mine = _find(summary, transform=name, decoding=SAMPLE)
+    ref = _find(summary, transform=baseline, decoding=reference)
+    if not bench:
+        rates = [f"{_system(r['transform'], summary)} {r['decoding']} "
+                 f"{fmt(r['gen_tokens_per_s'], 0)}" for r in mine + ref
+                 if not missing(r["gen_tokens_per_s"])]
+        return (f"{ask} Not measured yet: bench_generate.csv is missing (quiet timing)."
+                + (f" The generation records, timed while the study ran (not quietly), give "
+                   f"{' vs '.join(rates)} tokens/s." if rates else ""))
+    others = ref + [r for r in summary if r["label"] == "1.5-entmax"
+                    and r["decoding"] == SAMPLE]
+    if not mine or missing(mine[0]["ms_per_token"]):
+        return f"{ask} Not measured yet: bench_generate.csv has no `{name}` {SAMPLE} row."
+    ms = mine[0]["ms_per_token"]
+    parts = [f"{_system(r['transform'], summary)} {r['decoding']} "
+             f"{fmt(r['ms_per_token'], 3)} ms (× {ms / r['ms_per_token']:.2f} its time)"
+             for r in others if not missing(r["ms_per_token"])]
+    return (f"{ask} {fmt(ms, 3)} ms per token (bench_generate.csv, quiet)"
+            + (f"; against {', '.join(parts)}." if parts else "; nothing to compare with yet."))
+
+
+def perplexity_verdict(summary: Sequence[dict], baseline: str, target: float) -> str:
+    """(d) of the module docstring."""
+    ask = (f"(d) Is the {baseline} model a real language model (test perplexity ≤ "
+           f"{target:g}, {TARGET})?")
+    rows = _find(summary, transform=baseline, decoding=SAMPLE)
+    if not rows or missing(rows[0]["ppl_mean"]):
+        return f"{ask} Not measured yet: needs `{baseline}` {SAMPLE} lm-eval rows."
+    row, beside = rows[0], [r for r in summary if r["decoding"] == SAMPLE]
+    verdict = "holds" if row["ppl_mean"] <= target else "does not hold"
+    eps = ", ".join(f"{_system(r['transform'], summary)} {_spread(r, 'eps_ppl')}"
+                    for r in beside if not missing(r["eps_ppl_mean"]))
+    return (f"{ask} **{verdict}**: test perplexity {_spread(row, 'ppl')} (seeds "
+            f"{row['seeds']}). ε-perplexity of pure sampling beside it: {eps}.")
+
+
+def verdicts(summary: Sequence[dict], sig: Sequence[dict], *, baseline: str, reference: str,
+             target_ppl: float, bench: bool) -> list[str]:
+    """Every verdict, (a)-(c) per alpha-ReLU model."""
+    names = _relu_names(summary)
+    if not names:
+        return ["(a)-(c) Not measured yet: no alpha-ReLU model has lm-eval rows.",
+                perplexity_verdict(summary, baseline, target_ppl)]
+    return [line for name in names for line in (
+        degeneracy_verdict(name, sig, summary, baseline, reference),
+        cost_verdict(name, summary),
+        speed_verdict(name, summary, baseline, reference, bench))] + [
+        perplexity_verdict(summary, baseline, target_ppl)]
+
+
+SUMMARY_TABLE = (("ε-ppl", "eps_ppl", 1), ("ppl", "ppl", 1), ("sp", "sp", 3), ("JSD", "jsd", 3),
+                 ("rep-32", "rep_32", 3), ("distinct-2", "distinct_2", 3),
+                 ("loop", "loop", 3), ("Zipf", "zipf", 3), ("Zipf gap", "zipf_gap", 3),
+                 ("self-BLEU", "self_bleu", 1), ("length", "length", 1))
+
+
+def summary_table(summary: Sequence[dict]) -> str:
+    def cell(r: dict, metric: str, digits: int) -> str:
+        mean, std = r[f"{metric}_mean"], r[f"{metric}_std"]
+        return fmt(mean, digits) + ("" if missing(std) else f" ± {fmt(std, digits)}")
+
+    return md_table(["model", "decoding", "seeds", *(h for h, _, _ in SUMMARY_TABLE),
+                     "ms/token"],
+                    [[_system(r["transform"], summary), r["decoding"], r["seeds"],
+                      *(cell(r, m, d) for _, m, d in SUMMARY_TABLE),
+                      fmt(r["ms_per_token"], 3)] for r in summary])
+
+
+def significance_table(sig: Sequence[dict]) -> str:
+    return md_table(["model", "decoding", "statistic", "value", "reference", "human",
+                     "Δ [95% CI]", "p"],
+                    [[f"{r['label']} (`{r['transform']}`)", r["decoding"], r["statistic"],
+                      fmt(r["value"], 3), fmt(r["baseline_value"], 3),
+                      "" if r["statistic"].endswith("_gap") else fmt(r["human"], 3),
+                      f"{signed(r['delta'], 3)} [{signed(r['delta_low'], 3)}, "
+                      f"{signed(r['delta_high'], 3)}]", fmt(r["p_value"], 3)] for r in sig])
+
+
+def sweep_table(sweep: Sequence[dict]) -> str:
+    return md_table(["model", "run", "lr", "warmup", "label smoothing", "steps",
+                     "best dev loss", "dev ppl", "selected"],
+                    [[f"{r['label']} (`{r['transform']}`)", r["run"], r["lr"], r["warmup"],
+                      r["label_smoothing"], fmt(r["steps"], 0), fmt(r["dev_loss"], 4),
+                      fmt(r["dev_ppl"], 1), "**yes**" if r["selected"] else ""]
+                     for r in sweep])
+
+
+def report_text(out, summary: Sequence[dict], sig: Sequence[dict], sweep: Sequence[dict],
+                setup: Sequence[str], lacking: Sequence[str], *, baseline: str, reference: str,
+                samples: int, target_ppl: float, bench: bool) -> str:
+    """``REPORT.md``: setup, what is missing, the answer, then every table."""
+    intro = "\n\n".join(part for part in [
+        "Language models on PTB compared as issue 35 asks: every model × decoding measured by "
+        "`arelu lm-eval` on the test split (teacher-forced metrics on its blocks, generation "
+        "statistics on continuations of its prompts); paired bootstrap over test prompts "
+        f"({samples} resamples) against `{baseline}` {reference}.", " ".join(setup),
+        "Missing so far: " + "; ".join(lacking) + "." if lacking
+        else "Nothing is missing." if summary else ""] if part)
+    return document("Language-model study report", intro, [
+        Section("Answer", "summary.csv, significance.csv", verdicts=verdicts(
+            summary, sig, baseline=baseline, reference=reference, target_ppl=target_ppl,
+            bench=bench)),
+        Section("Per model and decoding (mean ± sample std over seeds)", "summary.csv",
+                summary_table(summary) if summary else "No lm-eval rows yet."),
+        Section("Paired bootstrap over test prompts", "significance.csv",
+                significance_table(sig) if sig else "Not measured yet."),
+        Section("Learning-rate sweep (dev loss)", "sweep.csv",
+                sweep_table(sweep) if sweep else "No sweep run yet.")], out, [
+        "## Files", "lm_eval.csv (every lm-eval row, with its run), summary.csv, "
+        "significance.csv, sweep.csv, dev_curves.csv; selected.json, human.tokens.json, "
+        "bench_generate.csv; runs/NAME/POINT/ (the sweep) and seeds/NAME/seed-S/ (config.json, "
+        "log.csv, summary.json, lm_eval/DECODING.csv, generations/DECODING.*)."])
