@@ -214,3 +214,27 @@ def test_a_diverged_sweep_run_loses_and_the_study_goes_on(tiny_lm_corpus, tiny_l
     assert (out / "seeds" / "softmax" / "seed-1" / "lm_eval" / "sample.csv").is_file()
     L.lm_study(config, out, console, train=diverging)  # not retrained, selection unchanged
     assert json.loads((out / "selected.json").read_text())["softmax"]["lr"] == 1.0
+
+
+def test_the_report_reads_what_the_plan_wrote(tiny_lm_corpus, tiny_lm_config, tmp_path,
+                                             one_thread):
+    """The real report on a tiny study: every seed run x decoding in its tables, the tuned
+    tau's decoding among them, point estimates equal to the lm-eval rows."""
+    from rich.console import Console
+
+    config = _config(tiny_lm_corpus, tiny_lm_config, tau_shifts=(0.0, 0.3))
+    out = tmp_path / "study"
+    report = L.lm_study(config, out, Console(quiet=True), train=trainer(None, Console(quiet=True)))
+    text = report.read_text(encoding="utf-8")
+    assert "softmax" in text and "1.5-relu" in text
+    summary = pd.read_csv(out / "summary.csv")
+    pairs = set(zip(summary["transform"], summary["decoding"]))
+    assert pairs == {("softmax", "sample"), ("softmax", "sample-top_p0.9"), ("softmax", "greedy"),
+                     ("1.5-relu", "sample"), ("1.5-relu", "greedy"), ("1.5-relu", L.TUNED)}
+    assert (summary["n"] == 2).all()
+    rows = pd.read_csv(out / "lm_eval.csv")
+    relu = rows[(rows["transform"] == "1.5-relu") & (rows["decoding"] == "sample")]
+    mean = summary.set_index(["transform", "decoding"]).loc[("1.5-relu", "sample"), "distinct_2_mean"]
+    assert mean == pytest.approx(relu["distinct_2"].mean())
+    sig = pd.read_csv(out / "significance.csv")
+    assert set(sig["reference"]) == {"sample-top_p0.9"} and (sig["baseline"] == "softmax").all()
