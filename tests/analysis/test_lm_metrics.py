@@ -6,7 +6,7 @@ import random
 
 import pytest
 import torch
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from scipy.spatial.distance import jensenshannon
 
@@ -196,8 +196,10 @@ def test_self_bleu_equals_sacrebleus_sentence_bleu_against_the_others():
 
 @settings(max_examples=30, deadline=None)
 @given(seed=st.integers(0, 2**31 - 1), sparsity=st.floats(0.0, 0.95))
+@example(seed=1698, sparsity=0.875)  # a float32 row summing to 1 + 6e-8
 def test_bounds_on_random_sparse_distributions(seed, sparsity):
-    """0 <= wrep <= rep <= 1, sp in [0, 1], JSD in [0, log 2], support as counted."""
+    """0 <= wrep <= rep <= 1, sp in [0, 1], JSD in [0, log 2], support as counted, up to
+    float32 rounding of the probabilities (their sum is 1 within ~1e-7)."""
     gen = torch.Generator().manual_seed(seed)
     probs = torch.rand(12, 30, generator=gen) * (torch.rand(12, 30, generator=gen) > sparsity)
     probs[:, 0] += 1e-3                                   # no empty row
@@ -206,7 +208,7 @@ def test_bounds_on_random_sparse_distributions(seed, sparsity):
     v = M.step_values(probs, targets[0], M.previous_tokens(targets)[0])
     for window in M.WINDOWS:
         rep, wrep = v[f"rep_{window}"], v[f"wrep_{window}"]
-        assert (wrep >= -1e-12).all() and (wrep <= rep + 1e-12).all() and (rep <= 1 + 1e-9).all()
+        assert (wrep >= -1e-12).all() and (wrep <= rep + 1e-12).all() and (rep <= 1 + 1e-6).all()
     sp = M.sparsemax_score(v["p_target"], v["sq_norm"])
     assert (sp >= -1e-9).all() and (sp <= 1 + 1e-9).all()
     jsd = M.jsd_to_target(v["p_target"])
