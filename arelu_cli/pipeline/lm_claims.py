@@ -30,6 +30,8 @@ DEGENERACY = (("distinct_2", "distinct-2", 1), ("loop", "loop share", -1),
 COST = (("eps_ppl", "ε-perplexity", -1), ("sp", "sp", 1), ("jsd", "JSD", -1))
 TARGET = "the small LSTM of Zaremba et al. 2014: 115.9"
 SAMPLE = "sample"
+TUNED = "sample-tau_dev"
+"""alpha-ReLU sampling at the decode-time tau shift selected on dev (``lm_study.TUNED``)."""
 SAME = "the same on every resample"
 HUMAN = "human.tokens.json"
 
@@ -59,14 +61,16 @@ def _bootstrap_word(row: dict, better: int) -> str:
 
 
 def degeneracy_verdict(name: str, sig: Sequence[dict], summary: Sequence[dict],
-                       baseline: str, reference: str) -> str:
-    """(a) of the module docstring for alpha-ReLU model ``name``."""
-    ask = (f"(a) Is pure {_system(name, summary)} sampling as non-degenerate as "
+                       baseline: str, reference: str, decoding: str = SAMPLE) -> str:
+    """(a) of the module docstring for alpha-ReLU model ``name`` sampled with ``decoding``
+    (pure sampling, or at the tau shift selected on dev: ``TUNED``)."""
+    how = "pure" if decoding == SAMPLE else f"`{decoding}` (tau shift selected on dev)"
+    ask = (f"(a) Is {how} {_system(name, summary)} sampling as non-degenerate as "
            f"{_system(baseline, summary)} {reference}?")
-    rows = {r["statistic"]: r for r in _find(sig, transform=name, decoding=SAMPLE)}
+    rows = {r["statistic"]: r for r in _find(sig, transform=name, decoding=decoding)}
     if not all(stat in rows for stat, _, _ in DEGENERACY):
         return (f"{ask} Not measured yet: needs the lm-eval rows and generations of `{name}` "
-                f"{SAMPLE} and of `{baseline}` {reference}, and {HUMAN}.")
+                f"{decoding} and of `{baseline}` {reference}, and {HUMAN}.")
     parts, words = [], []
     for stat, what, better in DEGENERACY:
         r = rows[stat]
@@ -166,8 +170,11 @@ def verdicts(summary: Sequence[dict], sig: Sequence[dict], *, baseline: str, ref
     if not names:
         return ["(a)-(c) Not measured yet: no alpha-ReLU model has lm-eval rows.",
                 perplexity_verdict(summary, baseline, target_ppl)]
+    tuned = [(name, TUNED) for name in names if _find(sig, transform=name, decoding=TUNED)]
     return [line for name in names for line in (
         degeneracy_verdict(name, sig, summary, baseline, reference),
+        *(degeneracy_verdict(n, sig, summary, baseline, reference, d) for n, d in tuned
+          if n == name),
         cost_verdict(name, summary),
         speed_verdict(name, summary, baseline, reference, bench))] + [
         perplexity_verdict(summary, baseline, target_ppl)]

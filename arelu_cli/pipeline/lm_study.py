@@ -47,6 +47,7 @@ from arelu_cli.pipeline.attention_study import tolerant
 from arelu_cli.pipeline.core import (Output, Run, Trainer, check_budget, check_runs, done,
                                      run_config, train_and_make, trainer as real_trainer)
 from arelu_cli.pipeline.grid import results_folder
+from arelu_cli.pipeline.lm_claims import TUNED
 from arelu_cli.pipeline.study import continue_copy, record_selection, sweep
 from arelu_cli.pipeline.study_runs import study_run
 from arelu_cli.pipeline.sweep import Point
@@ -54,8 +55,6 @@ from arelu_cli.registry import get_transform
 
 HUMAN = "human.tokens.json"
 TAU_SWEEP = "tau_sweep.csv"
-TUNED = "sample-tau_dev"
-"""The decoding label of alpha-ReLU sampling at the tau shift selected on dev."""
 _DECODING = re.compile(r"^(?:greedy|sample(?:-top_p(?P<p>[0-9.]+)|-top_k(?P<k>\d+))?)$")
 
 
