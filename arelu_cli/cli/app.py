@@ -80,7 +80,8 @@ MAX_SENTENCES = typer.Option(None, help=DECODE_HELP["max_sentences"])
 SAMPLE_SEED = typer.Option(0, help="Seed of the --max-sentences sample.")
 DATA = typer.Option(None, help=DECODE_HELP["data"])
 DEVICE = typer.Option("auto", help=DECODE_HELP["device"])
-DECODE_OPTIONS = {"beam": (Optional[int], BEAM), "length_penalty": (Optional[float], LENGTH_PENALTY),
+DECODE_OPTIONS = {"beam": (Optional[int], BEAM),
+                  "length_penalty": (Optional[float], LENGTH_PENALTY),
                   "max_tokens": (Optional[int], MAX_TOKENS), "renormalize": (bool, RENORMALIZE),
                   "max_sentences": (Optional[int], MAX_SENTENCES), "seed": (int, SAMPLE_SEED),
                   "data": (Optional[Path], DATA), "device": (str, DEVICE)}
