@@ -10,29 +10,27 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from arelu_cli.cli.app import (DECODE_HELP, app, checkpoint_paths, console, progress,
-                               stdin_is_piped)
+from arelu_cli.cli.app import (CHECKPOINT, CHECKPOINTS, app, checkpoint_paths, console, decoding,
+                               progress, stdin_is_piped)
 from arelu_cli.data.textio import STDIO, read_text_lines
 from arelu_cli.errors import UserError
 
 
 @app.command()
+@decoding
 def translate(
-    checkpoint: Optional[Path] = typer.Option(None, help=DECODE_HELP["checkpoint"]),
+    *,
+    checkpoint: Optional[Path] = CHECKPOINT,
     input: Optional[Path] = typer.Option(None, "--input", help="Raw source text, one sentence a "
                                          "line; - reads stdin (the default when it is a pipe "
                                          "and --split is not given)."),
     split: Optional[str] = typer.Option(None, help="Translate this split of the prepared corpus instead."),
     out: Optional[Path] = typer.Option(None, help="Output file, or - for stdout (the default); "
                                        "OUT.json records the run. Messages go to stderr."),
-    beam: Optional[int] = typer.Option(None, help=DECODE_HELP["beam"]),
+    beam,
     n_best: int = typer.Option(1, "--n-best", help="Write the K best hypotheses per line as "
                                "'i ||| translation ||| score' (K <= beam)."),
-    length_penalty: Optional[float] = typer.Option(None, help=DECODE_HELP["length_penalty"]),
-    max_tokens: Optional[int] = typer.Option(None, help=DECODE_HELP["max_tokens"]),
-    renormalize: bool = typer.Option(False, "--renormalize", help=DECODE_HELP["renormalize"]),
-    data: Optional[Path] = typer.Option(None, help=DECODE_HELP["data"]),
-    device: str = typer.Option("auto", help=DECODE_HELP["device"]),
+    length_penalty, max_tokens, renormalize, data, device,
 ) -> None:
     """Translate raw text (--input) or a prepared split (--split) by greedy or beam search.
 
@@ -126,17 +124,12 @@ def significance(
 
 
 @app.command("empty-check")
+@decoding
 def empty_check(
-    checkpoint: list[Path] = typer.Option([], help=DECODE_HELP["checkpoint"] + " Repeatable."),
+    *,
+    checkpoint: list[Path] = CHECKPOINTS,
     split: list[str] = typer.Option(["dev"], help="Split(s) to check (paper: dev). Repeatable."),
-    beam: Optional[int] = typer.Option(None, help=DECODE_HELP["beam"]),
-    length_penalty: Optional[float] = typer.Option(None, help=DECODE_HELP["length_penalty"]),
-    max_tokens: Optional[int] = typer.Option(None, help=DECODE_HELP["max_tokens"]),
-    renormalize: bool = typer.Option(False, "--renormalize", help=DECODE_HELP["renormalize"]),
-    max_sentences: Optional[int] = typer.Option(None, help=DECODE_HELP["max_sentences"]),
-    seed: int = typer.Option(0, help="Seed of the --max-sentences sample."),
-    data: Optional[Path] = typer.Option(None, help=DECODE_HELP["data"]),
-    device: str = typer.Option("auto", help=DECODE_HELP["device"]),
+    beam, length_penalty, max_tokens, renormalize, max_sentences, seed, data, device,
     out: Path = typer.Option(Path("results/empty_check.csv"), help="Summary CSV, one row per "
                              "checkpoint and split; OUT_sentences.csv gets both scores per sentence."),
 ) -> None:
@@ -164,18 +157,15 @@ def empty_check(
 
 
 @app.command()
+@decoding
 def sparsity(
-    checkpoint: list[Path] = typer.Option([], help=DECODE_HELP["checkpoint"] + " Repeatable."),
+    *,
+    checkpoint: list[Path] = CHECKPOINTS,
     split: list[str] = typer.Option(["test"], help="Split(s) to measure, e.g. --split test "
                                     "--split train. Repeatable."),
     along: str = typer.Option("both", help="Steps teacher-forced on the references, along the "
                               "beam output, or both."),
-    beam: Optional[int] = typer.Option(None, help=DECODE_HELP["beam"]),
-    max_tokens: Optional[int] = typer.Option(None, help=DECODE_HELP["max_tokens"]),
-    max_sentences: Optional[int] = typer.Option(None, help=DECODE_HELP["max_sentences"]),
-    seed: int = typer.Option(0, help="Seed of the --max-sentences sample."),
-    data: Optional[Path] = typer.Option(None, help=DECODE_HELP["data"]),
-    device: str = typer.Option("auto", help=DECODE_HELP["device"]),
+    beam, max_tokens, max_sentences, seed, data, device,
     out: Optional[Path] = typer.Option(
         None, help="CSV: steps per number of zeros (default results/sparsity.csv); with "
         "--attention, zeros per layer and kind (default results/attention_sparsity.csv)."),
@@ -227,17 +217,14 @@ def sparsity(
 
 
 @app.command("self-norm")
+@decoding
 def self_norm(
-    checkpoint: list[Path] = typer.Option([], help=DECODE_HELP["checkpoint"] + " Repeatable."),
+    *,
+    checkpoint: list[Path] = CHECKPOINTS,
     split: list[str] = typer.Option(["test"], help="Split(s) to measure. Repeatable."),
     along: str = typer.Option("beam", help="Steps along the beam output (the paper's), "
                               "teacher-forced on the references, or both."),
-    beam: Optional[int] = typer.Option(None, help=DECODE_HELP["beam"]),
-    max_tokens: Optional[int] = typer.Option(None, help=DECODE_HELP["max_tokens"]),
-    max_sentences: Optional[int] = typer.Option(None, help=DECODE_HELP["max_sentences"]),
-    seed: int = typer.Option(0, help="Seed of the --max-sentences sample."),
-    data: Optional[Path] = typer.Option(None, help=DECODE_HELP["data"]),
-    device: str = typer.Option("auto", help=DECODE_HELP["device"]),
+    beam, max_tokens, max_sentences, seed, data, device,
     out: Path = typer.Option(Path("results/self_norm.csv"), help="Summary CSV (mean, std, "
                              "quantiles); OUT_hist.csv gets the histogram."),
     plot: bool = typer.Option(False, "--plot", help="Also draw OUT.png from the histogram."),

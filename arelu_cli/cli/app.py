@@ -7,10 +7,13 @@ imports them all and holds :func:`arelu_cli.cli.main`.
 
 from __future__ import annotations
 
+import inspect
 import os
 import stat
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Optional
 
 import typer
 from rich.console import Console
@@ -65,6 +68,37 @@ DECODE_HELP = {
                      "1000 of train).",
     "device": "auto, cpu or cuda.",
 }
+# The decoding options several commands take, declared once (Typer reads a default's
+# OptionInfo without changing it, so one object serves every command).
+CHECKPOINT = typer.Option(None, help=DECODE_HELP["checkpoint"])
+CHECKPOINTS = typer.Option([], help=DECODE_HELP["checkpoint"] + " Repeatable.")
+BEAM = typer.Option(None, help=DECODE_HELP["beam"])
+LENGTH_PENALTY = typer.Option(None, help=DECODE_HELP["length_penalty"])
+MAX_TOKENS = typer.Option(None, help=DECODE_HELP["max_tokens"])
+RENORMALIZE = typer.Option(False, "--renormalize", help=DECODE_HELP["renormalize"])
+MAX_SENTENCES = typer.Option(None, help=DECODE_HELP["max_sentences"])
+SAMPLE_SEED = typer.Option(0, help="Seed of the --max-sentences sample.")
+DATA = typer.Option(None, help=DECODE_HELP["data"])
+DEVICE = typer.Option("auto", help=DECODE_HELP["device"])
+DECODE_OPTIONS = {"beam": (Optional[int], BEAM),
+                  "length_penalty": (Optional[float], LENGTH_PENALTY),
+                  "max_tokens": (Optional[int], MAX_TOKENS), "renormalize": (bool, RENORMALIZE),
+                  "max_sentences": (Optional[int], MAX_SENTENCES), "seed": (int, SAMPLE_SEED),
+                  "data": (Optional[Path], DATA), "device": (str, DEVICE)}
+"""Decoding option name -> its type and Typer declaration, for :func:`decoding`."""
+
+
+def decoding(command: Callable) -> Callable:
+    """Declare ``command``'s keyword-only parameters that have no default and name a decoding
+    option (:data:`DECODE_OPTIONS`: ``beam``, ``max_tokens``, ...) with that option's type and
+    Typer declaration: the commands that decode list these options, declared once here (Typer
+    reads the command's signature)."""
+    signature = inspect.signature(command)
+    params = [p.replace(annotation=DECODE_OPTIONS[p.name][0], default=DECODE_OPTIONS[p.name][1])
+              if p.kind is p.KEYWORD_ONLY and p.default is p.empty and p.name in DECODE_OPTIONS
+              else p for p in signature.parameters.values()]
+    command.__signature__ = signature.replace(parameters=params)
+    return command
 
 
 def checkpoint_paths(given: list[Path]) -> list[Path]:

@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from arelu_cli.cli.app import DECODE_HELP, bench_app, checkpoint_paths, console
+from arelu_cli.cli.app import DATA, DEVICE, MAX_TOKENS, bench_app, checkpoint_paths, console
 from arelu_cli.errors import UserError
 
 
@@ -205,9 +205,9 @@ def bench_translate(
         "outputs are then identical, and the ratios measure the output layer alone."),
     repeats: int = typer.Option(1, help="Timed translations per model and beam, interleaved "
                                 "(A, B, A, B, ...); the median is reported."),
-    max_tokens: Optional[int] = typer.Option(None, help=DECODE_HELP["max_tokens"]),
-    data: Optional[Path] = typer.Option(None, help=DECODE_HELP["data"]),
-    device: str = typer.Option("auto", help=DECODE_HELP["device"]),
+    max_tokens: Optional[int] = MAX_TOKENS,
+    data: Optional[Path] = DATA,
+    device: str = DEVICE,
     out: Path = typer.Option(Path("results/bench/translate.csv"), help="CSV to write; OUT.png too."),
 ) -> None:
     """Paper Fig. infTime: translation time per model and beam size, normalized by the fastest,

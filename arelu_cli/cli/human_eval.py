@@ -70,5 +70,24 @@ def human_eval_score(
     folder = out or key.parent.parent
     write_rows(systems, folder / "table_human_eval.csv", COLUMNS["table_human_eval.csv"])
     write_rows(agreement, folder / "human_eval_kappa.csv", COLUMNS["human_eval_kappa.csv"])
-    human_eval.print_scores(systems, agreement, console)
+    print_scores(systems, agreement)
     console.print(f"wrote {folder / 'table_human_eval.csv'} and {folder / 'human_eval_kappa.csv'}")
+
+
+def print_scores(systems: list[dict], agreement: list[dict]) -> None:
+    """Mean ± std per system and kappa per annotator pair, as rich tables."""
+    from rich.table import Table
+
+    table = Table(title="human evaluation, 4-point meaning scale (paper Table tab:human)")
+    for col in ("system", "judgements", "mean", "std"):
+        table.add_column(col, justify="right")
+    for r in systems:
+        table.add_row(r["system"], str(r["n"]), f"{r['mean']:.2f}",
+                      "-" if r["std"] is None else f"{r['std']:.2f}")
+    console.print(table)
+    for r in agreement:
+        console.print(f"Cohen's kappa {r['annotator_a']}/{r['annotator_b']}: {r['kappa']:.3f} "
+                      f"unweighted, {r['kappa_linear']:.3f} linear, over {r['n_judgements']} "
+                      f"judgements of {r['n_items']} shared items (paper: 0.56)")
+    if not agreement:
+        console.print("no shared item was scored by two annotators: no kappa")

@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from arelu_cli.cli.app import DECODE_HELP, app, checkpoint_paths, stdin_is_piped
+from arelu_cli.cli.app import CHECKPOINT, DATA, DEVICE, app, checkpoint_paths, stdin_is_piped
 from arelu_cli.errors import UserError
 
 
@@ -26,7 +26,7 @@ def _decoding(method: str, top_k: Optional[int], top_p: Optional[float], tempera
 
 @app.command()
 def generate(
-    checkpoint: Optional[Path] = typer.Option(None, help=DECODE_HELP["checkpoint"]),
+    checkpoint: Optional[Path] = CHECKPOINT,
     prompts: Optional[Path] = typer.Option(
         None, help="Prompts, one a line (an empty line: an unconditional sample); - reads stdin "
         "(the default when it is a pipe)."),
@@ -49,8 +49,8 @@ def generate(
                                    "at the end of the sentence)."),
     out: Optional[Path] = typer.Option(None, help="Output file, or - for stdout (the default); "
                                        "OUT.json records the run."),
-    data: Optional[Path] = typer.Option(None, help=DECODE_HELP["data"]),
-    device: str = typer.Option("auto", help=DECODE_HELP["device"]),
+    data: Optional[Path] = DATA,
+    device: str = DEVICE,
 ) -> None:
     """Continue prompts (--prompts, --split) or sample unconditionally (--unconditional N)
     with a language model; one continuation per line.
@@ -124,7 +124,7 @@ def lm_eval(
                              "row of the same checkpoint, decoding, split and seed is replaced)."),
     generations: Path = typer.Option(Path("results/lm/generations"),
                                      help="Folder of the generation files."),
-    device: str = typer.Option("auto", help=DECODE_HELP["device"]),
+    device: str = DEVICE,
 ) -> None:
     """Perplexity, epsilon-perplexity, sparsemax score, JSD, rep/wrep, support size (teacher-
     forced) and distinct-n, looping, Zipf, self-BLEU, length vs the human text (generated),

@@ -13,13 +13,19 @@ from arelu_cli.cli.app import app, console
 
 
 SET_HELP = "SECTION.KEY=VALUE: override any recipe key, e.g. {}. Repeatable."
+OUT = typer.Option(None, help="Results folder (default results/NAME).")
+STUDY_SOURCE = typer.Option(
+    None, help="Corpus files in the publisher's layout: prepare \\[data] path from them first.")
+ALLOW_DATA_CHANGE = typer.Option(
+    False, "--allow-data-change", help="Resume unfinished runs even though the prepared data "
+    "folder changed since they began (recorded in each run's config.json).")
 
 
 @app.command()
 def reproduce(
     recipe: str = typer.Argument(..., help="Recipe name (toy, multi30k, iwslt14, wmt14-en-de, "
                                  "wmt13-en-ru: recipes/NAME.toml) or a TOML file."),
-    out: Optional[Path] = typer.Option(None, help="Results folder (default results/NAME)."),
+    out: Optional[Path] = OUT,
     source: Optional[Path] = typer.Option(
         None, help="Folder with the corpus files in the publisher's layout (see `arelu prepare`)."),
     set_: list[str] = typer.Option([], "--set", help=SET_HELP.format(
@@ -38,9 +44,15 @@ def reproduce(
                      command="arelu " + " ".join(sys.argv[1:])), console)
 
 
-def _study_config(recipe: str, overrides: list[str], source: Optional[Path], corpus: str):
-    """The recipe's path and its config with ``--set`` overrides; with ``source``, its
-    ``[data] path`` prepared from the corpus files first."""
+def corpus_option(default: str) -> typer.models.OptionInfo:
+    return typer.Option(default, help="`arelu prepare` corpus name used with --source.")
+
+
+def run_study(plan, what: str, recipe: str, out: Optional[Path], source: Optional[Path],
+              corpus: str, overrides: list[str], allow_data_change: bool) -> None:
+    """Run the study ``plan`` (``plan(config, out, console, recipe=, allow_data_change=)``)
+    of the recipe with its ``--set`` overrides into ``out`` (default ``results/NAME``); with
+    ``source``, its ``[data] path`` prepared from the corpus files first."""
     from arelu_cli.config import load_config, parse_override, resolve_recipe
     from arelu_cli.data.prepare import PrepareRequest, prepare as run_prepare
     from arelu_cli.data.prepared import load_prepared
@@ -52,21 +64,20 @@ def _study_config(recipe: str, overrides: list[str], source: Optional[Path], cor
         run_prepare(PrepareRequest(corpus, Path(config.data.path), source=source),
                     log=console.print)
     load_prepared(config.data.path)  # a missing corpus is one line before any folder is made
-    return path, config
+    report = plan(config, out or Path("results") / path.stem, console, recipe=path.stem,
+                  allow_data_change=allow_data_change)
+    console.print(f"{what} report: {report}")
 
 
 @app.command()
 def study(
     recipe: str = typer.Argument(..., help="Recipe with \\[sweep] and \\[study] tables, e.g. "
                                  "multi30k-study (recipes/NAME.toml) or a TOML file."),
-    out: Optional[Path] = typer.Option(None, help="Results folder (default results/NAME)."),
-    source: Optional[Path] = typer.Option(
-        None, help="Corpus files in the publisher's layout: prepare \\[data] path from them first."),
-    corpus: str = typer.Option("multi30k", help="`arelu prepare` corpus name used with --source."),
+    out: Optional[Path] = OUT,
+    source: Optional[Path] = STUDY_SOURCE,
+    corpus: str = corpus_option("multi30k"),
     set_: list[str] = typer.Option([], "--set", help=SET_HELP.format("--set study.seeds=[1,2]")),
-    allow_data_change: bool = typer.Option(
-        False, "--allow-data-change", help="Resume unfinished runs even though the prepared "
-        "data folder changed since they began (recorded in each run's config.json)."),
+    allow_data_change: bool = ALLOW_DATA_CHANGE,
 ) -> None:
     """A comparison a reviewer accepts: a tuning sweep selected on dev BLEU, every transform
     at several seeds, convergence, test BLEU at equal steps and equal time, paired bootstrap.
@@ -75,27 +86,21 @@ def study(
     one timing stage (bench_train.csv, for equal time) wants an idle machine. Stages whose
     outputs exist are skipped: run the same command again to continue.
     """
-    from arelu_cli.pipeline.study import study as run_study
+    from arelu_cli.pipeline.study import study as plan
 
-    path, config = _study_config(recipe, set_, source, corpus)
-    report = run_study(config, out or Path("results") / path.stem, console, recipe=path.stem,
-                       allow_data_change=allow_data_change)
-    console.print(f"study report: {report}")
+    run_study(plan, "study", recipe, out, source, corpus, set_, allow_data_change)
 
 
 @app.command("attention-study")
 def attention_study(
     recipe: str = typer.Argument(..., help="Recipe with an \\[attention_study] table, e.g. "
                                  "multi30k-attention (recipes/NAME.toml) or a TOML file."),
-    out: Optional[Path] = typer.Option(None, help="Results folder (default results/NAME)."),
-    source: Optional[Path] = typer.Option(
-        None, help="Corpus files in the publisher's layout: prepare \\[data] path from them first."),
-    corpus: str = typer.Option("multi30k", help="`arelu prepare` corpus name used with --source."),
+    out: Optional[Path] = OUT,
+    source: Optional[Path] = STUDY_SOURCE,
+    corpus: str = corpus_option("multi30k"),
     set_: list[str] = typer.Option([], "--set", help=SET_HELP.format(
         "--set attention_study.variants=[\"softmax\",\"1.5-relu-renormalized\"]")),
-    allow_data_change: bool = typer.Option(
-        False, "--allow-data-change", help="Resume unfinished runs even though the prepared "
-        "data folder changed since they began (recorded in each run's config.json)."),
+    allow_data_change: bool = ALLOW_DATA_CHANGE,
 ) -> None:
     """Beyond the paper: which attention transform the model learns with. One model per
     \\[attention_study] variant (softmax, sparsemax, 1.5-entmax, 1.5-ReLU raw / estimated tau /
@@ -107,12 +112,9 @@ def attention_study(
     timing stage (bench_train.csv, bench_decode.csv) wants an idle machine. Stages whose
     outputs exist are skipped: run the same command again to continue.
     """
-    from arelu_cli.pipeline.attention_study import attention_study as run_study
+    from arelu_cli.pipeline.attention_study import attention_study as plan
 
-    path, config = _study_config(recipe, set_, source, corpus)
-    report = run_study(config, out or Path("results") / path.stem, console, recipe=path.stem,
-                       allow_data_change=allow_data_change)
-    console.print(f"attention study report: {report}")
+    run_study(plan, "attention study", recipe, out, source, corpus, set_, allow_data_change)
 
 
 @app.command("lm-study")
@@ -120,14 +122,11 @@ def lm_study(
     recipe: str = typer.Argument(..., help="Language-model recipe with \\[sweep], \\[study] and "
                                  "\\[lm_study] tables, e.g. ptb-lm-study (recipes/NAME.toml) or a "
                                  "TOML file."),
-    out: Optional[Path] = typer.Option(None, help="Results folder (default results/NAME)."),
-    source: Optional[Path] = typer.Option(
-        None, help="Corpus files in the publisher's layout: prepare \\[data] path from them first."),
-    corpus: str = typer.Option("ptb", help="`arelu prepare` corpus name used with --source."),
+    out: Optional[Path] = OUT,
+    source: Optional[Path] = STUDY_SOURCE,
+    corpus: str = corpus_option("ptb"),
     set_: list[str] = typer.Option([], "--set", help=SET_HELP.format("--set study.seeds=[1,2]")),
-    allow_data_change: bool = typer.Option(
-        False, "--allow-data-change", help="Resume unfinished runs even though the prepared "
-        "data folder changed since they began (recorded in each run's config.json)."),
+    allow_data_change: bool = ALLOW_DATA_CHANGE,
 ) -> None:
     """Open-ended generation: language models of each output transform, lr tuned on dev,
     trained at several seeds; every model x decoding measured by lm-eval (epsilon-perplexity,
@@ -137,12 +136,9 @@ def lm_study(
     Every run has a step budget, so its numbers cannot depend on what else the machine runs.
     Stages whose outputs exist are skipped: run the same command again to continue.
     """
-    from arelu_cli.pipeline.lm_study import lm_study as run_study
+    from arelu_cli.pipeline.lm_study import lm_study as plan
 
-    path, config = _study_config(recipe, set_, source, corpus)
-    report = run_study(config, out or Path("results") / path.stem, console, recipe=path.stem,
-                       allow_data_change=allow_data_change)
-    console.print(f"LM study report: {report}")
+    run_study(plan, "LM study", recipe, out, source, corpus, set_, allow_data_change)
 
 
 @app.command("report")

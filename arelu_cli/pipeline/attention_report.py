@@ -40,7 +40,7 @@ from arelu_cli.ownership import write_markdown
 from arelu_cli.pipeline.core import Run, diverged, finished
 from arelu_cli.pipeline.scoring import (TEST, again, bootstrap_rows, dev_log, summary,
                                         translation_lines, translation_path)
-from arelu_cli.report.section import Section, document, fmt, md_table
+from arelu_cli.report.section import Section, delta_text, document, fmt, md_table
 from arelu_cli.report.plots import (plot_attention_curves, plot_attention_heatmaps,
                                     plot_attention_sparsity)
 from arelu_cli.results import read_json, read_table, write_rows
@@ -182,11 +182,6 @@ def _pct(value: object) -> str:
 
 
 def _table(rows: list[dict]) -> str:
-    def delta(r):
-        return "-" if r["delta"] is None else (
-            f"{r['delta']:+.2f} [{r['delta_low']:+.2f}, {r['delta_high']:+.2f}], "
-            f"p = {r['p_value']:.3f}")
-
     def status(r):
         text = r["status"] + (f" at step {r['diverged_step']}" if r["diverged_step"] else "")
         return text + (" (loss rose)" if r["unstable"] else "")
@@ -200,7 +195,7 @@ def _table(rows: list[dict]) -> str:
          "empty queries enc / dec / cross", "train tokens/s (× baseline)",
          "decoding s (× baseline)"],
         [[r["variant"], status(r), f"{fmt(r['dev_bleu'])} / {fmt(r['dev_bleu_best'])}",
-          fmt(r["test_bleu"]), delta(r),
+          fmt(r["test_bleu"]), "-" if r["delta"] is None else delta_text(r),
           " → ".join(fmt(r[k]) for k in ("train_loss_first", "train_loss_min", "train_loss_last")),
           " / ".join(_pct(r[f"zeros_{k}"]) for k in KINDS),
           " / ".join(_pct(r[f"empty_{k}"]) for k in KINDS),

@@ -14,7 +14,6 @@ from pathlib import Path
 from arelu_cli.config import Config
 from arelu_cli.errors import UserError
 from arelu_cli.ownership import check_ours, csv_starting_with, markdown_ours
-from arelu_cli.report import layout
 
 TEST, DEV = "test", "dev"
 
@@ -34,7 +33,8 @@ def grid_seeds(config: Config) -> tuple[int, ...]:
 @dataclass(frozen=True)
 class Grid:
     """One grid of ``arelu reproduce``: its checked config, results folder, decoding device
-    and recipe name; where each (transform, seed) cell lives (:mod:`arelu_cli.report.layout`)."""
+    and recipe name; where each (transform, seed) cell lives (the layout
+    :mod:`arelu_cli.report.layout` describes and reads back)."""
 
     config: Config
     out: Path
@@ -45,17 +45,21 @@ class Grid:
     def seeds(self) -> tuple[int, ...]:
         return grid_seeds(self.config)
 
+    def cell(self, name: str, seed: int) -> str:
+        """``name`` in a single-seed grid, ``name/seed-S`` when the grid has several seeds."""
+        return name if len(self.seeds) <= 1 else f"{name}/seed-{seed}"
+
     def run_folder(self, name: str, seed: int) -> Path:
-        return layout.run_dir(self.out, name, seed, self.seeds)
+        return self.out / "runs" / self.cell(name, seed)
 
     def sweep_folder(self, tau: float, seed: int) -> Path:
-        return layout.sweep_dir(self.out, tau, seed, self.seeds)
+        return self.out / "tau-sweep" / self.cell(f"tau-{tau:g}", seed)
 
     def translation(self, name: str, seed: int) -> Path:
-        return layout.translation(self.out, name, seed, self.seeds, TEST)
+        return self.out / "translations" / f"{self.cell(name, seed)}.{TEST}.txt"
 
     def analysis(self, seed: int) -> Path:
-        return layout.analysis_dir(self.out, seed, self.seeds)
+        return self.out / "analysis" / ("" if len(self.seeds) <= 1 else f"seed-{seed}")
 
     def label(self, name: str, seed: int) -> str:
         """A step's subject: ``softmax``, or ``softmax seed 2`` in a grid of several seeds."""

@@ -50,7 +50,8 @@ from arelu_cli.pipeline import reproduce_steps as rs
 from arelu_cli.pipeline.core import Run, Trainer, done, run_config, train_if_needed, trainer
 from arelu_cli.pipeline.grid import TEST, Grid, Step, results_folder
 from arelu_cli.registry import get_transform
-from arelu_cli.report.provenance import SHORT
+from arelu_cli.report.build import regenerate
+from arelu_cli.report.provenance import SHORT, scope_of
 from arelu_cli.atomic import atomic_write_text
 
 
@@ -219,7 +220,9 @@ def reproduce(req: Request, console: Console | None = None,
         started = time.perf_counter()
         step.run()
         console.print(f"{step.name}: {time.perf_counter() - started:.0f} s")
-    report = rs.write_report(out, gpu_watts=config.reproduce.gpu_watts or None, config=config)
+    # only the runs of this grid, trained on its [data] path as it is now (report.provenance)
+    report = regenerate(out, gpu_watts=config.reproduce.gpu_watts or None,
+                        scope=scope_of(config.to_dict())).report
     elapsed = time.perf_counter() - began
     atomic_write_text(out / "reproduce.json", json.dumps(
         {"recipe": str(req.recipe), "seconds_this_call": elapsed,

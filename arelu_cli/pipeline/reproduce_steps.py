@@ -25,8 +25,7 @@ from arelu_cli.data.prepare import PrepareRequest, prepare
 from arelu_cli.data.prepared import load_prepared
 from arelu_cli.data.textio import read_text_lines
 from arelu_cli.nmt.bleu import bleu_chrf
-from arelu_cli.report import human_eval, provenance, tables
-from arelu_cli.report.build import regenerate
+from arelu_cli.report import human_eval, tables
 from arelu_cli.report.columns import COLUMNS, read_csv
 from arelu_cli.signatures import signature_field
 from arelu_cli.report.distributions import self_norm_rows, sparsity_rows
@@ -258,12 +257,3 @@ def analysis_steps(grid: Grid) -> list[Step]:
               for name, csvs, inputs, run in table]
     return steps
 
-
-def write_report(out: Path, gpu_watts: float | None, config: Config | None = None) -> Path:
-    """The CSVs computable from the runs, every PNG and REPORT.md; with ``config``, only the
-    runs of its grid trained on its ``[data] path`` as it is now
-    (:mod:`arelu_cli.report.provenance`)."""
-    scope = None if config is None else provenance.scope_of(config.to_dict())
-    rebuilt = regenerate(out, gpu_watts=gpu_watts, scope=scope)
-    assert rebuilt.report is not None
-    return rebuilt.report

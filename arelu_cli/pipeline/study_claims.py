@@ -21,13 +21,15 @@ import pandas as pd
 
 from arelu_cli.config import Config
 from arelu_cli.pipeline.study_runs import borrowed
+from arelu_cli.report.section import delta_text
 
 ALPHA = 0.05
 """Significance level of "better" / "worse"."""
 SPEED_TOLERANCE = 0.10
 """A speed ratio within this relative distance of the earlier one "stands"."""
-STEPS_TEXT = {"equal_steps": "equal steps", "equal_time": "equal time",
-              "convergence": "convergence"}
+COMPARISONS = {"equal_steps": "equal steps", "equal_time": "equal time",
+               "convergence_start": "convergence run, start", "convergence": "convergence"}
+"""The comparisons of the study's tables, as the report names them."""
 
 
 def pairs(config: Config, names: list[str]) -> list[tuple[str, str]]:
@@ -44,11 +46,6 @@ def outcome(row: dict) -> str:
     if row["p_value"] >= ALPHA:
         return "no significant difference"
     return "better" if row["delta"] > 0 else "worse"
-
-
-def _delta(row: dict) -> str:
-    return (f"{row['delta']:+.2f} [{row['delta_low']:+.2f}, {row['delta_high']:+.2f}], "
-            f"p = {row['p_value']:.3f}")
 
 
 def _find(sig: list[dict], comparison: str, name: str, reference: str) -> dict[str, dict]:
@@ -80,10 +77,10 @@ def comparison_sentence(summary: list[dict], sig: list[dict], comparison: str, n
         return None
     seeds = [label for label in rows if label != "joined"]
     main = rows.get("joined") or rows[seeds[0]]
-    where = (f"{STEPS_TEXT[comparison]} ({name} step {_steps(summary, comparison, name)}, "
+    where = (f"{COMPARISONS[comparison]} ({name} step {_steps(summary, comparison, name)}, "
              f"{reference} step {_steps(summary, comparison, reference)})")
     text = (f"{where}: test BLEU {_mean(summary, comparison, name)} against "
-            f"{_mean(summary, comparison, reference)}; Δ {_delta(main)}"
+            f"{_mean(summary, comparison, reference)}; Δ {delta_text(main)}"
             + (f" on the {len(seeds)} seeds' translations joined" if "joined" in rows
                else f" (seed {seeds[0]} only)")
             + f": **{outcome(main)}**")
@@ -126,7 +123,8 @@ def answer(config: Config, summary: list[dict], sig: list[dict]) -> list[str]:
     names = list(dict.fromkeys(r["transform"] for r in summary))
     paragraphs = []
     for name, reference in pairs(config, names):
-        parts = [comparison_sentence(summary, sig, c, name, reference) for c in STEPS_TEXT]
+        parts = [comparison_sentence(summary, sig, c, name, reference) for c in COMPARISONS
+                 if c != "convergence_start"]  # read by convergence_sentence
         parts.append(convergence_sentence(config, sig, name, reference))
         parts = [p for p in parts if p]
         if parts:
@@ -199,7 +197,7 @@ def earlier_rows(config: Config, sig: list[dict], ms_per_step: dict[str, float]
         if bleu and name in bleu and base in bleu and main is not None:
             was = bleu[name] - bleu[base]
             rows.append({"claim": f"test BLEU {name} − {base}", "earlier": f"{was:+.2f}",
-                         "study": _delta(main), "verdict": bleu_verdict(was, main)})
+                         "study": delta_text(main), "verdict": bleu_verdict(was, main)})
         if (speed and speed.get(name, 0) > 0 and speed.get(base, 0) > 0
                 and base in ms_per_step):
             was, now = speed[name] / speed[base], ms_per_step[base] / ms_per_step[name]

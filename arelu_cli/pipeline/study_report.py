@@ -36,17 +36,16 @@ from arelu_cli.ownership import write_markdown
 from arelu_cli.pipeline.core import Run, finished
 from arelu_cli.pipeline.scoring import (TEST, bootstrap_rows, dev_log, first_summary, seed_groups,
                                         summary, translation_lines, translation_path)
-from arelu_cli.pipeline.study_claims import SPEED_TOLERANCE, answer, earlier_rows, pairs
+from arelu_cli.pipeline.study_claims import (COMPARISONS, SPEED_TOLERANCE, answer, earlier_rows,
+                                             pairs)
 from arelu_cli.pipeline.study_runs import (BENCH, Evaluation, axes, equal_time_budget_ms,
                                            point_of, run_folder, scores, sweep_summary)
 from arelu_cli.pipeline.sweep import Point, visited
 from arelu_cli.report.columns import STUDY_CATALOG
-from arelu_cli.report.section import Section, document, fmt, md_table
+from arelu_cli.report.section import Section, delta_text, document, fmt, md_table
 from arelu_cli.report.plots import plot_study_curves, plot_study_sweep
 from arelu_cli.results import read_json, write_rows
 
-COMPARISONS = {"equal_steps": "equal steps", "equal_time": "equal time",
-               "convergence_start": "convergence run, start", "convergence": "convergence"}
 
 
 def sweep_rows(config: Config, out: Path, selected: dict[str, Point]) -> list[dict]:
@@ -161,9 +160,7 @@ def _bleu_table(summary: list[dict], sig: list[dict], base: str) -> str:
         test = joined.get((r["comparison"], r["transform"])) or single.get(
             (r["comparison"], r["transform"]))
         std = "" if r["std"] is None else f" ± {r['std']:.2f}"
-        versus = ("baseline" if test is None else
-                  f"{test['delta']:+.2f} [{test['delta_low']:+.2f}, {test['delta_high']:+.2f}],"
-                  f" p = {test['p_value']:.3f}")
+        versus = "baseline" if test is None else delta_text(test)
         lines.append([COMPARISONS[r["comparison"]], r["transform"], r["steps"],
                       f"{r['mean']:.2f}{std}", r["per_seed"], versus])
     return md_table(["comparison", "transform", "steps (per seed)", "test BLEU mean ± std",

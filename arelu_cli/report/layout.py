@@ -13,42 +13,15 @@ is also in its ``seed`` column and its signature, so a CSV never depends on the 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 from pathlib import Path
 
-RUNS, SWEEP, TRANSLATIONS, ANALYSIS = "runs", "tau-sweep", "translations", "analysis"
 SEED_DIR = re.compile(r"^seed-(\d+)$")
-
-
-def seed_dir(seed: int) -> str:
-    return f"seed-{seed}"
-
-
-def cell(name: str, seed: int, seeds: Sequence[int]) -> str:
-    """``name`` in a single-seed grid, ``name/seed-S`` when the grid has several seeds."""
-    return name if len(seeds) <= 1 else f"{name}/{seed_dir(seed)}"
 
 
 def cell_name(run: str) -> str:
     """The run name without its seed folder: ``softmax/seed-2`` -> ``softmax``."""
     head, _, last = str(run).rpartition("/")
     return head if head and SEED_DIR.match(last) else str(run)
-
-
-def run_dir(out: Path, name: str, seed: int, seeds: Sequence[int]) -> Path:
-    return Path(out) / RUNS / cell(name, seed, seeds)
-
-
-def sweep_dir(out: Path, tau: float, seed: int, seeds: Sequence[int]) -> Path:
-    return Path(out) / SWEEP / cell(f"tau-{tau:g}", seed, seeds)
-
-
-def translation(out: Path, name: str, seed: int, seeds: Sequence[int], split: str) -> Path:
-    return Path(out) / TRANSLATIONS / f"{cell(name, seed, seeds)}.{split}.txt"
-
-
-def analysis_dir(out: Path, seed: int, seeds: Sequence[int]) -> Path:
-    return Path(out) / ANALYSIS if len(seeds) <= 1 else Path(out) / ANALYSIS / seed_dir(seed)
 
 
 def _seed_runs(folder: Path) -> list[Path]:

@@ -93,16 +93,10 @@ def _attention(config: dict) -> Optional[str]:
     return describe_attention(model)
 
 
-def find_runs(parent: str | Path) -> list[Path]:
-    """The run folders (those holding a ``log.csv``) under ``parent``, one per transform or
-    one per transform and seed, sorted by name and seed."""
-    return find_run_dirs(parent)
-
-
 def load_runs(parent: str | Path) -> list[Run]:
     """Every run under ``parent``, named by its path below it (``softmax/seed-2``)."""
     parent = Path(parent)
-    return [load_run(p, p.relative_to(parent).as_posix()) for p in find_runs(parent)]
+    return [load_run(p, p.relative_to(parent).as_posix()) for p in find_run_dirs(parent)]
 
 
 def _value(x: object) -> object:

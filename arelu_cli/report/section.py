@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
@@ -57,6 +57,13 @@ def fmt(value: object, digits: int = 2) -> str:
 
 def signed(value: Optional[float], digits: int = 2) -> str:
     return "-" if missing(value) else f"{value:+.{digits}f}"
+
+
+def delta_text(row: Mapping) -> str:
+    """A paired bootstrap row (:class:`~arelu_cli.analysis.significance.PairedBootstrap`'s
+    fields) as ``Δ [95% CI], p``: ``+1.20 [+0.40, +2.00], p = 0.004``."""
+    return (f"{row['delta']:+.2f} [{row['delta_low']:+.2f}, {row['delta_high']:+.2f}], "
+            f"p = {row['p_value']:.3f}")
 
 
 def md_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:

@@ -1,21 +1,9 @@
 """Where each (transform, seed) cell of a results folder lives."""
 
-from pathlib import Path
-
 from arelu_cli.report import layout
 
 
-def test_one_seed_keeps_the_flat_layout_several_nest_a_seed_folder():
-    out = Path("r")
-    assert layout.run_dir(out, "softmax", 1, (1,)) == Path("r/runs/softmax")
-    assert layout.run_dir(out, "softmax", 2, (1, 2)) == Path("r/runs/softmax/seed-2")
-    assert layout.sweep_dir(out, 0.3, 2, (1, 2)) == Path("r/tau-sweep/tau-0.3/seed-2")
-    assert layout.translation(out, "softmax", 1, (1,), "test") == Path(
-        "r/translations/softmax.test.txt")
-    assert layout.translation(out, "softmax", 2, (1, 2), "test") == Path(
-        "r/translations/softmax/seed-2.test.txt")
-    assert layout.analysis_dir(out, 1, (1,)) == Path("r/analysis")
-    assert layout.analysis_dir(out, 3, (1, 3)) == Path("r/analysis/seed-3")
+def test_cell_name_drops_the_seed_folder():
     assert layout.cell_name("softmax/seed-2") == "softmax" == layout.cell_name("softmax")
     assert layout.cell_name("a/seed-x") == "a/seed-x"
 

@@ -21,14 +21,6 @@ def test_load_run_errors_name_the_missing_file(tmp_path):
         runs.load_run(tmp_path / "r")
 
 
-def test_find_runs_lists_folders_with_a_log(tmp_path, run_folder):
-    run_folder(tmp_path / "b", "softmax")
-    run_folder(tmp_path / "a", "1.5-relu", tau=0.3)
-    (tmp_path / "empty").mkdir()
-    assert [p.name for p in runs.find_runs(tmp_path)] == ["a", "b"]
-    assert runs.find_runs(tmp_path / "absent") == []
-
-
 def test_training_dynamics_keeps_every_log_row(tmp_path, run_folder):
     run = runs.load_run(run_folder(tmp_path / "softmax", "softmax"))
     rows = runs.training_dynamics_rows([run])
