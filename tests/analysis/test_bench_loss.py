@@ -86,9 +86,9 @@ def test_variants_pick_the_methods(monkeypatch):
 
     monkeypatch.setattr(bench_loss.torch.cuda, "is_available", lambda: True)
     plan = make_plan(device="cuda", variants="liger,reuse_logits,default")
-    assert [(m.transform, m.variant) for m in plan.methods] == [
-        ("softmax", "default"), ("softmax", "liger"),
-        ("1.5-relu", "default"), ("1.5-relu", "reuse_logits")]
+    assert [(m.transform, m.variant) for m in plan.methods] == [  # alpha-ReLU first on CUDA
+        ("1.5-relu", "default"), ("1.5-relu", "reuse_logits"),
+        ("softmax", "default"), ("softmax", "liger")]
     plan = make_plan(device="cpu", transforms="softmax,1.5-relu", variants="liger,eager")
     assert [(m.transform, m.variant) for m in plan.methods] == [
         ("softmax", "liger"), ("1.5-relu", "eager")]
