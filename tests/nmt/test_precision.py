@@ -63,5 +63,5 @@ def test_no_recipe_forces_bf16(recipe):
     without native bf16."""
     found = load_config(RECIPES / f"{recipe}.toml").train.precision
     studies = {"toy", "multi30k-study", "multi30k-attention", "toy-attention", "ptb-lm",
-               "tinyshakespeare-lm"}
+               "tinyshakespeare-lm", "ptb-lm-study", "tinyshakespeare-lm-study"}
     assert found == ("fp32" if recipe in studies else "auto")
