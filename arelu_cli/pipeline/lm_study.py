@@ -52,6 +52,7 @@ from arelu_cli.pipeline.study import continue_copy, record_selection, sweep
 from arelu_cli.pipeline.study_runs import study_run
 from arelu_cli.pipeline.sweep import Point
 from arelu_cli.registry import get_transform
+from arelu_cli.results import read_json
 
 HUMAN = "human.tokens.json"
 TAU_SWEEP = "tau_sweep.csv"
@@ -193,6 +194,35 @@ def selected_shift(folder: Path) -> float:
     return float(best.tau_shift)
 
 
+def check_made(run: Run) -> None:
+    """Refuse, in one line naming the setting, an evaluation of ``run`` made with other
+    ``[lm_study]`` settings than the recipe's now: its row would be reported as made with
+    them."""
+    from arelu_cli.pipeline.scoring import again
+    from arelu_cli.results import read_table
+
+    s = run.config.lm_study
+    stride = s.stride or run.config.data.block_size
+    wanted = {"prefix_tokens": s.prefix_tokens, "stride": stride, "gen_seed": s.gen_seed}
+    for path in sorted((run.folder / "lm_eval").glob("*.csv")):
+        row = read_table(path, again(run.folder)).iloc[0]
+        meta = read_json(output_paths(run.folder, path.stem)[1].with_suffix(".txt.json"),
+                         again(run.folder))
+        found = {k: int(row[k]) for k in wanted} | {"max_new_tokens": meta.get("max_tokens")}
+        for key, value in (wanted | {"max_new_tokens": s.max_new_tokens}).items():
+            if found[key] != value:
+                raise UserError(f"{path} was made with [lm_study] {key} = {found[key]}, but the "
+                                f"recipe now says {value}; set it back, or delete {path} to "
+                                "evaluate again")
+    sweep = run.folder / TAU_SWEEP
+    if sweep.is_file():
+        tried = tuple(read_table(sweep, again(run.folder))["tau_shift"])
+        if tried != tuple(s.tau_shifts):
+            raise UserError(f"{sweep} tried tau shifts {list(tried)}, but [lm_study] tau_shifts "
+                            f"is now {list(s.tau_shifts)}; set it back, or delete {sweep} to "
+                            "sweep again")
+
+
 def outputs(run: Run, tuning: Path | None = None) -> list[Output]:
     """Every decoding's evaluation of the run's last step (one checkpoint load for all); for
     alpha-ReLU with ``[lm_study] tau_shifts``, also sampling at the tau shift selected in
@@ -268,6 +298,8 @@ def lm_study(config: Config, out: Path, console: Console | None = None,
     record_selection(tuned, out, selected, console)
     runs = plan(config, out, selected)
     check_runs(runs)
+    for run in runs:
+        check_made(run)
     for run in runs:
         made = outputs(run, seed_run(config, out, run.name, selected[run.name],
                                      config.train.seed).folder)

@@ -186,6 +186,13 @@ def test_sweep_seeds_and_evaluation_end_to_end_then_nothing_again(
     L.lm_study(config, out, console, train=counting)
     assert trained == []
     assert made == {p: p.stat().st_mtime_ns for p in made}
+    # an edited evaluation setting is refused, never reported as the old rows' setting
+    for key, value in (("prefix_tokens", 3), ("max_new_tokens", 9), ("tau_shifts", (0.0,))):
+        edited = dataclasses.replace(config, lm_study=dataclasses.replace(config.lm_study,
+                                                                          **{key: value}))
+        with pytest.raises(UserError, match=f"\\[lm_study\\] {key}"):
+            L.lm_study(edited, out, console, train=counting)
+    assert trained == [] and made == {p: p.stat().st_mtime_ns for p in made}
 
 
 def test_a_diverged_sweep_run_loses_and_the_study_goes_on(tiny_lm_corpus, tiny_lm_config,
