@@ -24,9 +24,11 @@ its evaluation there to future work. Per ``[lm_study] transforms`` entry:
 4. **report** (:mod:`arelu_cli.pipeline.lm_report`): the tables, the paired bootstrap over
    test prompts and ``REPORT.md``.
 
-Runs are trained in the order of the transforms, then seeds, so that the first comparison
-is complete before the extra seeds start. Every stage is skipped where its outputs are
-newer than the weights they came from: run the same command again to continue.
+The stages run transform by transform, in the order of ``[lm_study] transforms`` (its sweep,
+its seeds, their evaluations, then the report of what is finished), so that a study stopped
+early leaves whole transforms, each tuned and at every seed, rather than every transform at
+one seed. Every stage is skipped where its outputs are newer than the weights they came
+from: run the same command again to continue.
 """
 
 from __future__ import annotations
@@ -276,12 +278,19 @@ def human_tokens(config: Config, out: Path) -> None:
     _write_tokens(path, humans[:s.prompts] if s.prompts else humans)
 
 
-def plan(config: Config, out: Path, selected: dict[str, Point]) -> list[Run]:
-    """The seed runs, transform by transform, the first seed first."""
+def plan(config: Config, out: Path, name: str, point: Point) -> list[Run]:
+    """Transform ``name``'s seed runs at its selected ``point``, the ``[train] seed`` first."""
     first = config.train.seed
     seeds = [first] + [s for s in config.study.seeds if s != first]
-    return [seed_run(config, out, name, selected[name], seed)
-            for seed in seeds for name in config.lm_study.transforms]
+    return [seed_run(config, out, name, point, seed) for seed in seeds]
+
+
+def _report(config: Config, out: Path) -> Path:
+    from arelu_cli.pipeline.lm_report import write_report
+
+    s = config.lm_study
+    return write_report(out, baseline=s.baseline, reference=s.reference,
+                        samples=s.bootstrap_samples, seeds=list(config.study.seeds))
 
 
 def lm_study(config: Config, out: Path, console: Console | None = None,
@@ -294,22 +303,24 @@ def lm_study(config: Config, out: Path, console: Console | None = None,
     train = tolerant(train or real_trainer(recipe, console, allow_data_change), console)
     human_tokens(config, out)
     tuned = sweep_config(config)
-    selected = sweep(tuned, out, train, console)
-    record_selection(tuned, out, selected, console)
-    runs = plan(config, out, selected)
-    check_runs(runs)
-    for run in runs:
-        check_made(run)
-    for run in runs:
-        made = outputs(run, seed_run(config, out, run.name, selected[run.name],
-                                     config.train.seed).folder)
-        if run.seed == config.train.seed and not done(run, [p for o in made for p in o.paths]):
-            source = study_run(tuned, out, run.name, selected[run.name], run.seed).folder
-            if (source / "last.pt").is_file():
-                continue_copy(source, run.folder)
-        train_and_make(run, train, console, made)
-    from arelu_cli.pipeline.lm_report import write_report
-
-    s = config.lm_study
-    return write_report(out, baseline=s.baseline, reference=s.reference,
-                        samples=s.bootstrap_samples, seeds=list(config.study.seeds))
+    selected: dict[str, Point] = {}
+    for name in config.lm_study.transforms:
+        alone = dataclasses.replace(tuned, sweep=dataclasses.replace(tuned.sweep,
+                                                                     transforms=[name]))
+        selected |= sweep(alone, out, train, console)
+        record_selection(tuned, out, selected, console, partial=True)
+        runs = plan(config, out, name, selected[name])
+        check_runs(runs)
+        for run in runs:
+            check_made(run)
+        tuning = runs[0].folder
+        for run in runs:
+            made = outputs(run, tuning)
+            if run.seed == config.train.seed and not done(run, [p for o in made
+                                                                for p in o.paths]):
+                source = study_run(tuned, out, name, selected[name], run.seed).folder
+                if (source / "last.pt").is_file():
+                    continue_copy(source, run.folder)
+            train_and_make(run, train, console, made)
+        report = _report(config, out)
+    return report

@@ -201,13 +201,17 @@ def _keep(path: Path) -> Path:
 
 
 def record_selection(config: Config, out: Path, selected: dict[str, Point],
-                     console: Console) -> None:
+                     console: Console, partial: bool = False) -> None:
     """Write ``selected.json``. Where it held another configuration for a transform, warn
     (the seed and convergence runs of the old one stop being used by the tables; they are
-    kept, never deleted) and keep the old file as ``selected-<its UTC time>.json``."""
+    kept, never deleted) and keep the old file as ``selected-<its UTC time>.json``.
+    ``partial``: ``selected`` holds the transforms swept so far; the others keep what the
+    file recorded."""
     path, now = out / SELECTED, {name: dataclasses.asdict(p) | {"run": p.name}
                                  for name, p in selected.items()}
     before = _previous_selection(path)
+    if partial and before:
+        now = {name: now.get(name, entry) for name, entry in before.items()} | now
     changed = {name: entry for name, entry in (before or {}).items() if now.get(name) != entry}
     if before is None or changed:
         kept, users, warnings = _keep(path), borrowed(config), []

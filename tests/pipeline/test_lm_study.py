@@ -134,14 +134,14 @@ def test_sweep_seeds_and_evaluation_end_to_end_then_nothing_again(
 
     report = L.lm_study(config, out, console, train=counting)
     assert report == out / "REPORT.md"
-    sweep_runs = [f"runs/{n}/lr-{lr}_warmup-4_ls-0" for n in ("softmax", "1.5-relu")
-                  for lr in (1, 2)]
-    assert [f for f, _ in trained[:4]] == sweep_runs
+    # transform by transform: its sweep, then its seeds (seed 1 continues a copy of the
+    # selected sweep run; seed 2 trains from the start), then a report of what is finished
+    assert trained == [run for n in ("softmax", "1.5-relu") for run in (
+        (f"runs/{n}/lr-1_warmup-4_ls-0", False), (f"runs/{n}/lr-2_warmup-4_ls-0", False),
+        (f"seeds/{n}/seed-1", True), (f"seeds/{n}/seed-2", False))]
+    assert len(report_spy) == 2  # a report after each transform
     selected = json.loads((out / "selected.json").read_text())
     assert set(selected) == {"softmax", "1.5-relu"}
-    # seed 1 continues a copy of the selected sweep run; seed 2 trains from the start
-    assert trained[4:] == [("seeds/softmax/seed-1", True), ("seeds/1.5-relu/seed-1", True),
-                           ("seeds/softmax/seed-2", False), ("seeds/1.5-relu/seed-2", False)]
     for name in ("softmax", "1.5-relu"):
         source = out / "runs" / name / selected[name]["run"]
         assert json.loads((source / "summary.json").read_text())["steps"] == 4

@@ -245,6 +245,24 @@ def test_a_dropped_transform_and_an_unreadable_selection_are_announced(tmp_path)
     assert kept == ["not json", '{"softmax": {"run": "lr-1"}}']  # two copies, none replaced
 
 
+def test_a_partial_selection_keeps_the_transforms_not_swept_yet(tmp_path):
+    """The LM study records its selection transform by transform: a rerun that has swept
+    only the first so far neither drops nor warns about the others; a changed one still
+    warns."""
+    config, console = _config(), Console(file=io.StringIO(), width=400)
+    both = {"softmax": Point(1.0, 4, 0.0), "1.5-relu": Point(2.0, 4, 0.0)}
+    record_selection(config, tmp_path, both, console)
+    first = (tmp_path / "selected.json").read_text()
+    record_selection(config, tmp_path, {"softmax": both["softmax"]}, console, partial=True)
+    assert (tmp_path / "selected.json").read_text() == first
+    assert console.file.getvalue() == "" and not list(tmp_path.glob("selected-*.json"))
+    record_selection(config, tmp_path, {"softmax": Point(2.0, 4, 0.0)}, console, partial=True)
+    now = json.loads((tmp_path / "selected.json").read_text())
+    assert now["softmax"]["run"] == "lr-2_warmup-4_ls-0"
+    assert now["1.5-relu"] == json.loads(first)["1.5-relu"]
+    assert "not lr-1_warmup-4_ls-0" in console.file.getvalue()
+
+
 def test_bench_times_each_transform_at_its_selected_label_smoothing(tmp_path, monkeypatch):
     """The quiet step times come from each transform's selected configuration (borrowed ones
     from the configuration they borrow), and a file timed with other label smoothing (the
