@@ -8,7 +8,9 @@ fewer threads than free cores nobody waits.
 :func:`observe` is the pure decision (a :class:`GovernorState` and one step's tokens,
 seconds and run-queue wait in, the next state out); :class:`Governor` and :func:`governed`
 apply it (``torch.set_num_threads``) and read the wait from ``/proc``. The :class:`Policy`:
-windows of ``window`` steps measured in tokens/s, the first one warm-up; at ``c > 1`` threads
+windows of ``window`` steps (or fewer, at least ``min_window``, once they have lasted
+``window_seconds``: slow steps, where a contended window costs most, decide sooner) measured
+in tokens/s, the first ``window`` steps warm-up; at ``c > 1`` threads
 a window below ``drop`` x the recent best, or with more than ``busy`` of it spent waiting for
 a CPU, probes ``c // 2`` for one window, kept only if faster by ``margin``; below the
 maximum, the maximum is probed again after ``backoff`` steps, doubling up to
@@ -37,6 +39,9 @@ class Policy:
 
     window: int = 10
     """Steps per measured window (a probe lasts one window)."""
+    window_seconds: float = 10.0
+    """A window of at least ``min_window`` steps closes once it has lasted this long."""
+    min_window: int = 2
     drop: float = 0.7
     """A window slower than ``drop`` x the best recent window at its count means contention."""
     busy: float = 0.25
@@ -107,7 +112,8 @@ def observe(state: GovernorState, policy: Policy, tokens: float, seconds: float,
         if state.steps < policy.window and state.seconds < state.home_seconds:
             return state
         return _end_probe(state, policy)
-    if state.steps < policy.window:
+    if state.steps < policy.window and (state.steps < policy.min_window
+                                         or state.seconds < policy.window_seconds):
         return state
     return _end_window(state, policy, known_wait=waiting is not None)
 

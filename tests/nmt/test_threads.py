@@ -16,7 +16,7 @@ from arelu_cli.nmt.train import train
 
 # Small windows and backoffs so that every behaviour shows within a few dozen steps: the
 # first 2 steps are warm-up, then windows of 2 steps; re-probes after 4, 8, 8 ... steps.
-POLICY = Policy(window=2, backoff=4, max_backoff=8, history=4)
+POLICY = Policy(window=2, window_seconds=float("inf"), backoff=4, max_backoff=8, history=4)
 TOKENS = 100.0
 
 QUIET = {4: 110.0, 2: 100.0, 1: 60.0}
@@ -107,6 +107,29 @@ def _trace(machine, steps: int, top: int) -> str:
                          ids=[case[0] for case in CASES])
 def test_decisions(name, machine, steps, top, expected):
     assert _trace(machine, steps, top) == expected
+
+
+def test_slow_steps_close_a_window_sooner():
+    """Windows of 10 steps, or of 2+ once they have lasted 3 s: quiet steps of 1 s give
+    windows of 3 steps; beside the competitor a step at 2 threads takes 5.6 s, so 2 loaded
+    steps are enough to probe 1 thread (steps 12-13, faster, kept), where a 10-step window
+    would run 10 slow steps first."""
+    policy = Policy(window=10, window_seconds=3.0, min_window=2, backoff=50, history=4)
+    state, counts = initial(2, policy), []
+    for step in range(30):
+        counts.append(state.threads)
+        rate, waiting = arrives(step, state.threads)
+        state = observe(state, policy, TOKENS, TOKENS / rate, waiting)
+    # warm-up 0-9; the load arrives at step 10, so the window 10-11 is loaded (2 x 5.6 s
+    # >= 3 s) and waits: the probe runs 12-13 and 1 thread stays.
+    assert "".join(map(str, counts)) == "2" * 12 + "1" * 18
+    slow = Policy(window=10, window_seconds=float("inf"), backoff=50, history=4)
+    state, counts = initial(2, slow), []
+    for step in range(30):
+        counts.append(state.threads)
+        rate, waiting = arrives(step, state.threads)
+        state = observe(state, slow, TOKENS, TOKENS / rate, waiting)
+    assert "".join(map(str, counts)) == "2" * 20 + "1" * 10  # a full 10-step window first
 
 
 def test_speed_is_tokens_per_second_not_steps():
