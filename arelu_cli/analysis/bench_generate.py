@@ -136,7 +136,7 @@ def output_layer(plan: GeneratePlan, vocab: int | None
 
 
 def step_loop(hidden: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None,
-               transform: OutputTransform, decoding: Decoding, seed: int) -> Callable:
+              transform: OutputTransform, decoding: Decoding, seed: int) -> Callable:
     """A call that decodes ``len(hidden)`` steps: the projection ``hidden[t] @ weight.T``
     and next-token selection; with ``weight`` None, ``hidden`` holds the steps' logits and
     the call times the selection alone."""
@@ -195,7 +195,7 @@ def case_rows(plan: GeneratePlan, vocab: int | None, batch: int, log=None) -> li
         loops[name] = step_loop(hidden, weight, bias, t, d, plan.seed)
         loops[f"select:{name}"] = step_loop(logits, None, None, t, d, plan.seed)
     times, other_cpu = interleaved(loops, plan.repeats, device,
-                                    log and (lambda m: log(f"V={vocab} B={batch}: {m}")))
+                                   log and (lambda m: log(f"V={vocab} B={batch}: {m}")))
     top_p = f"{TOP_P}{plan.top_p:g}"
     rows = []
     for name, (transform, decoding) in chosen.items():

@@ -127,3 +127,18 @@ def test_a_model_of_another_vocabulary_is_refused(study, tmp_path, tiny_lm_confi
     with pytest.raises(UserError, match="is a model of another vocabulary"):
         B.bench_study(copy, B.BenchPlan(batches=(1,), new_tokens=2, repeats=1, device="cpu"))
     assert not (copy / "bench_generate.csv").exists()
+
+
+def test_the_command_writes_its_csv_and_fails_in_one_line(study, cli, tmp_path, one_thread):
+    _, out = study
+    csv = tmp_path / "bench.csv"
+    ran = cli("bench", "lm-study", out, "--batches", "1", "--new-tokens", "2", "--repeats", "1",
+              "--device", "cpu", "--out", csv)
+    assert ran.code == 0 and f"wrote {csv}" in ran.out.replace("\n", "")
+    assert len(pd.read_csv(csv)) == sum(map(len, DECODINGS.values()))
+    for args, message in (((tmp_path / "nothing",), "is not an LM study folder"),
+                          ((out, "--batches", "1,x"), "--batches")):
+        ran = cli("bench", "lm-study", *args, "--out", tmp_path / "bad.csv")
+        assert ran.code == 2 and message in ran.err
+        assert len(ran.err.strip().splitlines()) == 1
+    assert not (tmp_path / "bad.csv").exists()
