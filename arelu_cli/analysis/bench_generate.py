@@ -135,8 +135,8 @@ def output_layer(plan: GeneratePlan, vocab: int | None
             str(plan.checkpoint))
 
 
-def _step_loop(hidden: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None,
-               transform: OutputTransform, decoding: Decoding, seed: int) -> Callable:
+def step_loop(hidden: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None,
+              transform: OutputTransform, decoding: Decoding, seed: int) -> Callable:
     """A call that decodes ``len(hidden)`` steps: the projection ``hidden[t] @ weight.T``
     and next-token selection; with ``weight`` None, ``hidden`` holds the steps' logits and
     the call times the selection alone."""
@@ -150,29 +150,33 @@ def _step_loop(hidden: torch.Tensor, weight: torch.Tensor | None, bias: torch.Te
     return run
 
 
-def _support(logits: torch.Tensor, transform: OutputTransform, decoding: Decoding) -> float:
+def support(logits: torch.Tensor, transform: OutputTransform, decoding: Decoding) -> float:
     """Mean number of tokens of positive probability per row of one step's ``logits``."""
     return float((sampling_probs(logits, transform, decoding) > 0).sum(-1).float().mean())
 
 
-def _interleaved(loops: dict[str, Callable], repeats: int, device: torch.device,
-                 log=None) -> tuple[dict[str, list[float]], float | None]:
+def interleaved(loops: dict[str, Callable], repeats: int, device: torch.device,
+                log=None, setups: dict[str, Callable[[], object]] | None = None
+                ) -> tuple[dict[str, list[float]], float | None]:
     """Milliseconds of each loop per repeat, every loop once per repeat in an order rotated
-    from repeat to repeat, after one warm-up call each; and the other processes' load."""
-    names = list(loops)
+    from repeat to repeat, after one warm-up call each; and the other processes' load. A
+    loop named in ``setups`` is called on its setup's result, made untimed before each call."""
+    names, setups = list(loops), setups or {}
+    untimed = {name: setups.get(name, lambda: None) for name in names}
     for name in names:                       # warm-up (and the C++/compile builds)
-        loops[name](None)
+        loops[name](untimed[name]())
     times: dict[str, list[float]] = {name: [] for name in names}
     with timing.OtherLoad() as load:
         for r in range(repeats):
             if log:
                 log(f"repeat {r + 1}/{repeats}")
             for name in names[r % len(names):] + names[:r % len(names)]:
-                times[name].append(timing.time_once(loops[name], lambda: None, device))
+                times[name].append(timing.time_once(loops[name], untimed[name], device))
     return times, load.cores
 
 
-def _paired(ms: list[float], base: list[float]) -> float:
+def paired(ms: list[float], base: list[float]) -> float:
+    """The median over repeats of ``ms``'s time over ``base``'s in the same repeat."""
     return statistics.median(a / b for a, b in zip(ms, base))
 
 
@@ -188,10 +192,10 @@ def case_rows(plan: GeneratePlan, vocab: int | None, batch: int, log=None) -> li
     chosen = methods(plan, tau)
     loops = {}
     for name, (t, d) in chosen.items():
-        loops[name] = _step_loop(hidden, weight, bias, t, d, plan.seed)
-        loops[f"select:{name}"] = _step_loop(logits, None, None, t, d, plan.seed)
-    times, other_cpu = _interleaved(loops, plan.repeats, device,
-                                    log and (lambda m: log(f"V={vocab} B={batch}: {m}")))
+        loops[name] = step_loop(hidden, weight, bias, t, d, plan.seed)
+        loops[f"select:{name}"] = step_loop(logits, None, None, t, d, plan.seed)
+    times, other_cpu = interleaved(loops, plan.repeats, device,
+                                   log and (lambda m: log(f"V={vocab} B={batch}: {m}")))
     top_p = f"{TOP_P}{plan.top_p:g}"
     rows = []
     for name, (transform, decoding) in chosen.items():
@@ -201,12 +205,12 @@ def case_rows(plan: GeneratePlan, vocab: int | None, batch: int, log=None) -> li
                    alpha=transform.alpha, tau=transform.tau, source=source,
                    ms_per_step=statistics.median(ms) / plan.steps,
                    us_per_token=1000 * statistics.median(ms) / (plan.steps * batch),
-                   ratio_to_softmax_sample=_paired(ms, times[SAMPLE]),
-                   ratio_to_softmax_top_p=_paired(ms, times[top_p]),
+                   ratio_to_softmax_sample=paired(ms, times[SAMPLE]),
+                   ratio_to_softmax_top_p=paired(ms, times[top_p]),
                    select_us_per_token=1000 * statistics.median(select) / (plan.steps * batch),
-                   select_ratio_to_softmax_sample=_paired(select, times[f"select:{SAMPLE}"]),
-                   select_ratio_to_softmax_top_p=_paired(select, times[f"select:{top_p}"]),
-                   support=_support(logits[0], transform, decoding))
+                   select_ratio_to_softmax_sample=paired(select, times[f"select:{SAMPLE}"]),
+                   select_ratio_to_softmax_top_p=paired(select, times[f"select:{top_p}"]),
+                   support=support(logits[0], transform, decoding))
         row["meets_targets"] = (all(row[k] <= v for k, v in TARGETS.items())
                                 if transform.family == "relu" else None)
         row |= dict(device=plan.device, machine=machine(device),

@@ -1,4 +1,5 @@
-"""``arelu bench loss|fused-linear|train|translate|generate``: speed and memory benchmarks, CSV."""
+"""``arelu bench loss|fused-linear|train|translate|generate|lm-study``: speed and memory
+benchmarks, CSV."""
 
 from __future__ import annotations
 
@@ -259,3 +260,33 @@ def bench_generate(
     bench.print_table(frame, console)
     _warn_if_busy(frame.to_dict("records"))
     console.print(f"wrote {out}")
+
+
+@bench_app.command("lm-study")
+def bench_lm_study(
+    study: Path = typer.Argument(..., help="An LM study folder (the --out of arelu lm-study)."),
+    batches: str = typer.Option("1,32", help="Comma-separated batch sizes (prompts generated "
+                                "together); the study's report quotes the smallest."),
+    new_tokens: Optional[int] = typer.Option(
+        None, help="New tokens per timing (default: the study's [lm_study] max_new_tokens)."),
+    repeats: int = typer.Option(5, help="Interleaved timings per model x decoding (medians)."),
+    device: str = typer.Option("auto", help="cpu, cuda or auto."),
+    out: Optional[Path] = typer.Option(
+        None, help="CSV file to write (default: STUDY/bench_generate.csv, which arelu lm-study "
+        "reads into its report)."),
+) -> None:
+    """Time per generated token of the study's own models, every decoding it runs: the full
+    model (incremental generation) and its output layer alone, with paired ratios to the
+    softmax model's pure and nucleus sampling; write CSV. Run it on a quiet machine."""
+    from arelu_cli.analysis.bench_lm import print_table
+    from arelu_cli.options import parse_list
+    from arelu_cli.pipeline.lm_bench import BenchPlan, bench_study
+    from arelu_cli.pipeline.lm_report import BENCH
+
+    csv = out or study / BENCH
+    plan = BenchPlan(batches=tuple(parse_list(batches, int, "--batches", example="1,32")),
+                     new_tokens=new_tokens, repeats=repeats, device=device)
+    rows = bench_study(study, plan, csv, log=console.log).to_dict("records")
+    print_table(rows, console)
+    _warn_if_busy(rows)
+    console.print(f"wrote {csv}")

@@ -11,7 +11,8 @@
 * (b) **cost**: its eps-perplexity, sp and JSD against 1.5-entmax sampling's, mean and
   sample std over seeds: a difference within the larger of the two stds is **not resolved**
   at that many seeds;
-* (c) **speed**: quiet ms per token of ``bench_generate.csv``;
+* (c) **speed**: quiet ms per generated token of the full model at the batch size of
+  ``bench_generate.csv``'s rows (``arelu bench lm-study``), against softmax's;
 * (d) **a real LM**: the softmax model's test perplexity (pure sampling's distribution, the
   model's own) against the target, every transform's eps-perplexity beside it.
 
@@ -144,7 +145,8 @@ def speed_verdict(name: str, summary: Sequence[dict], baseline: str, reference: 
     parts = [f"{_system(r['transform'], summary)} {r['decoding']} "
              f"{fmt(r['ms_per_token'], 3)} ms (× {ms / r['ms_per_token']:.2f} its time)"
              for r in others if not missing(r["ms_per_token"])]
-    return (f"{ask} {fmt(ms, 3)} ms per token (bench_generate.csv, quiet)"
+    return (f"{ask} {fmt(ms, 3)} ms per token at batch {mine[0]['bench_batch']} "
+            "(bench_generate.csv, quiet)"
             + (f"; against {', '.join(parts)}." if parts else "; nothing to compare with yet."))
 
 

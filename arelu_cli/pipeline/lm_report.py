@@ -10,8 +10,9 @@ Read from the study folder ``OUT`` (everything recomputable from committed files
 ``summary.json`` whose ``best_bleu`` is minus the best dev loss); ``seeds/NAME/seed-S/``
 (``config.json``, ``log.csv``, ``summary.json``, ``lm_eval/DECODING.csv`` -- one row of
 :data:`~arelu_cli.analysis.lm_eval.COLUMNS` --, ``generations/DECODING.tokens.json``);
-``human.tokens.json``; optionally ``bench_generate.csv`` (quiet ms per token; several rows
-of one transform x decoding give their median).
+``human.tokens.json``; optionally ``bench_generate.csv`` (quiet ms per token of ``arelu bench
+lm-study``, :mod:`arelu_cli.pipeline.lm_bench`: its rows at the smallest batch size, several
+rows of one transform x decoding giving their median).
 
 Written (atomically, every input checked first): ``lm_eval.csv`` (every row, with its
 ``run``), ``summary.csv`` (per transform x decoding, mean and sample std over seeds),
@@ -69,7 +70,7 @@ SUMMARY_METRICS = ("eps_ppl", "ppl", "sp", "jsd", "rep_32", "wrep_32", "distinct
                    "self_bleu", "length")
 SUMMARY_COLUMNS = ("transform", "label", "decoding", "n", "seeds", "missing_seeds",
                    *(f"{m}_{s}" for m in SUMMARY_METRICS for s in ("mean", "std")),
-                   "gen_tokens_per_s", "ms_per_token")
+                   "gen_tokens_per_s", "ms_per_token", "bench_batch")
 SIG_COLUMNS = ("transform", "label", "decoding", "baseline", "reference", "statistic",
                "seeds", "baseline_seeds", "prompts", "value", "baseline_value", "human",
                "delta", "delta_low", "delta_high", "delta_bias", "p_value", "samples",
@@ -158,15 +159,16 @@ def read_tokens(path: Path, prompts: int | None, remedy: str) -> list[list[int]]
 
 
 def _bench(out: Path) -> pd.DataFrame | None:
+    """``bench_generate.csv``'s rows at its smallest batch size (the report quotes one)."""
     path = out / BENCH
     if not path.is_file():
         return None
-    frame = read_table(path, "delete it to measure again")
-    lacking = {"transform", "decoding", "ms_per_token"} - set(frame.columns)
+    remedy = f"delete it and measure again (arelu bench lm-study {out})"
+    frame = read_table(path, remedy)
+    lacking = {"transform", "decoding", "ms_per_token", "batch"} - set(frame.columns)
     if lacking:
-        raise UserError(f"{path} lacks the column(s) {', '.join(sorted(lacking))}; delete it "
-                        "to measure again")
-    return frame
+        raise UserError(f"{path} lacks the column(s) {', '.join(sorted(lacking))}; {remedy}")
+    return frame[frame["batch"] == frame["batch"].min()]
 
 
 def _gen_rate(run: SeedRun, decoding: str) -> float | None:
@@ -182,7 +184,8 @@ def summary_rows(evals: list[dict], seeds: list[int], bench: pd.DataFrame | None
                  rates: dict[tuple[str, str, int], float | None]) -> list[dict]:
     """Per transform x decoding (order of appearance): mean and sample std over seeds of
     :data:`SUMMARY_METRICS`, the seeds found and missing, the generation records' mean
-    tokens/s and the quiet ms per token of ``bench_generate.csv``."""
+    tokens/s and the quiet ms per token of ``bench_generate.csv`` (its rows at one batch
+    size, ``bench_batch``)."""
     rows, frame = [], pd.DataFrame(evals, columns=["run", *EVAL_COLUMNS])
     for (name, decoding), part in frame.groupby(["transform", "decoding"], sort=False):
         found = sorted(int(s) for s in part["seed"])
@@ -198,6 +201,8 @@ def summary_rows(evals: list[dict], seeds: list[int], bench: pd.DataFrame | None
                                                     & (bench["decoding"] == decoding),
                                                     "ms_per_token"].dropna())
         row["ms_per_token"] = float(hit.median()) if hit is not None and len(hit) else None
+        row["bench_batch"] = int(bench["batch"].min()) if row["ms_per_token"] is not None \
+            else None
         rows.append(row)
     return rows
 

@@ -44,7 +44,7 @@ def test_the_targets_compare_the_paired_ratios(monkeypatch):
     speed = {"softmax-sample": 2.0, "softmax-top_p0.9": 5.0, "1.5-relu-sample": 1.0}
     monkeypatch.setattr(bench.timing, "time_once",
                         lambda fn, setup, device: speed.get(fn.name, 3.0))
-    monkeypatch.setattr(bench, "_step_loop", lambda *args: _named(args))
+    monkeypatch.setattr(bench, "step_loop", lambda *args: _named(args))
     rows = {r["method"]: r for r in bench.case_rows(plan, 200, 2)}
     assert rows["1.5-relu-sample"]["ratio_to_softmax_sample"] == 0.5
     assert rows["1.5-relu-sample"]["ratio_to_softmax_top_p"] == 0.2

@@ -259,16 +259,29 @@ def test_the_verdicts_carry_the_computed_numbers(tmp_path):
 def test_a_repetitive_relu_does_not_hold_and_speed_comes_from_the_bench(tmp_path):
     out = make_study(tmp_path, {REF: lambda s: texts(s),
                                 ("1.5-relu", "sample"): lambda s: texts(s, repetitive=True)})
-    pd.DataFrame({"transform": ["1.5-relu", "softmax", "softmax"],
-                  "decoding": ["sample", "sample-top_p0.9", "sample-top_p0.9"],
-                  "ms_per_token": [0.1, 0.3, 0.5]}).to_csv(out / "bench_generate.csv",
-                                                           index=False)
+    pd.DataFrame({"transform": ["1.5-relu", "softmax", "softmax", "1.5-relu", "softmax"],
+                  "decoding": ["sample", "sample-top_p0.9", "sample-top_p0.9", "sample",
+                               "sample-top_p0.9"],
+                  "batch": [1, 1, 1, 32, 32],
+                  "ms_per_token": [0.1, 0.3, 0.5, 0.01, 0.02]}).to_csv(
+        out / "bench_generate.csv", index=False)
     report = write_report(out, samples=200).read_text()
     assert "as non-degenerate as softmax sample-top_p0.9? **does not hold**" in report
-    assert ("0.100 ms per token (bench_generate.csv, quiet); against softmax sample-top_p0.9 "
-            "0.400 ms (× 0.25 its time)") in report
+    assert ("0.100 ms per token at batch 1 (bench_generate.csv, quiet); against softmax "
+            "sample-top_p0.9 0.400 ms (× 0.25 its time)") in report
     summary = pd.read_csv(out / "summary.csv").set_index(["transform", "decoding"])
-    assert summary.loc[REF, "ms_per_token"] == 0.4
+    assert summary.loc[REF, "ms_per_token"] == 0.4 and summary.loc[REF, "bench_batch"] == 1
+    assert summary["bench_batch"].isna().sum() == (summary["ms_per_token"].isna()).sum()
+
+
+def test_a_bench_without_batch_sizes_is_refused(tmp_path):
+    out = make_study(tmp_path, {})
+    pd.DataFrame({"transform": ["softmax"], "decoding": ["sample"],
+                  "ms_per_token": [0.1]}).to_csv(out / "bench_generate.csv", index=False)
+    with pytest.raises(UserError, match="lacks the column\\(s\\) batch; delete it and "
+                       "measure again \\(arelu bench lm-study"):
+        write_report(out, samples=20)
+    assert not (out / "REPORT.md").exists()
 
 
 def test_sweep_and_curves(study):

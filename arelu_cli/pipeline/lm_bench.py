@@ -1,0 +1,142 @@
+"""``arelu bench lm-study D``: quiet ms per generated token of an LM study's own models
+(issue 35), written to ``D/bench_generate.csv``, which the study's report
+(:mod:`arelu_cli.pipeline.lm_report`) reads for its speed verdict and ms/token column.
+
+Per ``[lm_study] transforms`` model trained so far (``D/seeds/NAME/seed-S/``, the lowest
+seed whose last-step weights exist: the weights ``lm-eval`` evaluates), every decoding the
+study runs for it (:func:`arelu_cli.pipeline.lm_study.decodings_of`; for alpha-ReLU also
+``sample-tau_dev`` once the tau sweep on dev exists), on the first test prompts of the
+study's ``prefix_tokens``, at each batch size: the full model and the output layer alone,
+interleaved, with paired ratios to the softmax model's pure and nucleus sampling
+(:mod:`arelu_cli.analysis.bench_lm`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from arelu_cli.errors import UserError
+from arelu_cli.nmt.train import snapshot_path
+from arelu_cli.pipeline.lm_claims import SAMPLE, TUNED
+from arelu_cli.pipeline.lm_report import BENCH, SELECTED, seed_runs
+from arelu_cli.pipeline.lm_study import TAU_SWEEP, decoding, decodings_of, selected_shift
+from arelu_cli.pipeline.scoring import again
+from arelu_cli.registry import get_transform
+from arelu_cli.results import read_json, write_rows
+
+TRAIN = "arelu lm-study RECIPE --out {out}"
+
+
+@dataclass(frozen=True)
+class BenchPlan:
+    """What ``arelu bench lm-study`` times (module docstring)."""
+
+    batches: tuple[int, ...] = (1, 32)
+    new_tokens: int | None = None
+    """New tokens per timing; None: the study's ``[lm_study] max_new_tokens``."""
+    repeats: int = 5
+    device: str = "auto"
+    seed: int = 0
+
+
+def check_plan(plan: BenchPlan) -> None:
+    for name, value in (("--new-tokens", plan.new_tokens), ("--repeats", plan.repeats)):
+        if value is not None and value < 1:
+            raise UserError(f"{name} must be at least 1, got {value}")
+    if not plan.batches or min(plan.batches) < 1:
+        raise UserError(f"--batches must list positive batch sizes, e.g. 1,32; got "
+                        f"{list(plan.batches)}")
+
+
+def trained_weights(out: Path) -> dict[str, tuple[int, Path]]:
+    """Per transform, its lowest seed whose last-step weights exist, and those weights."""
+    if not (out / "seeds").is_dir() and not (out / SELECTED).is_file():
+        raise UserError(f"{out} is not an LM study folder (no seeds/ or {SELECTED}); give the "
+                        "--out folder of arelu lm-study")
+    found: dict[str, tuple[int, Path]] = {}
+    for run in seed_runs(out):
+        steps = read_json(run.folder / "config.json", again(run.folder)).get(
+            "train", {}).get("max_steps") if (run.folder / "config.json").is_file() else None
+        weights = snapshot_path(run.folder, steps) if isinstance(steps, int) else None
+        if weights is not None and weights.is_file() and run.transform not in found:
+            found[run.transform] = (run.seed, weights)
+    if not found:
+        raise UserError(f"no trained seed model in {out / 'seeds'} yet (seeds/NAME/seed-S/steps/"
+                        f"step-MAX.pt); train them with {TRAIN.format(out=out)}")
+    return found
+
+
+def tuned_shift(out: Path, name: str) -> float | None:
+    """The dev-selected tau shift of alpha-ReLU model ``name``, once its tau sweep exists."""
+    if get_transform(name).family != "relu":
+        return None
+    sweeps = sorted((out / "seeds" / name).glob(f"seed-*/{TAU_SWEEP}"))
+    return selected_shift(sweeps[0].parent) if sweeps else None
+
+
+def _open(weights: Path, device: str, first):
+    """``weights`` opened for decoding; a vocabulary other than ``first``'s is refused."""
+    from arelu_cli.nmt.checkpoint import vocab_checksum
+    from arelu_cli.nmt.inference import open_checkpoint
+
+    decoder = open_checkpoint(weights, None, device, task="lm")
+    if first is not None and vocab_checksum(decoder.data) != vocab_checksum(first.data):
+        raise UserError(f"{weights} is a model of another vocabulary ({decoder.data.path}) than "
+                        f"{first.path} ({first.data.path}); an LM study's models share one "
+                        "prepared corpus: move that run out of the study folder")
+    return decoder
+
+
+def models(out: Path, device: str):
+    """Every model x decoding to time (:class:`arelu_cli.analysis.bench_lm.Timed`), the
+    first model's decoder first."""
+    from arelu_cli.analysis.bench_lm import Timed
+    from arelu_cli.nmt.sampling import Decoding
+
+    timed, first = [], None
+    for name, (seed, weights) in trained_weights(out).items():
+        decoder = _open(weights, device, first)
+        first = first or decoder
+        labels = [(label, decoding(label)) for label in decodings_of(decoder.config, name)]
+        shift = tuned_shift(out, name)
+        if shift is not None:
+            labels.append((TUNED, Decoding(tau_shift=shift)))
+        timed += [Timed(decoder, label, chosen, seed) for label, chosen in labels]
+    return timed
+
+
+def prompts_and_steps(timed, plan: BenchPlan) -> tuple[list[list[int]], int]:
+    """The study's test prompts (token ids) and the new tokens per timing, checked against
+    the models' positions."""
+    from arelu_cli.nmt.generate import split_prompts
+
+    decoder = timed[0].decoder
+    s = decoder.config.lm_study
+    prompts, _ = split_prompts(decoder.data, "test", s.prefix_tokens)
+    steps = plan.new_tokens or s.max_new_tokens
+    room = min(t.decoder.model.cfg.max_positions for t in timed) - s.prefix_tokens
+    if steps > room:
+        raise UserError(f"--new-tokens {steps} does not fit: the models hold "
+                        f"{room + s.prefix_tokens} positions and the prompts take "
+                        f"{s.prefix_tokens}; give --new-tokens {room} or fewer")
+    return prompts[:max(plan.batches)], steps
+
+
+def bench_study(out: Path, plan: BenchPlan, csv: Path | None = None, log=None) -> pd.DataFrame:
+    """Time every model x decoding of the study ``out`` at every batch size of ``plan``;
+    the CSV (default ``out/bench_generate.csv``) is written once, atomically, at the end."""
+    from arelu_cli.analysis.bench_lm import Measure, batch_rows
+
+    check_plan(plan)
+    out = Path(out)
+    timed = models(out, plan.device)
+    prompts, steps = prompts_and_steps(timed, plan)
+    reference = timed[0].decoder.config.lm_study.reference
+    measure = Measure(steps, plan.repeats, plan.seed, ("softmax", SAMPLE),
+                      ("softmax", reference))
+    rows = [row for batch in plan.batches
+            for row in batch_rows(timed, prompts, batch, measure, log)]
+    return write_rows(rows, csv or out / BENCH)
