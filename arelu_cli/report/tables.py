@@ -23,6 +23,7 @@ from typing import Optional
 from arelu_cli.analysis import tau_table
 from arelu_cli.errors import UserError
 from arelu_cli.report import paper
+from arelu_cli.report.columns import COLUMNS
 from arelu_cli.signatures import signature
 
 
@@ -68,16 +69,12 @@ def significance_rows(corpus: str, tests: Iterable[Mapping[str, object]],
     ``{(transform, seeds): run signature}``."""
     rows = []
     for r in tests:
-        name, base = r["transform"], r["transform"] == r["baseline"]
-        rows.append({"corpus": corpus, "transform": name, "baseline": r["baseline"],
-                     "seeds": r["seeds"], "split": split, "sentences": r["sentences"],
-                     "bleu": r["bleu"], "bleu_mean": r["bleu_mean"], "bleu_low": r["bleu_low"],
-                     "bleu_high": r["bleu_high"], "baseline_bleu": r["baseline_bleu"],
-                     **{k: None if base else r[k]
-                        for k in ("delta", "delta_low", "delta_high", "p_value")},
-                     "samples": r["samples"], "bootstrap_seed": r["bootstrap_seed"],
-                     "bleu_signature": r["bleu_signature"],
-                     "signature": _sig(signatures.get((name, str(r["seeds"]))), name, corpus)})
+        name = r["transform"]
+        row = {**r, "corpus": corpus, "split": split, "signature": _sig(
+            signatures.get((name, str(r["seeds"]))), name, corpus)}
+        if name == r["baseline"]:
+            row |= dict.fromkeys(("delta", "delta_low", "delta_high", "p_value"))
+        rows.append({column: row[column] for column in COLUMNS["table1_significance.csv"]})
     return rows
 
 

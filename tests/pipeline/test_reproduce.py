@@ -21,6 +21,7 @@ from arelu_cli.data.prepared import data_fingerprint, read_meta
 from arelu_cli.errors import UserError
 from arelu_cli.report.columns import COLUMNS
 from arelu_cli.report.layout import find_run_dirs
+from arelu_cli.pipeline import reproduce_steps as rs
 from arelu_cli.pipeline.grid import Grid
 from arelu_cli.pipeline.reproduce import (Request, load_request_config,
                                           move_aside, recorded_fingerprint,
@@ -202,6 +203,21 @@ def test_several_seeds_are_tested_per_seed_and_concatenated(seeded_grid):
     table1 = report.read_text(encoding="utf-8").split("## Table 1")[1].split("\n## ")[0]
     assert "±" in table1 and "(per seed: " in table1 and "Over 2 training seeds" in table1
 
+
+def test_per_seed_gathers_every_seeds_rows_and_keeps_each_seeds_raw_csvs(tmp_path):
+    """An analysis of one seed gives its rows of a catalog CSV and the raw CSVs of the
+    single command; per_seed runs it for every seed of the grid, in seed order."""
+    grid = Grid(load_config(None, {("reproduce", "seeds"): [3, 1]}), tmp_path)
+
+    def analysis(given: Grid, seed: int) -> tuple[list[dict], dict[str, list[dict]]]:
+        assert given is grid
+        row = dict.fromkeys(COLUMNS["table2_empty.csv"], "") | {"seed": seed}
+        return [row], {"empty_check.csv": [{"seed": seed, "n": 1}]}
+    rs.per_seed("table2_empty.csv", analysis)(grid)
+    assert pd.read_csv(tmp_path / "table2_empty.csv")["seed"].tolist() == [3, 1]
+    for seed in (3, 1):
+        raw = pd.read_csv(tmp_path / "analysis" / f"seed-{seed}" / "empty_check.csv")
+        assert raw.to_dict("records") == [{"seed": seed, "n": 1}]
 
 def test_seeds_must_be_distinct_integers(tiny_corpus, tiny_model, tmp_path):
     recipe = write_recipe(tmp_path / "tiny.toml", tiny_corpus, tiny_model)
