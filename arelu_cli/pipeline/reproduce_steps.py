@@ -108,12 +108,11 @@ def score(grid: Grid) -> None:
     hyps = {cell: _hypotheses(grid, *cell) for cell in _cells(grid)}
     rows, sigs = [], {}
     for seed in grid.seeds:
-        scores = {}
         for name in names:
             bleu, chrf, bleu_sig, _ = bleu_chrf(hyps[name, seed], refs)
             sigs[name, str(seed)] = _signature(grid, _open(grid, name, seed), seed, beam=beam)
-            scores[name] = tables.BleuScore(bleu, chrf, bleu_sig, sigs[name, str(seed)])
-        rows += tables.table1_rows(corpus, scores, TEST, seed)
+            rows.append(tables.table1_row(corpus, name, bleu, chrf, bleu_sig,
+                                          sigs[name, str(seed)], TEST, seed))
     joined = "+".join(map(str, grid.seeds))
     sigs |= {(name, joined): signature(transform=name, data=corpus, recipe=grid.recipe or None,
                                        seed=joined, beam=beam) for name in names}
@@ -124,12 +123,12 @@ def score(grid: Grid) -> None:
     write_rows(tests, grid.out / "table1_significance.csv", COLUMNS["table1_significance.csv"])
 
 
-Seeded = Callable[[Grid, int], tuple[list[dict], dict[str, list[dict]]]]
-"""``analysis(grid, seed)``: one seed's rows of a catalog CSV, and the raw CSVs of the
-matching single command (``{file name: rows}``)."""
+SeedRows = tuple[list[dict], dict[str, list[dict]]]
+"""One seed's rows of a catalog CSV, and the raw CSVs of the matching single command
+(``{file name: rows}``)."""
 
 
-def per_seed(csv: str, analysis: Seeded) -> Callable[[Grid], None]:
+def per_seed(csv: str, analysis: Callable[[Grid, int], SeedRows]) -> Callable[[Grid], None]:
     """``analysis`` of every seed: their rows in ``csv`` (the catalog's columns), each
     seed's raw CSVs in its ``analysis/`` folder."""
     def run(grid: Grid) -> None:
@@ -143,22 +142,21 @@ def per_seed(csv: str, analysis: Seeded) -> Callable[[Grid], None]:
     return run
 
 
-def empty(grid: Grid, seed: int) -> tuple[list[dict], dict[str, list[dict]]]:
+def empty(grid: Grid, seed: int) -> SeedRows:
     """Table 2: sentences of dev whose empty translation outscores the beam hypothesis."""
-    counts, summaries, details = {}, [], []
+    rows, summaries, details = [], [], []
     for name in grid.config.reproduce.transforms:
         decoder = _open(grid, name, seed)
         found, sentences = empty_check.measure(decoder, [DEV], grid.config.decode)
-        counts[name] = tables.EmptyCount(
-            found[0]["empty_better"], found[0]["sentences"],
-            _signature(grid, decoder, seed, split=DEV, beam=grid.config.decode.beam))
+        rows.append(tables.table2_row(
+            grid.config.reproduce.corpus, name, found[0]["empty_better"], found[0]["sentences"],
+            _signature(grid, decoder, seed, split=DEV, beam=grid.config.decode.beam), DEV, seed))
         summaries += found
         details += sentences
-    return (tables.table2_rows(grid.config.reproduce.corpus, counts, DEV, seed),
-            {"empty_check.csv": summaries, "empty_check_sentences.csv": details})
+    return rows, {"empty_check.csv": summaries, "empty_check_sentences.csv": details}
 
 
-def sparsity_figure(grid: Grid, seed: int) -> tuple[list[dict], dict[str, list[dict]]]:
+def sparsity_figure(grid: Grid, seed: int) -> SeedRows:
     """Figs. sparsity (test) and sparsity_train: zero output components at every
     teacher-forced step (test and a train sample), for every sparse transform."""
     config, rows, raw = grid.config, [], []
@@ -179,7 +177,7 @@ def sparsity_figure(grid: Grid, seed: int) -> tuple[list[dict], dict[str, list[d
     return rows, {"sparsity.csv": raw}
 
 
-def self_norm_figure(grid: Grid, seed: int) -> tuple[list[dict], dict[str, list[dict]]]:
+def self_norm_figure(grid: Grid, seed: int) -> SeedRows:
     """Fig. self_norm: sum of the alpha-ReLU output at every beam-search step on test."""
     config, sums, sigs, summaries = grid.config, {}, {}, []
     for name in [n for n in config.reproduce.transforms if n.endswith("-relu")]:
@@ -194,7 +192,7 @@ def self_norm_figure(grid: Grid, seed: int) -> tuple[list[dict], dict[str, list[
     return rows, {"self_norm.csv": summaries}
 
 
-def inference_time(grid: Grid, seed: int) -> tuple[list[dict], dict[str, list[dict]]]:
+def inference_time(grid: Grid, seed: int) -> SeedRows:
     """Fig. infTime: time to translate the test set per transform and beam, the median of
     ``timing_repeats`` interleaved timings; each seed's models are timed together and
     normalized by their fastest."""
@@ -230,20 +228,18 @@ def analysis_steps(grid: Grid, runs: Sequence[Run]) -> list[Step]:
     steps = [_translate_step(grid, run) for run in runs]
 
     def models() -> list[Path]:
-        return [resolve_checkpoint(grid.run_folder(name, seed)) for name, seed in _cells(grid)]
+        return [resolve_checkpoint(run.folder) for run in runs]
 
     def hypotheses() -> list[Path]:
-        return [grid.translation(name, seed) for name, seed in _cells(grid)]
+        return [grid.translation(run.name, run.seed) for run in runs]
 
     table: list[tuple[str, tuple[str, ...], Callable[[], list[Path]], Callable[[Grid], None]]] = [
         ("score (Table 1)", ("table1_bleu.csv", "table1_significance.csv"), hypotheses, score),
-        ("empty check (Table 2)", ("table2_empty.csv",), models,
-         per_seed("table2_empty.csv", empty)),
-        ("sparsity", ("fig_sparsity.csv",), models, per_seed("fig_sparsity.csv", sparsity_figure)),
-        ("self-normalization", ("fig_self_norm.csv",), models,
-         per_seed("fig_self_norm.csv", self_norm_figure)),
-        ("inference time", ("fig_inference_time.csv",), models,
-         per_seed("fig_inference_time.csv", inference_time)),
+        *[(name, (csv,), models, per_seed(csv, analysis)) for name, csv, analysis in (
+            ("empty check (Table 2)", "table2_empty.csv", empty),
+            ("sparsity", "fig_sparsity.csv", sparsity_figure),
+            ("self-normalization", "fig_self_norm.csv", self_norm_figure),
+            ("inference time", "fig_inference_time.csv", inference_time))],
         ("examples and human-eval sheets",
          ("translation_examples.csv", "human_eval-key/key.csv"), hypotheses,
          examples_and_sheets),
