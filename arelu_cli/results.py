@@ -3,7 +3,8 @@ CSV, replacing only its own file) and result files read back with one-line error
 
 Every command that measures something turns its measurements into a list of dicts (one
 dict per measurement, each with a :func:`arelu_cli.signatures.signature`) and hands them to
-:func:`write_rows`.
+:func:`write_rows`; a study writes its set of tables, each with its figure, through
+:func:`write_tables`.
 """
 
 from __future__ import annotations
