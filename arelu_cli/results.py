@@ -3,13 +3,14 @@ CSV, replacing only its own file) and result files read back with one-line error
 
 Every command that measures something turns its measurements into a list of dicts (one
 dict per measurement, each with a :func:`arelu_cli.signatures.signature`) and hands them to
-:func:`write_rows`.
+:func:`write_rows`; a study writes its set of tables, each with its figure, through
+:func:`write_tables`.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
 import pandas as pd
@@ -65,3 +66,15 @@ def write_rows(rows: Iterable[Mapping[str, object]], path: str | Path,
     check_replaceable(path, [str(c) for c in frame.columns])
     atomic_write_text(path, frame.to_csv(index=False))
     return frame
+
+
+def write_tables(folder: Path, tables: Iterable[tuple[str, Sequence[Mapping[str, object]],
+                                                      Sequence[str] | None]],
+                 figures: Mapping[str, Callable[[Path, Path], object]] = {}) -> None:
+    """Write each ``(name, rows, columns)`` of ``tables`` to ``folder/name``
+    (:func:`write_rows`), and draw the figure ``figures[name](csv, png)`` of each that has
+    rows, into the PNG of its name."""
+    for name, rows, columns in tables:
+        write_rows(rows, folder / name, columns)
+        if rows and name in figures:
+            figures[name](folder / name, (folder / name).with_suffix(".png"))

@@ -5,7 +5,7 @@ import pytest
 
 from arelu_cli.analysis.score import COLUMNS as SCORE_COLUMNS, append_row
 from arelu_cli.errors import UserError
-from arelu_cli.results import write_rows
+from arelu_cli.results import write_rows, write_tables
 
 
 def test_write_rows_round_trips_and_leaves_no_temporary(tmp_path):
@@ -82,3 +82,16 @@ def test_a_csv_of_fewer_or_reordered_columns_is_not_replaced(tmp_path):
         with pytest.raises(UserError, match="not a CSV this command writes"):
             write_rows([row], path, columns)
         assert path.read_text() == foreign
+
+
+def test_write_tables_writes_each_csv_and_draws_the_figures_of_those_with_rows(tmp_path):
+    drawn = []
+
+    def draw(csv, png):
+        drawn.append((csv.name, png.name, len(pd.read_csv(csv))))
+    write_tables(tmp_path, [("a.csv", [{"x": 1}, {"x": 2}], None), ("b.csv", [], ("x", "y")),
+                            ("c.csv", [{"y": 3, "x": 4}], ("x", "y"))],
+                 {"a.csv": draw, "b.csv": draw})
+    assert drawn == [("a.csv", "a.png", 2)]  # b has no rows: no figure; c has no figure
+    assert (tmp_path / "b.csv").read_text() == "x,y\n"
+    assert list(pd.read_csv(tmp_path / "c.csv").columns) == ["x", "y"]

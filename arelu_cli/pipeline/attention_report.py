@@ -43,7 +43,7 @@ from arelu_cli.pipeline.scoring import (TEST, again, bootstrap_rows, dev_log, su
 from arelu_cli.report.section import Section, delta_text, document, fmt, md_table
 from arelu_cli.report.plots import (plot_attention_curves, plot_attention_heatmaps,
                                     plot_attention_sparsity)
-from arelu_cli.results import read_json, read_table, write_rows
+from arelu_cli.results import read_json, read_table, write_tables
 
 BENCH = "bench_train.csv"
 DECODE = "bench_decode.csv"
@@ -278,14 +278,9 @@ def write_report(config: Config, out: Path, runs: list[Run]) -> Path:
     maps = [{k: val for k, val in r.items() if k != "variant"} for r in _joined(runs, HEATMAPS)]
     rows = result_rows(config, runs, pd.DataFrame(sparsity) if sparsity else None,
                        _read(out / BENCH), _read(out / DECODE))
-    write_rows(curves, out / "curves.csv")
-    if curves:
-        plot_attention_curves(out / "curves.csv", out / "curves.png")
-    if sparsity:
-        write_rows(sparsity, out / "sparsity.csv")
-        plot_attention_sparsity(out / "sparsity.csv", out / "sparsity.png")
-    if maps:
-        write_rows(maps, out / "heatmaps.csv")
-        plot_attention_heatmaps(out / "heatmaps.csv", out / "heatmaps.png")
-    write_rows(rows, out / "results.csv")
+    write_tables(out, [(name, found, None) for name, found in (
+        ("curves.csv", curves), ("sparsity.csv", sparsity), ("heatmaps.csv", maps),
+        ("results.csv", rows)) if found or name in ("curves.csv", "results.csv")],
+        {"curves.csv": plot_attention_curves, "sparsity.csv": plot_attention_sparsity,
+         "heatmaps.csv": plot_attention_heatmaps})
     return write_markdown(out / "REPORT.md", report_text(config, out, rows))

@@ -25,11 +25,6 @@ class Step:
     run: Callable[[], None]
 
 
-def grid_seeds(config: Config) -> tuple[int, ...]:
-    """The training seeds of the grid: ``[reproduce] seeds``, else ``[train] seed`` alone."""
-    return config.reproduce.seeds or (config.train.seed,)
-
-
 @dataclass(frozen=True)
 class Grid:
     """One grid of ``arelu reproduce``: its checked config, results folder, decoding device
@@ -43,7 +38,8 @@ class Grid:
 
     @property
     def seeds(self) -> tuple[int, ...]:
-        return grid_seeds(self.config)
+        """The training seeds: ``[reproduce] seeds``, else ``[train] seed`` alone."""
+        return self.config.reproduce.seeds or (self.config.train.seed,)
 
     def cell(self, name: str, seed: int) -> str:
         """``name`` in a single-seed grid, ``name/seed-S`` when the grid has several seeds."""

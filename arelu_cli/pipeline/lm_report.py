@@ -59,7 +59,7 @@ from arelu_cli.pipeline.lm_claims import HUMAN, report_text
 from arelu_cli.pipeline.scoring import again, summary
 from arelu_cli.registry import get_transform
 from arelu_cli.report.seeds import spread
-from arelu_cli.results import read_json, read_table, write_rows
+from arelu_cli.results import read_json, read_table, write_tables
 from arelu_cli.signatures import signature
 
 SELECTED, BENCH = "selected.json", "bench_generate.csv"
@@ -440,12 +440,10 @@ def write_report(out: Path, *, baseline: str = "softmax", reference: str = "samp
     sweep, curves = sweep_rows(out, selected), curve_rows(out, runs)
     setup = setup_lines(runs, selected)
     lacking = missing_lines(runs, evals, selected, seeds, baseline, reference)
-    for rows, name, columns in ((evals, "lm_eval.csv", ("run", *EVAL_COLUMNS)),
-                                (summary_table, "summary.csv", SUMMARY_COLUMNS),
-                                (sig, "significance.csv", SIG_COLUMNS),
-                                (sweep, "sweep.csv", SWEEP_COLUMNS),
-                                (curves, "dev_curves.csv", CURVE_COLUMNS)):
-        write_rows(rows, out / name, columns)
+    write_tables(out, [("lm_eval.csv", evals, ("run", *EVAL_COLUMNS)),
+                       ("summary.csv", summary_table, SUMMARY_COLUMNS),
+                       ("significance.csv", sig, SIG_COLUMNS), ("sweep.csv", sweep, SWEEP_COLUMNS),
+                       ("dev_curves.csv", curves, CURVE_COLUMNS)])
     text = report_text(out, summary_table, sig, sweep, setup, lacking, baseline=baseline,
                        reference=reference, samples=samples, target_ppl=target_ppl,
                        bench=bench is not None)

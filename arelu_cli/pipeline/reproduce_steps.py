@@ -11,7 +11,7 @@ checkpoint (by validation BLEU, as in the paper's Results).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from rich.console import Console
@@ -30,13 +30,12 @@ from arelu_cli.report.columns import COLUMNS, read_csv
 from arelu_cli.signatures import signature_field
 from arelu_cli.report.distributions import self_norm_rows, sparsity_rows
 from arelu_cli.report.examples import translation_examples_rows
-from arelu_cli.pipeline.core import fresh, run_config
+from arelu_cli.pipeline.core import Output, Run, fresh, make, run_config
 from arelu_cli.pipeline.grid import DEV, TEST, Grid, Step
-from arelu_cli.pipeline.scoring import bootstrap_rows, seed_groups
+from arelu_cli.pipeline.scoring import bootstrap_rows, seed_groups, translation
 from arelu_cli.results import write_rows
 from arelu_cli.signatures import signature
-from arelu_cli.nmt.inference import (Decoder, open_checkpoint, resolve_checkpoint, translate,
-                                     write_translation)
+from arelu_cli.nmt.inference import Decoder, open_checkpoint, resolve_checkpoint
 
 SPARSE_FIRST = ("1.5-relu", "1.5-entmax")
 """The pair the paper compares in its sparsity figures and translation examples."""
@@ -85,14 +84,13 @@ def _cells(grid: Grid) -> list[tuple[str, int]]:
     return [(name, seed) for seed in grid.seeds for name in grid.config.reproduce.transforms]
 
 
-def _translate_step(grid: Grid, name: str, seed: int) -> Step:
-    def run() -> None:
-        found = translate(_open(grid, name, seed), grid.config.decode, split=TEST)
-        write_translation(found, grid.translation(name, seed))
-    return Step(f"translate {grid.label(name, seed)} (beam {grid.config.decode.beam})",
-                lambda: fresh([grid.translation(name, seed)],
-                              [resolve_checkpoint(grid.run_folder(name, seed))]),
-                run)
+def _translate_step(grid: Grid, run: Run) -> Step:
+    """The run's test translation with its best weights, made by the core when missing or
+    older than them (:func:`arelu_cli.pipeline.scoring.translation`)."""
+    def output() -> Output:  # its weights are known once the run has trained
+        return translation(run, path=grid.translation(run.name, run.seed))
+    return Step(f"translate {grid.label(run.name, run.seed)} (beam {grid.config.decode.beam})",
+                lambda: fresh(output().paths, [output().weights]), lambda: make([output()]))
 
 
 def _hypotheses(grid: Grid, name: str, seed: int) -> list[str]:
@@ -110,12 +108,11 @@ def score(grid: Grid) -> None:
     hyps = {cell: _hypotheses(grid, *cell) for cell in _cells(grid)}
     rows, sigs = [], {}
     for seed in grid.seeds:
-        scores = {}
         for name in names:
             bleu, chrf, bleu_sig, _ = bleu_chrf(hyps[name, seed], refs)
             sigs[name, str(seed)] = _signature(grid, _open(grid, name, seed), seed, beam=beam)
-            scores[name] = tables.BleuScore(bleu, chrf, bleu_sig, sigs[name, str(seed)])
-        rows += tables.table1_rows(corpus, scores, TEST, seed)
+            rows.append(tables.table1_row(corpus, name, bleu, chrf, bleu_sig,
+                                          sigs[name, str(seed)], TEST, seed))
     joined = "+".join(map(str, grid.seeds))
     sigs |= {(name, joined): signature(transform=name, data=corpus, recipe=grid.recipe or None,
                                        seed=joined, beam=beam) for name in names}
@@ -126,35 +123,46 @@ def score(grid: Grid) -> None:
     write_rows(tests, grid.out / "table1_significance.csv", COLUMNS["table1_significance.csv"])
 
 
-def empty(grid: Grid) -> None:
+SeedRows = tuple[list[dict], dict[str, list[dict]]]
+"""One seed's rows of a catalog CSV, and the raw CSVs of the matching single command
+(``{file name: rows}``)."""
+
+
+def per_seed(csv: str, analysis: Callable[[Grid, int], SeedRows]) -> Callable[[Grid], None]:
+    """``analysis`` of every seed: their rows in ``csv`` (the catalog's columns), each
+    seed's raw CSVs in its ``analysis/`` folder."""
+    def run(grid: Grid) -> None:
+        rows = []
+        for seed in grid.seeds:
+            found, raw = analysis(grid, seed)
+            rows += found
+            for name, lines in raw.items():
+                write_rows(lines, grid.analysis(seed) / name)
+        write_rows(rows, grid.out / csv, COLUMNS[csv])
+    return run
+
+
+def empty(grid: Grid, seed: int) -> SeedRows:
     """Table 2: sentences of dev whose empty translation outscores the beam hypothesis."""
-    rows = []
-    for seed in grid.seeds:
-        counts, summaries, details = {}, [], []
-        for name in grid.config.reproduce.transforms:
-            decoder = _open(grid, name, seed)
-            found, sentences = empty_check.measure(decoder, [DEV], grid.config.decode)
-            counts[name] = tables.EmptyCount(
-                found[0]["empty_better"], found[0]["sentences"],
-                _signature(grid, decoder, seed, split=DEV, beam=grid.config.decode.beam))
-            summaries += found
-            details += sentences
-        write_rows(summaries, grid.analysis(seed) / "empty_check.csv")
-        write_rows(details, grid.analysis(seed) / "empty_check_sentences.csv")
-        rows += tables.table2_rows(grid.config.reproduce.corpus, counts, DEV, seed)
-    write_rows(rows, grid.out / "table2_empty.csv", COLUMNS["table2_empty.csv"])
+    rows, summaries, details = [], [], []
+    for name in grid.config.reproduce.transforms:
+        decoder = _open(grid, name, seed)
+        found, sentences = empty_check.measure(decoder, [DEV], grid.config.decode)
+        rows.append(tables.table2_row(
+            grid.config.reproduce.corpus, name, found[0]["empty_better"], found[0]["sentences"],
+            _signature(grid, decoder, seed, split=DEV, beam=grid.config.decode.beam), DEV, seed))
+        summaries += found
+        details += sentences
+    return rows, {"empty_check.csv": summaries, "empty_check_sentences.csv": details}
 
 
-def _sparse(config: Config) -> list[str]:
-    return [n for n in config.reproduce.transforms if not n.startswith("softmax")]
-
-
-def _sparsity_seed(grid: Grid, seed: int) -> tuple[list[dict], list[dict]]:
-    """One seed's histogram rows (test and a train sample) and raw distribution rows."""
+def sparsity_figure(grid: Grid, seed: int) -> SeedRows:
+    """Figs. sparsity (test) and sparsity_train: zero output components at every
+    teacher-forced step (test and a train sample), for every sparse transform."""
     config, rows, raw = grid.config, [], []
     for split, sample in ((TEST, None), ("train", config.reproduce.train_sentences)):
         fractions, sigs = {}, {}
-        for name in _sparse(config):
+        for name in [n for n in config.reproduce.transforms if not n.startswith("softmax")]:
             decoder = _open(grid, name, seed)
             indices = split_indices(decoder, split, sample)
             counts = sparsity.zero_counts(decoder, split, "reference", config.decode,
@@ -166,54 +174,36 @@ def _sparsity_seed(grid: Grid, seed: int) -> tuple[list[dict], list[dict]]:
         if fractions:
             rows += sparsity_rows(config.reproduce.corpus, split, fractions, signatures=sigs,
                                   seed=seed)
-    return rows, raw
+    return rows, {"sparsity.csv": raw}
 
 
-def sparsity_figure(grid: Grid) -> None:
-    """Figs. sparsity (test) and sparsity_train: zero output components at every
-    teacher-forced step, for every sparse transform and seed."""
-    rows = []
-    for seed in grid.seeds:
-        found, raw = _sparsity_seed(grid, seed)
-        rows += found
-        write_rows(raw, grid.analysis(seed) / "sparsity.csv")
-    write_rows(rows, grid.out / "fig_sparsity.csv", COLUMNS["fig_sparsity.csv"])
-
-
-def self_norm_figure(grid: Grid) -> None:
+def self_norm_figure(grid: Grid, seed: int) -> SeedRows:
     """Fig. self_norm: sum of the alpha-ReLU output at every beam-search step on test."""
-    config, rows = grid.config, []
-    for seed in grid.seeds:
-        sums, sigs, summaries = {}, {}, []
-        for name in [n for n in config.reproduce.transforms if n.endswith("-relu")]:
-            decoder = _open(grid, name, seed)
-            indices = split_indices(decoder, TEST, None)
-            values = self_norm.output_sums(decoder, TEST, "beam", config.decode, indices=indices)
-            sums[name] = values
-            sigs[name] = _signature(grid, decoder, seed, split=TEST, along="beam")
-            summaries.append(self_norm.summary_row(decoder, TEST, "beam", values, config.decode,
-                                                   len(indices)))
-        write_rows(summaries, grid.analysis(seed) / "self_norm.csv")
-        if sums:
-            rows += self_norm_rows(config.reproduce.corpus, TEST, sums, signatures=sigs, seed=seed)
-    write_rows(rows, grid.out / "fig_self_norm.csv", COLUMNS["fig_self_norm.csv"])
+    config, sums, sigs, summaries = grid.config, {}, {}, []
+    for name in [n for n in config.reproduce.transforms if n.endswith("-relu")]:
+        decoder = _open(grid, name, seed)
+        indices = split_indices(decoder, TEST, None)
+        sums[name] = self_norm.output_sums(decoder, TEST, "beam", config.decode, indices=indices)
+        sigs[name] = _signature(grid, decoder, seed, split=TEST, along="beam")
+        summaries.append(self_norm.summary_row(decoder, TEST, "beam", sums[name], config.decode,
+                                               len(indices)))
+    rows = self_norm_rows(config.reproduce.corpus, TEST, sums, signatures=sigs,
+                          seed=seed) if sums else []
+    return rows, {"self_norm.csv": summaries}
 
 
-def inference_time(grid: Grid) -> None:
+def inference_time(grid: Grid, seed: int) -> SeedRows:
     """Fig. infTime: time to translate the test set per transform and beam, the median of
     ``timing_repeats`` interleaved timings; each seed's models are timed together and
     normalized by their fastest."""
-    r, rows = grid.config.reproduce, []
-    for seed in grid.seeds:
-        found = bench_translate([grid.run_folder(n, seed) for n in r.transforms],
-                                list(r.beams), TEST, device=grid.device,
-                                max_sentences=r.timing_sentences or None,
-                                repeats=r.timing_repeats)
-        write_rows(found, grid.analysis(seed) / "bench_translate.csv")
-        seconds = {(row["transform"], row["beam"]): row["seconds"] for row in found}
-        sigs = {n: _signature(grid, _open(grid, n, seed), seed, split=TEST) for n in r.transforms}
-        rows += tables.inference_time_rows(r.corpus, seconds, sigs, seed)
-    write_rows(rows, grid.out / "fig_inference_time.csv", COLUMNS["fig_inference_time.csv"])
+    r = grid.config.reproduce
+    found = bench_translate([grid.run_folder(n, seed) for n in r.transforms], list(r.beams),
+                            TEST, device=grid.device, max_sentences=r.timing_sentences or None,
+                            repeats=r.timing_repeats)
+    seconds = {(row["transform"], row["beam"]): row["seconds"] for row in found}
+    sigs = {n: _signature(grid, _open(grid, n, seed), seed, split=TEST) for n in r.transforms}
+    return (tables.inference_time_rows(r.corpus, seconds, sigs, seed),
+            {"bench_translate.csv": found})
 
 
 def examples_and_sheets(grid: Grid) -> None:
@@ -231,23 +221,25 @@ def examples_and_sheets(grid: Grid) -> None:
                              n_items=min(grid.config.reproduce.human_eval_items, len(sources)))
 
 
-def analysis_steps(grid: Grid) -> list[Step]:
-    """Translate, then every analysis; each is done when its CSVs exist and are newer than
-    the checkpoints (or translations) of every cell they were computed from."""
-    steps = [_translate_step(grid, name, seed) for name, seed in _cells(grid)]
+def analysis_steps(grid: Grid, runs: Sequence[Run]) -> list[Step]:
+    """Translate each of the transforms' ``runs``, then every analysis; each is done when
+    its CSVs exist and are newer than the checkpoints (or translations) of every cell they
+    were computed from."""
+    steps = [_translate_step(grid, run) for run in runs]
 
     def models() -> list[Path]:
-        return [resolve_checkpoint(grid.run_folder(name, seed)) for name, seed in _cells(grid)]
+        return [resolve_checkpoint(run.folder) for run in runs]
 
     def hypotheses() -> list[Path]:
-        return [grid.translation(name, seed) for name, seed in _cells(grid)]
+        return [grid.translation(run.name, run.seed) for run in runs]
 
     table: list[tuple[str, tuple[str, ...], Callable[[], list[Path]], Callable[[Grid], None]]] = [
         ("score (Table 1)", ("table1_bleu.csv", "table1_significance.csv"), hypotheses, score),
-        ("empty check (Table 2)", ("table2_empty.csv",), models, empty),
-        ("sparsity", ("fig_sparsity.csv",), models, sparsity_figure),
-        ("self-normalization", ("fig_self_norm.csv",), models, self_norm_figure),
-        ("inference time", ("fig_inference_time.csv",), models, inference_time),
+        *[(name, (csv,), models, per_seed(csv, analysis)) for name, csv, analysis in (
+            ("empty check (Table 2)", "table2_empty.csv", empty),
+            ("sparsity", "fig_sparsity.csv", sparsity_figure),
+            ("self-normalization", "fig_self_norm.csv", self_norm_figure),
+            ("inference time", "fig_inference_time.csv", inference_time))],
         ("examples and human-eval sheets",
          ("translation_examples.csv", "human_eval-key/key.csv"), hypotheses,
          examples_and_sheets),

@@ -58,14 +58,20 @@ def translation_path(folder: Path, step: int, beam: int) -> Path:
     return folder / "translations" / f"{TEST}.step-{step}.beam-{beam}.txt"
 
 
-def translation(run: Run, step: int) -> Output:
-    """The test translation of ``run`` at ``step`` (``[decode]``, its kept weights)."""
-    path, weights = translation_path(run.folder, step, run.config.decode.beam), \
-        snapshot_path(run.folder, step)
+def translation(run: Run, step: int | None = None, path: Path | None = None) -> Output:
+    """The test translation of ``run`` (``[decode]``) with its weights kept at ``step``, into
+    its ``translations/``; without ``step``, with its best weights (``best.pt``, else
+    ``last.pt``), into ``path``."""
+    from arelu_cli.nmt.inference import (open_checkpoint, resolve_checkpoint, translate,
+                                         write_translation)
+
+    if step is None:
+        weights = resolve_checkpoint(run.folder)
+    else:
+        path = translation_path(run.folder, step, run.config.decode.beam)
+        weights = snapshot_path(run.folder, step)
 
     def write() -> None:
-        from arelu_cli.nmt.inference import open_checkpoint, translate, write_translation
-
         decoder = open_checkpoint(weights, device=run.config.train.device)
         write_translation(translate(decoder, run.config.decode, split=TEST), path)
     return Output((path,), weights, write)

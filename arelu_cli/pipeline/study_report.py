@@ -44,7 +44,7 @@ from arelu_cli.pipeline.sweep import Point, visited
 from arelu_cli.report.columns import STUDY_CATALOG
 from arelu_cli.report.section import Section, delta_text, document, fmt, md_table
 from arelu_cli.report.plots import plot_study_curves, plot_study_sweep
-from arelu_cli.results import read_json, write_rows
+from arelu_cli.results import read_json, write_tables
 
 
 
@@ -267,13 +267,9 @@ def write_report(config: Config, out: Path, selected: dict[str, Point],
     sweep, bleu = sweep_rows(config, out, selected), bleu_rows(config, todo)
     summary, sig = summary_rows(bleu), significance_rows(config, todo)
     curves = curve_rows(list(dict.fromkeys(run for _, run, _ in todo)))
-    for rows, name in ((sweep, "sweep.csv"), (bleu, "test_bleu.csv"),
-                       (summary, "test_bleu_summary.csv"), (sig, "significance.csv"),
-                       (curves, "dev_curves.csv")):
-        write_rows(rows, out / name, tuple(STUDY_CATALOG[name].columns))
-    if sweep:
-        plot_study_sweep(out / "sweep.csv", out / "sweep.png")
-    if curves:
-        plot_study_curves(out / "dev_curves.csv", out / "dev_curves.png")
+    write_tables(out, [(name, rows, tuple(STUDY_CATALOG[name].columns)) for name, rows in (
+        ("sweep.csv", sweep), ("test_bleu.csv", bleu), ("test_bleu_summary.csv", summary),
+        ("significance.csv", sig), ("dev_curves.csv", curves))],
+        {"sweep.csv": plot_study_sweep, "dev_curves.csv": plot_study_curves})
     text = report_text(config, out, sweep, summary, sig, ms_per_step, todo)
     return write_markdown(out / "REPORT.md", text)

@@ -13,8 +13,8 @@ One module per job, all pure functions over artifacts that other commands wrote:
   evolution, training time (with kWh) and the tau sweep;
 * :mod:`~arelu_cli.report.provenance` -- which runs a report uses (trained on the current
   version of its data, inside its grid) and the lines naming those it leaves out;
-* :mod:`~arelu_cli.report.tables` -- Tables 1-3, inference time, sparsity and
-  self-normalization histograms, translation examples, from plain inputs;
+* :mod:`~arelu_cli.report.tables` -- the rows of Tables 1-3 and of the inference-time
+  figure, from plain inputs;
 * :mod:`~arelu_cli.report.distributions` -- the sparsity and self-normalization histograms;
 * :mod:`~arelu_cli.report.examples` -- translation examples where two transforms disagree;
 * :mod:`~arelu_cli.report.alpha_relu_graph` -- the graph of alpha-ReLU (pure math);

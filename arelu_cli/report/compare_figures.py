@@ -13,7 +13,7 @@ from arelu_cli.report import paper
 from arelu_cli.report.quality import QUALITY_FLOOR
 from arelu_cli.report.layout import cell_name
 from arelu_cli.report.section import Section, claim, compare_numbers, fmt, match_line, md_table
-from arelu_cli.report.seeds import groups, seeds_note, show, spread
+from arelu_cli.report.seeds import groups, hist_means, seeds_note, show, spread
 
 SPEED_PARITY = 1.2
 """1.5-ReLU counts as "as fast as softmax" at most this many times slower."""
@@ -214,16 +214,9 @@ def inference_section(frame: pd.DataFrame) -> Section:
                    "fig_inference_time.png")
 
 
-def _hist_means(frame: pd.DataFrame) -> pd.DataFrame:
-    """Mean of each (corpus, split, transform, seed) histogram, from its bin midpoints."""
-    mid = (frame["bin_left"] + frame["bin_right"]) / 2 * frame["fraction"]
-    keys = ["corpus", "split", "transform", "seed"]
-    return frame.assign(mid=mid).groupby(keys, sort=False, dropna=False)["mid"].sum().reset_index()
-
-
 def sparsity_section(frame: pd.DataFrame) -> Section:
     """Figs. sparsity: 1.5-ReLU is less sparse than 1.5-entmax."""
-    means = _hist_means(frame)
+    means = hist_means(frame, "mid")
     rows, verdicts = [], []
     for (corpus, split), part in groups(means, ["corpus", "split"]):
         by = {}

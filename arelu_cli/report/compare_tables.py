@@ -26,10 +26,6 @@ def _value(frame: pd.DataFrame, transform: str, column: str) -> float | None:
     return spread(frame[frame["transform"] == transform], column).mean
 
 
-def _corpora(frame: pd.DataFrame) -> list[str]:
-    return list(dict.fromkeys(frame["corpus"]))
-
-
 def _tests_of(tests: pd.DataFrame | None, corpus: str,
               name: str) -> tuple[list[dict], dict | None]:
     """The per-seed tests of a transform (seed order) and the main one: the test on the
@@ -91,8 +87,7 @@ def table1_section(frame: pd.DataFrame, tests: pd.DataFrame | None = None) -> Se
     """Table 1: BLEU per transform and corpus (mean ± std over seeds) beside the paper's;
     each transform against softmax (paired bootstrap); 1.5-ReLU vs 1.5-entmax."""
     rows, matches, differs, verdicts = [], [], [], []
-    for corpus in _corpora(frame):
-        part = frame[frame["corpus"] == corpus]
+    for (corpus,), part in groups(frame, ["corpus"]):
         for (name,), runs in groups(part, ["transform"]):
             bleu, theirs = spread(runs, "bleu"), paper.paper_value(paper.TABLE1_BLEU, name, corpus)
             rows.append([corpus, name, show(bleu, 1), show(spread(runs, "chrf"), 1),
@@ -120,8 +115,7 @@ def table1_section(frame: pd.DataFrame, tests: pd.DataFrame | None = None) -> Se
 def table2_section(frame: pd.DataFrame) -> Section:
     """Table 2: % of sentences whose empty string wins; sparse transforms vs softmax."""
     rows, matches, differs, verdicts = [], [], [], []
-    for corpus in _corpora(frame):
-        part = frame[frame["corpus"] == corpus]
+    for (corpus,), part in groups(frame, ["corpus"]):
         for (name,), runs in groups(part, ["transform"]):
             theirs = paper.paper_value(paper.TABLE2_EMPTY_PERCENT, name, corpus)
             percent = spread(runs, "percent_empty")
@@ -195,8 +189,7 @@ def training_time_section(frame: pd.DataFrame) -> Section:
     """The appendix's training-time table: hours, tokens/s, kWh; time relative to softmax
     (per seed, then mean ± std over seeds)."""
     rows, verdicts = [], []
-    for corpus in _corpora(frame):
-        part = frame[frame["corpus"] == corpus]
+    for (corpus,), part in groups(frame, ["corpus"]):
         part = part.assign(rel=_relative_time(part), cell=[cell_name(r) for r in part["run"]])
         relative = {}
         for (cell, name), runs in groups(part, ["cell", "transform"]):

@@ -97,8 +97,7 @@ def plot_alpha_relu_curves(csv: Path, png: Path) -> Path:
     fig, ax = plt.subplots(figsize=(4.5, 3.5))
     for (alpha, tau), part in frame.groupby(["alpha", "tau"]):
         ax.plot(part["x"], part["y"], label=f"{alpha:g}-ReLU" + (f", τ={tau:g}" if tau else ""))
-    ax.set_xlabel("x")
-    ax.set_ylabel("α-ReLU(x)")
+    ax.set(xlabel="x", ylabel="α-ReLU(x)")
     ax.legend()
     return _save(fig, png)
 
@@ -116,8 +115,7 @@ def plot_training_dynamics(csv: Path, png: Path) -> Path:
         _lines(axes[2], train, lambda f: f["step"], "train_loss", label, style, color)
     for ax, (x, y) in zip(axes, (("step", "validation BLEU"), ("hours", "validation BLEU"),
                                  ("step", "training loss"))):
-        ax.set_xlabel(x)
-        ax.set_ylabel(y)
+        ax.set(xlabel=x, ylabel=y)
     axes[0].legend(fontsize="small")
     return _save(fig, png)
 
@@ -133,8 +131,7 @@ def plot_tau_norm_evolution(csv: Path, png: Path) -> Path:
         color = _lines(ax, part, step, "tau", run)
         _lines(ax, part, step, "tau_z", "_", "--", color)
         _lines(right, part, step, "logit_norm", "_", ":", color)
-    ax.set_xlabel("step")
-    ax.set_ylabel("mean τ (solid), 1.5-entmax τ(z) (dashed)")
+    ax.set(xlabel="step", ylabel="mean τ (solid), 1.5-entmax τ(z) (dashed)")
     right.set_ylabel("mean ‖z‖ (dotted)")
     ax.legend(fontsize="small", loc="upper left")
     return _save(fig, png)
@@ -295,8 +292,7 @@ def plot_attention_curves(csv: str | Path, png: str | Path) -> Path:
             axes[1].plot(train["step"].iloc[-1], train["train_loss"].iloc[-1], "x", color=color,
                          markersize=9, markeredgewidth=2)
     for ax, label in zip(axes, ("dev BLEU (greedy)", "training loss")):
-        ax.set_xlabel("step")
-        ax.set_ylabel(label)
+        ax.set(xlabel="step", ylabel=label)
     axes[0].legend(fontsize="small")
     return _save(fig, png)
 
@@ -316,8 +312,7 @@ def plot_attention_sparsity(csv: str | Path, png: str | Path) -> Path:
             ax.bar(rows["layer"] + (i - (len(variants) - 1) / 2) * width,
                    100 * rows["zero_fraction"], width, label=variant)
         ax.set_title(f"{kind} attention", fontsize=9)
-        ax.set_xlabel("layer")
-        ax.set_ylabel("exactly-zero weights (%)")
+        ax.set(xlabel="layer", ylabel="exactly-zero weights (%)")
         ax.set_xticks(sorted(set(part["layer"])))
     axes[0][-1].legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.02, 1.0))
     return _save(fig, png)
@@ -335,8 +330,7 @@ def plot_study_curves(csv: str | Path, png: str | Path) -> Path:
         if len(longer):
             ax.plot(longer["step"], longer["dev_bleu"], "--", color=color,
                     label=f"{name}, seed {int(longer['seed'].iloc[0])} continued")
-    ax.set_xlabel("step")
-    ax.set_ylabel("dev BLEU (greedy)")
+    ax.set(xlabel="step", ylabel="dev BLEU (greedy)")
     ax.legend(fontsize="small")
     return _save(fig, png)
 
@@ -360,8 +354,7 @@ def plot_study_sweep(csv: str | Path, png: str | Path) -> Path:
             markeredgecolor="black", label="selected")
     ax.set_xscale("log", base=2)
     ax.set_xticks(sorted(frame["lr"].unique()), [f"{v:g}" for v in sorted(frame["lr"].unique())])
-    ax.set_xlabel("learning rate (Noam factor)")
-    ax.set_ylabel("dev BLEU (greedy)")
+    ax.set(xlabel="learning rate (Noam factor)", ylabel="dev BLEU (greedy)")
     ax.legend(fontsize="small")
     return _save(fig, png)
 

@@ -60,7 +60,7 @@ class Screened:
 
 def scope_of(config: Mapping) -> Scope:
     """The scope of an ``arelu reproduce`` config (``Config.to_dict()``, or the ``config``
-    of reproduce.json): its ``[data] path`` and grid; seeds as ``grid_seeds`` reads them."""
+    of reproduce.json): its ``[data] path`` and grid; seeds as ``Grid.seeds`` reads them."""
     data = (config.get("data") or {}).get("path")
     grid = config.get("reproduce") or {}
     seeds = grid.get("seeds") or [s for s in [(config.get("train") or {}).get("seed")]

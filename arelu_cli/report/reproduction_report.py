@@ -19,7 +19,7 @@ from arelu_cli.ownership import check_ours, markdown_ours, write_markdown
 from arelu_cli.report import compare_figures as figs
 from arelu_cli.report import compare_tables as tables
 from arelu_cli.report.columns import CATALOG, catalog_markdown, read_csv
-from arelu_cli.report.section import Section, fmt, md_table, render_section
+from arelu_cli.report.section import Section, document, fmt, md_table
 from arelu_cli.report.quality import QUALITY_FLOOR, apply_floor, below_floor, floor_paragraph
 
 SECTIONS: dict[str, Callable[..., Section]] = {
@@ -67,17 +67,15 @@ def sections(folder: Path, floor: float = QUALITY_FLOOR) -> list[Section]:
 def _all_sections(folder: Path) -> list[Section]:
     out = []
     for name, build in SECTIONS.items():
-        frame = read_csv(folder, name)
-        if frame is not None and len(frame):
+        frame = _rows_or_none(folder, name)
+        if frame is not None:
             extra = [_rows_or_none(folder, COMPANIONS[name])] if name in COMPANIONS else []
             out.append(build(frame, *extra))
-    human = read_csv(folder, "table_human_eval.csv")
-    if human is not None and len(human):
+    human, examples = (_rows_or_none(folder, name)
+                       for name in ("table_human_eval.csv", "translation_examples.csv"))
+    if human is not None:
         out.append(tables.human_eval_section(human, read_csv(folder, "human_eval_kappa.csv")))
-    examples = read_csv(folder, "translation_examples.csv")
-    if examples is not None and len(examples):
-        out.append(_examples_section(examples))
-    return out
+    return out + ([] if examples is None else [_examples_section(examples)])
 
 
 def missing_csvs(folder: str | Path) -> list[str]:
@@ -97,14 +95,12 @@ def render_report(folder: str | Path, commands: Sequence[str], title: str | None
     below the quality ``floor`` (test BLEU) a model's quality verdicts are withheld;
     ``notes`` (runs left out or unverified: :mod:`.provenance`) follow the introduction."""
     folder = Path(folder)
-    head = [f"# {title or 'Reproduction report: ' + folder.name}",
-            "Every number below is read from the CSVs of this folder; the paper's numbers are "
+    head = ["Every number below is read from the CSVs of this folder; the paper's numbers are "
             "those of *Speeding Up Entmax* (Tables 1-3, appendix), and every verdict is "
             "computed from the two."]
     head += ["\n".join(f"- {line}" for line in notes)] if notes else []
     warning = floor_paragraph(below_floor(_rows_or_none(folder, "table1_bleu.csv"), floor), floor)
     head += [warning] if warning else []
-    body = [render_section(s, folder) for s in sections(folder, floor)]
     gone = missing_csvs(folder)
     absent = ("## Missing\n\nNot measured in this folder (no CSV, so nothing is reported):\n\n"
               + "\n".join(f"- `{name}`: {CATALOG[name].paper}" for name in gone)) if gone else \
@@ -113,7 +109,8 @@ def render_report(folder: str | Path, commands: Sequence[str], title: str | None
     cmds = ("## Commands\n\nThe exact commands that produced this folder, in order:\n\n"
             f"```\n{shown}\n```")
     cols = "## CSV columns\n\n" + catalog_markdown().replace("### ", "#### ")
-    return "\n\n".join([*head, *body, absent, cmds, cols]) + "\n"
+    return document(title or f"Reproduction report: {folder.name}", "\n\n".join(head),
+                    sections(folder, floor), folder, [absent, cmds, cols])
 
 
 def check_report(folder: str | Path) -> None:

@@ -95,7 +95,9 @@ def seeds_note(frame: pd.DataFrame) -> list[str]:
 
 
 # One reduction per CSV: one row per (corpus, transform, setting, seed) with its metrics.
-def _hist_mean(frame: pd.DataFrame, value: str) -> pd.DataFrame:
+def hist_means(frame: pd.DataFrame, value: str) -> pd.DataFrame:
+    """The mean of each (corpus, split, transform, seed) histogram, from its bin midpoints,
+    as column ``value``."""
     mid = (frame["bin_left"] + frame["bin_right"]) / 2 * frame["fraction"]
     keys = ["corpus", "split", "transform", "seed"]
     out = frame.assign(mid=mid).groupby(keys, sort=False, dropna=False)["mid"].sum().reset_index()
@@ -130,8 +132,8 @@ REDUCTIONS: dict[str, tuple[Callable[[pd.DataFrame], pd.DataFrame], tuple[str, .
     "fig_tau_sweep.csv": (_sweep, ("best_bleu", "final_bleu")),
     "fig_inference_time.csv": (lambda f: f.assign(setting=[f"beam={b}" for b in f["beam"]]),
                                ("seconds", "normalized")),
-    "fig_sparsity.csv": (lambda f: _hist_mean(f, "mean_zero_fraction"), ("mean_zero_fraction",)),
-    "fig_self_norm.csv": (lambda f: _hist_mean(f, "mean_sum"), ("mean_sum",)),
+    "fig_sparsity.csv": (lambda f: hist_means(f, "mean_zero_fraction"), ("mean_zero_fraction",)),
+    "fig_self_norm.csv": (lambda f: hist_means(f, "mean_sum"), ("mean_sum",)),
 }
 """CSV -> (its reduction to one row per seed, the metrics the summary aggregates)."""
 

@@ -6,10 +6,10 @@ reproduction's fixed CSVs (:mod:`arelu_cli.report.columns`) do not depend on tho
 Each call tabulates one training seed (``seed``, None when unknown); a grid of several
 seeds concatenates the rows of one call per seed:
 
-* :func:`table1_rows` -- Table 1 (detokenized test BLEU per transform);
+* :func:`table1_row` -- Table 1 (detokenized test BLEU per transform);
 * :func:`significance_rows` -- Table 1's tests: each transform vs the baseline (paired
   bootstrap, :mod:`arelu_cli.analysis.significance`);
-* :func:`table2_rows` -- Table 2 (% of dev sentences whose empty string wins);
+* :func:`table2_row` -- Table 2 (% of dev sentences whose empty string wins);
 * :func:`table3_rows` -- Table 3 (tau: analytic at the paper's vocabularies + empirical rows);
 * :func:`inference_time_rows` -- Fig. infTime (translation time vs beam, normalized).
 """
@@ -17,45 +17,28 @@ seeds concatenates the rows of one call per seed:
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Optional
 
 from arelu_cli.analysis import tau_table
 from arelu_cli.errors import UserError
 from arelu_cli.report import paper
+from arelu_cli.report.columns import COLUMNS
 from arelu_cli.signatures import signature
-
-
-@dataclass(frozen=True)
-class BleuScore:
-    """One transform's test score, as ``arelu score`` prints it."""
-
-    bleu: float
-    chrf: Optional[float] = None
-    bleu_signature: str = ""
-    signature: Optional[str] = None
-    """The run's signature; default: a signature naming the transform and corpus."""
-
-
-@dataclass(frozen=True)
-class EmptyCount:
-    """One transform's empty-translation check over a split."""
-
-    n_empty_better: int
-    n_sentences: int
-    signature: Optional[str] = None
 
 
 def _sig(given: Optional[str], transform: str, corpus: str) -> str:
     return given or signature(transform=transform, data=corpus)
 
 
-def table1_rows(corpus: str, scores: Mapping[str, BleuScore], split: str = "test",
-                seed: Optional[int] = None) -> list[dict]:
-    """Table 1: one row per transform (in the order given) with BLEU, chrF and signatures."""
-    return [{"corpus": corpus, "transform": name, "seed": seed, "split": split,
-             "bleu": float(s.bleu), "chrf": s.chrf, "bleu_signature": s.bleu_signature,
-             "signature": _sig(s.signature, name, corpus)} for name, s in scores.items()]
+def table1_row(corpus: str, transform: str, bleu: float, chrf: Optional[float] = None,
+               bleu_signature: str = "", signature: Optional[str] = None, split: str = "test",
+               seed: Optional[int] = None) -> dict:
+    """Table 1: one transform's test score as ``arelu score`` gives it (BLEU, chrF and
+    sacrebleu's signature) with the run's signature (default: one naming the transform and
+    corpus)."""
+    return {"corpus": corpus, "transform": transform, "seed": seed, "split": split,
+            "bleu": float(bleu), "chrf": chrf, "bleu_signature": bleu_signature,
+            "signature": _sig(signature, transform, corpus)}
 
 
 def significance_rows(corpus: str, tests: Iterable[Mapping[str, object]],
@@ -68,32 +51,26 @@ def significance_rows(corpus: str, tests: Iterable[Mapping[str, object]],
     ``{(transform, seeds): run signature}``."""
     rows = []
     for r in tests:
-        name, base = r["transform"], r["transform"] == r["baseline"]
-        rows.append({"corpus": corpus, "transform": name, "baseline": r["baseline"],
-                     "seeds": r["seeds"], "split": split, "sentences": r["sentences"],
-                     "bleu": r["bleu"], "bleu_mean": r["bleu_mean"], "bleu_low": r["bleu_low"],
-                     "bleu_high": r["bleu_high"], "baseline_bleu": r["baseline_bleu"],
-                     **{k: None if base else r[k]
-                        for k in ("delta", "delta_low", "delta_high", "p_value")},
-                     "samples": r["samples"], "bootstrap_seed": r["bootstrap_seed"],
-                     "bleu_signature": r["bleu_signature"],
-                     "signature": _sig(signatures.get((name, str(r["seeds"]))), name, corpus)})
+        name = r["transform"]
+        row = {**r, "corpus": corpus, "split": split, "signature": _sig(
+            signatures.get((name, str(r["seeds"]))), name, corpus)}
+        if name == r["baseline"]:
+            row |= dict.fromkeys(("delta", "delta_low", "delta_high", "p_value"))
+        rows.append({column: row[column] for column in COLUMNS["table1_significance.csv"]})
     return rows
 
 
-def table2_rows(corpus: str, counts: Mapping[str, EmptyCount], split: str = "dev",
-                seed: Optional[int] = None) -> list[dict]:
+def table2_row(corpus: str, transform: str, n_empty_better: int, n_sentences: int,
+               signature: Optional[str] = None, split: str = "dev",
+               seed: Optional[int] = None) -> dict:
     """Table 2: the percentage of sentences whose empty string outscores the beam hypothesis."""
-    rows = []
-    for name, c in counts.items():
-        if c.n_sentences < 1 or not 0 <= c.n_empty_better <= c.n_sentences:
-            raise UserError(f"{name}: {c.n_empty_better} empty wins out of {c.n_sentences} "
-                            "sentences is impossible")
-        rows.append({"corpus": corpus, "transform": name, "seed": seed, "split": split,
-                     "n_sentences": c.n_sentences, "n_empty_better": c.n_empty_better,
-                     "percent_empty": 100.0 * c.n_empty_better / c.n_sentences,
-                     "signature": _sig(c.signature, name, corpus)})
-    return rows
+    if n_sentences < 1 or not 0 <= n_empty_better <= n_sentences:
+        raise UserError(f"{transform}: {n_empty_better} empty wins out of {n_sentences} "
+                        "sentences is impossible")
+    return {"corpus": corpus, "transform": transform, "seed": seed, "split": split,
+            "n_sentences": n_sentences, "n_empty_better": n_empty_better,
+            "percent_empty": 100.0 * n_empty_better / n_sentences,
+            "signature": _sig(signature, transform, corpus)}
 
 
 def table3_rows(extra_rows: Iterable[Mapping[str, object]] = (), d_model: int = 512,

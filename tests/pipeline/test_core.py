@@ -21,7 +21,8 @@ from arelu_cli.nmt.train import SUMMARY, snapshot_path
 from arelu_cli.nmt.divergence import DIVERGED
 from arelu_cli.pipeline.core import (FIRST, Output, Run, check_runs, done, fresh, make,
                                      run_config, train_and_make, train_if_needed)
-from arelu_cli.pipeline.scoring import bootstrap_rows, seed_groups
+from arelu_cli.pipeline.scoring import (bootstrap_rows, seed_groups, translation,
+                                        translation_path)
 
 QUIET = Console(quiet=True)
 
@@ -157,6 +158,21 @@ def test_a_plan_says_what_to_evaluate_without_knowing_about_translation(tmp_path
     with pytest.raises(UserError, match=r"train\.seed"):
         check_runs([_run(tmp_path / "a", seed=5)])
 
+
+
+def test_a_translation_is_of_kept_weights_at_a_step_or_of_the_best_weights(tmp_path):
+    """At a step: that snapshot, into the run's translations/; without one: best.pt (else
+    last.pt, before a validation wrote a best) into the path the plan gives."""
+    run = _run(tmp_path / "r")
+    at = translation(run, 6)
+    assert at.paths == (translation_path(run.folder, 6, run.config.decode.beam),)
+    assert at.weights == snapshot_path(run.folder, 6)
+    path = tmp_path / "translations" / "softmax.test.txt"
+    run.folder.mkdir()
+    assert translation(run, path=path).paths == (path,)
+    assert translation(run, path=path).weights == run.folder / checkpoint.LAST
+    _touch(run.folder / checkpoint.BEST, 1)
+    assert translation(run, path=path).weights == run.folder / checkpoint.BEST
 
 REFS = ["the cat sat on the mat", "a red car drove by", "hello world how are you",
         "good morning to you", "it rains today", "we go to the beach"]

@@ -17,11 +17,13 @@ from rich.console import Console
 from arelu_cli.cli import main
 from arelu_cli.config import RECIPES, load_config, resolve_recipe
 from arelu_cli.data.prepare import PrepareRequest, prepare
+from arelu_cli.data.prepared import data_fingerprint, read_meta
 from arelu_cli.errors import UserError
 from arelu_cli.report.columns import COLUMNS
 from arelu_cli.report.layout import find_run_dirs
-from arelu_cli.pipeline.grid import grid_seeds
-from arelu_cli.pipeline.reproduce import (Request, current_fingerprint, load_request_config,
+from arelu_cli.pipeline import reproduce_steps as rs
+from arelu_cli.pipeline.grid import Grid
+from arelu_cli.pipeline.reproduce import (Request, load_request_config,
                                           move_aside, recorded_fingerprint,
                                           reproduce, stale_data)
 from arelu_cli.nmt.train import SUMMARY
@@ -202,6 +204,21 @@ def test_several_seeds_are_tested_per_seed_and_concatenated(seeded_grid):
     assert "±" in table1 and "(per seed: " in table1 and "Over 2 training seeds" in table1
 
 
+def test_per_seed_gathers_every_seeds_rows_and_keeps_each_seeds_raw_csvs(tmp_path):
+    """An analysis of one seed gives its rows of a catalog CSV and the raw CSVs of the
+    single command; per_seed runs it for every seed of the grid, in seed order."""
+    grid = Grid(load_config(None, {("reproduce", "seeds"): [3, 1]}), tmp_path)
+
+    def analysis(given: Grid, seed: int) -> tuple[list[dict], dict[str, list[dict]]]:
+        assert given is grid
+        row = dict.fromkeys(COLUMNS["table2_empty.csv"], "") | {"seed": seed}
+        return [row], {"empty_check.csv": [{"seed": seed, "n": 1}]}
+    rs.per_seed("table2_empty.csv", analysis)(grid)
+    assert pd.read_csv(tmp_path / "table2_empty.csv")["seed"].tolist() == [3, 1]
+    for seed in (3, 1):
+        raw = pd.read_csv(tmp_path / "analysis" / f"seed-{seed}" / "empty_check.csv")
+        assert raw.to_dict("records") == [{"seed": seed, "n": 1}]
+
 def test_seeds_must_be_distinct_integers(tiny_corpus, tiny_model, tmp_path):
     recipe = write_recipe(tmp_path / "tiny.toml", tiny_corpus, tiny_model)
     with pytest.raises(UserError, match="distinct"):
@@ -211,7 +228,7 @@ def test_seeds_must_be_distinct_integers(tiny_corpus, tiny_model, tmp_path):
     seeded = Request(recipe, tmp_path / "r", overrides=("reproduce.seeds=[3, 1]",))
     assert load_request_config(seeded).reproduce.seeds == (3, 1)
     assert load_request_config(Request(recipe, tmp_path / "r")).reproduce.seeds == ()
-    assert grid_seeds(load_request_config(Request(recipe, tmp_path / "r"))) == (1,)
+    assert Grid(load_request_config(Request(recipe, tmp_path / "r")), tmp_path).seeds == (1,)
     assert not (tmp_path / "r").exists()
 
 
@@ -328,7 +345,7 @@ def _prepare(out: Path, seed: int, eval_size: int) -> str:
     """A toy corpus (``force``: replacing the one there); returns its data fingerprint."""
     prepare(PrepareRequest("toy", out, train_size=600, eval_size=eval_size, toy_vocab=150,
                            merges=200, seed=seed, force=True))
-    found = current_fingerprint(out)
+    found = data_fingerprint(read_meta(out))
     assert found is not None
     return found
 
@@ -412,14 +429,14 @@ def test_a_run_recording_no_fingerprint_is_kept_and_moves_never_overwrite(tmp_pa
     data = tmp_path / "toy"
     data.mkdir()
     (data / "meta.json").write_text(json.dumps({"corpus": "toy", "checksums": {"a": "1"}}))
-    now = current_fingerprint(data)
+    now = data_fingerprint(read_meta(data))
     out = tmp_path / "results"
     assert stale_data(_run(out / "runs" / "legacy", None), data) is None  # cannot be told
     assert stale_data(_run(out / "runs" / "current", now), data) is None
     assert stale_data(_run(out / "runs" / "broken", None), tmp_path / "nothing") is None
     (out / "runs" / "broken" / "config.json").write_text("{not json")
     assert recorded_fingerprint(out / "runs" / "broken") is None
-    assert stale_data(_run(out / "runs" / "old", "ab" * 32), data) == "ab" * 32
+    assert stale_data(_run(out / "runs" / "old", "ab" * 32), data) == ("ab" * 32, now)
     first = move_aside(out / "runs" / "old", out, "ab" * 32)
     assert first == out / "stale" / f"data-{'ab' * 6}" / "runs" / "old"
     again = move_aside(_run(out / "runs" / "old", "ab" * 32), out, "ab" * 32)

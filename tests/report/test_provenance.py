@@ -154,8 +154,8 @@ def test_measured_csvs_still_holding_a_left_out_run_are_named(tmp_path, run_fold
     run_folder(results / "runs" / "softmax", "softmax", data=str(data), fingerprint=new)
     run_folder(results / "runs" / "1.5-relu", "1.5-relu", tau=0.3, data=str(data),
                fingerprint="f" * 64)
-    write_rows(tables.table1_rows("toy", {"softmax": tables.BleuScore(30.0),
-                                          "1.5-relu": tables.BleuScore(31.0)}, seed=1),
+    write_rows([tables.table1_row("toy", "softmax", 30.0, seed=1),
+                tables.table1_row("toy", "1.5-relu", 31.0, seed=1)],
                results / "table1_bleu.csv", COLUMNS["table1_bleu.csv"])
     done = regenerate(results, scope=provenance.Scope(data), log=lambda line: None)
     assert done.notes[-1].startswith(

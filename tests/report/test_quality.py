@@ -9,7 +9,7 @@ from arelu_cli.report.section import Section, claim
 
 
 def _table1(folder, scores, corpus="toy"):
-    write_rows(tables.table1_rows(corpus, {t: tables.BleuScore(b) for t, b in scores.items()}),
+    write_rows([tables.table1_row(corpus, t, b) for t, b in scores.items()],
                folder / "table1_bleu.csv", COLUMNS["table1_bleu.csv"])
 
 

@@ -11,7 +11,7 @@ from arelu_cli.results import write_rows
 
 def _table1(folder, relu_bleu):
     scores = {"softmax": 35.3, "sparsemax": 30.0, "1.5-entmax": 36.6, "1.5-relu": relu_bleu}
-    write_rows(tables.table1_rows("iwslt14", {t: tables.BleuScore(b) for t, b in scores.items()}),
+    write_rows([tables.table1_row("iwslt14", t, b) for t, b in scores.items()],
                folder / "table1_bleu.csv", COLUMNS["table1_bleu.csv"])
 
 
@@ -37,7 +37,7 @@ def test_table1_verdicts_are_computed_from_the_numbers(tmp_path):
 
 
 def test_corpus_without_paper_numbers_checks_only_claims(tmp_path):
-    write_rows(tables.table1_rows("toy", {"1.5-relu": tables.BleuScore(20.0)}),
+    write_rows([tables.table1_row("toy", "1.5-relu", 20.0)],
                tmp_path / "table1_bleu.csv", COLUMNS["table1_bleu.csv"])
     text = reproduction_report.render_report(tmp_path, [])
     assert "No number here has a paper counterpart" in text

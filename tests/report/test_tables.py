@@ -9,9 +9,8 @@ from arelu_cli.results import write_rows
 
 
 def test_table1_rows_keep_order_and_signatures(tmp_path):
-    rows = tables.table1_rows("iwslt14", {
-        "softmax": tables.BleuScore(35.0, 58.1, "BLEU|nrefs:1|case:mixed", signature="sig-a"),
-        "1.5-relu": tables.BleuScore(37.0)})
+    rows = [tables.table1_row("iwslt14", "softmax", 35.0, 58.1, "BLEU|nrefs:1|case:mixed",
+                              signature="sig-a"), tables.table1_row("iwslt14", "1.5-relu", 37.0)]
     assert [(r["transform"], r["bleu"], r["chrf"]) for r in rows] == [
         ("softmax", 35.0, 58.1), ("1.5-relu", 37.0, None)]
     assert rows[0]["signature"] == "sig-a" and "transform:1.5-relu|data:iwslt14" in rows[1]["signature"]
@@ -20,11 +19,11 @@ def test_table1_rows_keep_order_and_signatures(tmp_path):
 
 
 def test_table2_percent_and_impossible_counts():
-    (row,) = tables.table2_rows("toy", {"softmax": tables.EmptyCount(3, 40)})
+    row = tables.table2_row("toy", "softmax", 3, 40)
     assert row["percent_empty"] == pytest.approx(7.5)
     assert set(row) == set(COLUMNS["table2_empty.csv"])
     with pytest.raises(UserError, match="impossible"):
-        tables.table2_rows("toy", {"softmax": tables.EmptyCount(41, 40)})
+        tables.table2_row("toy", "softmax", 41, 40)
 
 
 def test_table3_analytic_rows_at_the_paper_vocabularies_plus_extra():
@@ -87,9 +86,9 @@ def test_translation_examples_pick_disagreements_both_ways():
 
 
 def test_rows_of_one_seed_carry_it():
-    (row,) = tables.table1_rows("toy", {"softmax": tables.BleuScore(30.0)}, seed=2)
+    row = tables.table1_row("toy", "softmax", 30.0, seed=2)
     assert row["seed"] == 2 and tuple(row) == COLUMNS["table1_bleu.csv"]
-    assert tables.table2_rows("toy", {"softmax": tables.EmptyCount(1, 4)}, seed=2)[0]["seed"] == 2
+    assert tables.table2_row("toy", "softmax", 1, 4, seed=2)["seed"] == 2
     assert tables.inference_time_rows("toy", {("softmax", 1): 1.0}, seed=2)[0]["seed"] == 2
     assert {r["seed"] for r in distributions.sparsity_rows("toy", "test", {"a": [0.5]},
                                                           bins=2, seed=2)} == {2}
