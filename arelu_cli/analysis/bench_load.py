@@ -15,8 +15,10 @@ The competitor is one process (started once, paused with SIGSTOP while nothing i
 loaded) of the same priority doing ``size`` x ``size`` matmuls on ``load_threads``
 threads; it is killed when the benchmark ends, also on an error or Ctrl-C, and it dies
 with its parent if the parent is killed. Both phases of a setting run the same batches.
-``OMP_WAIT_POLICY`` is recorded because libgomp reads it once at start-up: compare
-settings by running the benchmark under each.
+``OMP_WAIT_POLICY`` and ``GOMP_SPINCOUNT`` (which the CLI sets: :mod:`arelu_cli.nmt.openmp`)
+are recorded because libgomp reads them once at start-up: compare settings by running the
+benchmark under each; the competitor always runs at libgomp's defaults, so that it stays the
+same job whichever setting is measured.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
-from arelu_cli.nmt import threads
+from arelu_cli.nmt import openmp, threads
 from arelu_cli.config import Config
 from arelu_cli.data.prepared import load_prepared
 from arelu_cli.nmt.distributed import Context
@@ -73,12 +75,14 @@ def compete(threads_: int, size: int) -> None:
 @contextlib.contextmanager
 def competitor(threads_: int, size: int) -> Iterator[subprocess.Popen]:
     """A started, paused competitor process (resume it with :func:`loaded`); killed and
-    reaped on exit whatever happens. Its own session keeps Ctrl-C in the parent's hands."""
+    reaped on exit whatever happens. Its own session keeps Ctrl-C in the parent's hands; it
+    waits at barriers as libgomp does by default, whatever this process was started with."""
     code = f"from arelu_cli.analysis.bench_load import compete; compete({threads_}, {size})"
     proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True,
-                            env={**os.environ, "OMP_NUM_THREADS": str(threads_)})
+                            env={**openmp.default_wait(os.environ),
+                                 "OMP_NUM_THREADS": str(threads_)})
     try:
         ready, _, _ = select.select([proc.stdout], [], [], READY_SECONDS)
         if not ready or proc.stdout.readline().strip() != "ready":
@@ -197,6 +201,7 @@ def _row(s: Session, mode: str, top: int, quiet: Phase, load: Phase, steps: int,
         "tokens_per_step": quiet.tokens / steps, "alpha": transform.alpha, "tau": transform.tau,
         "label_smoothing": t.label_smoothing, "precision": t.precision,
         "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", ""),
+        "gomp_spincount": os.environ.get("GOMP_SPINCOUNT", ""),
         "nice": os.getpriority(os.PRIO_PROCESS, 0), "device": "cpu",
         "signature": signature(transform=transform.name, alpha=transform.alpha,
                                tau=transform.tau, label_smoothing=t.label_smoothing or None,

@@ -10,13 +10,17 @@ from __future__ import annotations
 import shlex
 import sys
 
-from rich.console import Console
-from rich.markup import escape
+from arelu_cli.nmt import openmp
+
+openmp.short_spin()  # before any module below imports torch (libgomp reads it once)
+
+from rich.console import Console  # noqa: E402
+from rich.markup import escape  # noqa: E402
 
 # Each module registers its commands on `app` when imported, in the order `arelu --help` lists them.
-from arelu_cli.cli import data, train, lm, pipeline, human_eval, analysis, bench  # noqa: F401
-from arelu_cli.cli.app import app
-from arelu_cli.errors import UserError
+from arelu_cli.cli import data, train, lm, pipeline, human_eval, analysis, bench  # noqa: F401,E402
+from arelu_cli.cli.app import app  # noqa: E402
+from arelu_cli.errors import UserError  # noqa: E402
 
 __all__ = ["app", "main"]
 # Modules whose ValueError is an argument error by contract (library code raises no UserError).

@@ -18,7 +18,7 @@ from arelu_cli.nmt.threads import Policy
 COLUMNS = {"transform", "mode", "threads_max", "quiet_tokens_per_s", "loaded_tokens_per_s",
            "loaded_ratio", "quiet_switches", "loaded_switches", "loaded_share_at_max",
            "threads_end", "steps", "warmup", "load_threads", "load_size", "tokens_per_step",
-           "omp_wait_policy", "nice", "signature"}
+           "omp_wait_policy", "gomp_spincount", "nice", "signature"}
 
 
 @pytest.fixture
@@ -65,6 +65,19 @@ def test_cli_writes_rows_and_stops_the_competitor(tiny_corpus, tmp_path, spied):
     assert (frame["steps"] == 2).all() and (frame["load_size"] == 64).all()
     assert frame["signature"].str.contains("threads:auto").tolist() == [False, True] * 2
     assert len(spied) == 1 and _gone(spied[0])  # one competitor for the whole benchmark
+
+
+def test_competitor_waits_at_libgomps_defaults_whatever_the_benchmark_runs_with(monkeypatch):
+    """The competitor is another user's plain job: a wait setting the benchmark is started
+    with (to compare settings) must not reach it, or both sides change at once."""
+    monkeypatch.setenv("GOMP_SPINCOUNT", "7")
+    monkeypatch.setenv("OMP_WAIT_POLICY", "PASSIVE")
+    with bench_load.competitor(1, 8) as proc:
+        environ = dict(item.split("=", 1) for item in
+                       open(f"/proc/{proc.pid}/environ").read().split("\0") if "=" in item)
+    assert "GOMP_SPINCOUNT" not in environ and "OMP_WAIT_POLICY" not in environ
+    assert environ["OMP_NUM_THREADS"] == "1"
+    assert _gone(proc)
 
 
 def test_competitor_is_killed_when_the_benchmark_fails(tiny_corpus, tiny_config, spied,
