@@ -25,6 +25,18 @@ def test_write_rows_never_replaces_a_file_it_did_not_write(tmp_path, existing):
     assert path.read_text() == existing
 
 
+def test_refused_rows_are_kept_beside_the_file_they_would_have_replaced(tmp_path):
+    """The measurements are not lost with the refusal: each refused write goes to a new file
+    that the error names."""
+    path = tmp_path / "mine.csv"
+    path.write_text("x,y\n1,2\n")
+    for expected in ("mine.new.csv", "mine.new-2.csv"):
+        with pytest.raises(UserError, match=f"the rows of this run are in .*{expected}$"):
+            write_rows([{"a": 1.5, "b": "x"}], path)
+        assert pd.read_csv(tmp_path / expected).to_dict("records") == [{"a": 1.5, "b": "x"}]
+    assert path.read_text() == "x,y\n1,2\n"
+
+
 def test_another_commands_results_csv_is_never_replaced(tmp_path):
     """A results CSV has a signature column whichever command wrote it: that is no licence to
     replace it (``arelu empty-check --out scores.csv`` would lose ``arelu score``'s rows)."""

@@ -52,6 +52,12 @@ from arelu_cli.nmt.train_state import Session, State
 from arelu_cli.nmt.train_step import micro_batches, optimizer_step
 
 MODES = ("fixed", "auto")
+COLUMNS = ("transform", "mode", "threads_max", "quiet_tokens_per_s", "loaded_tokens_per_s",
+           "loaded_ratio", "quiet_switches", "loaded_switches", "loaded_share_at_max",
+           "threads_end", "steps", "warmup", "load_threads", "load_size", "tokens_per_step",
+           "alpha", "tau", "label_smoothing", "precision", "omp_wait_policy", "gomp_spincount",
+           "nice", "device", "signature")
+"""The columns of a row (:func:`_row`), known before anything is measured."""
 READY_SECONDS = 300.0
 """How long the competitor may take to start (importing torch on a busy machine)."""
 

@@ -131,18 +131,20 @@ def bench_train(
                         f"{given[0]}")
     if under_load:
         from arelu_cli.analysis import bench_load
+        from arelu_cli.ownership import check_replaceable
 
         if fused or label_smoothing is not None:
             raise UserError(f"{'--fused' if fused else '--label-smoothing'} does not apply to "
                             "--under-load, which trains each transform as the recipe does; "
                             "drop it")
         out = out or Path("results/bench/train_under_load.csv")
+        check_replaceable(out, bench_load.COLUMNS)  # before minutes of measuring, not after
         rows = bench_load.bench_under_load(
             config, names, 100 if load_steps is None else load_steps,
             20 if load_warmup is None else load_warmup,
             2 if load_threads is None else load_threads,
             1024 if load_size is None else load_size, device, console=console)
-        bench_load.print_table(write_rows(rows, out), console)
+        bench_load.print_table(write_rows(rows, out, bench_load.COLUMNS), console)
     else:
         out = out or Path("results/bench/train.csv")
         smoothing = (None if label_smoothing is None else

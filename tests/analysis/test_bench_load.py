@@ -19,6 +19,7 @@ COLUMNS = {"transform", "mode", "threads_max", "quiet_tokens_per_s", "loaded_tok
            "loaded_ratio", "quiet_switches", "loaded_switches", "loaded_share_at_max",
            "threads_end", "steps", "warmup", "load_threads", "load_size", "tokens_per_step",
            "omp_wait_policy", "gomp_spincount", "nice", "signature"}
+assert COLUMNS <= set(bench_load.COLUMNS)
 
 
 @pytest.fixture
@@ -111,6 +112,18 @@ def test_bad_options_are_refused_before_anything_starts(tiny_corpus, tmp_path, s
                                       str(_recipe(tmp_path, tiny_corpus)), *args])
     assert result.exit_code != 0 and not spied
     assert message in str(result.exception)
+
+
+def test_an_out_file_it_may_not_replace_is_refused_before_anything_starts(tiny_corpus, tmp_path,
+                                                                        spied):
+    """An older or foreign CSV at --out is refused before minutes of measuring, not after."""
+    out = tmp_path / "old.csv"
+    out.write_text("transform,mode\n1.5-relu,auto\n")
+    result = CliRunner().invoke(app, ["bench", "train", "--under-load", "--recipe",
+                                      str(_recipe(tmp_path, tiny_corpus)), "--out", str(out)])
+    assert result.exit_code != 0 and not spied
+    assert "is not a CSV this command writes" in str(result.exception)
+    assert out.read_text() == "transform,mode\n1.5-relu,auto\n"
 
 
 def test_rows_carry_the_label_smoothing_that_training_uses(tiny_corpus, tiny_config, monkeypatch,
