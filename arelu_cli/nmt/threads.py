@@ -3,7 +3,9 @@
 Not part of the paper; it keeps the training-time comparisons measurable on a shared CPU.
 torch's intra-op threads meet at a barrier after every op, so when another process takes a
 core every op waits for the thread set aside (measured: ``results/bench/README.md``); with
-fewer threads than free cores nobody waits.
+fewer threads than free cores nobody waits. How the waiting thread waits matters more: the CLI
+shortens libgomp's spin (:mod:`arelu_cli.nmt.openmp`), after which two threads beside a
+competitor keep about a fair share and a probe of fewer threads loses.
 
 :func:`observe` is the pure decision (a :class:`GovernorState` and one step's tokens,
 seconds and run-queue wait in, the next state out); :class:`Governor` and :func:`governed`
