@@ -55,8 +55,9 @@ def write_rows(rows: Iterable[Mapping[str, object]], path: str | Path,
     of :mod:`arelu_cli.report.columns`; a header even without rows) and a row with other
     keys is a bug in its builder: ValueError. Without it the columns are the rows' keys in
     order of appearance. An existing file is replaced only when it is a CSV of these
-    columns (:func:`check_replaceable`); otherwise the rows, which may have taken hours to
-    measure, go to a new file beside it (:func:`_beside`) and the one-line error names it."""
+    columns (:func:`check_replaceable`); when it is not, or ``path`` cannot be written (a
+    folder), the rows, which may have taken hours to measure, go to a new file beside it
+    (:func:`_beside`) and the one-line error names it."""
     rows, path = list(rows), Path(path)
     if columns is not None:
         for row in rows:
@@ -64,22 +65,24 @@ def write_rows(rows: Iterable[Mapping[str, object]], path: str | Path,
                 raise ValueError(f"{path.name}: row columns {sorted(row)} differ from "
                                  f"{list(columns)}")
     frame = pd.DataFrame(rows, columns=None if columns is None else list(columns))
+    text = frame.to_csv(index=False)
     try:
         check_replaceable(path, [str(c) for c in frame.columns])
-    except UserError as refused:
-        kept = atomic_write_text(_beside(path), frame.to_csv(index=False))
+        atomic_write_text(path, text)
+    except UserError as refused:  # not ours to replace, a folder, an unwritable place
+        kept = atomic_write_text(_beside(path), text)
         raise UserError(f"{refused}; the rows of this run are in {kept}") from None
-    atomic_write_text(path, frame.to_csv(index=False))
     return frame
 
 
 def _beside(path: Path) -> Path:
     """The first of ``NAME.new.csv``, ``NAME.new-2.csv``, ... beside ``path`` that does not
-    exist."""
-    candidate, n = path.with_name(f"{path.stem}.new{path.suffix}"), 1
+    exist (``.csv`` also for a ``path`` without a suffix, such as a folder)."""
+    suffix = path.suffix or ".csv"
+    candidate, n = path.with_name(f"{path.stem}.new{suffix}"), 1
     while candidate.exists():
         n += 1
-        candidate = path.with_name(f"{path.stem}.new-{n}{path.suffix}")
+        candidate = path.with_name(f"{path.stem}.new-{n}{suffix}")
     return candidate
 
 

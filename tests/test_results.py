@@ -37,6 +37,13 @@ def test_refused_rows_are_kept_beside_the_file_they_would_have_replaced(tmp_path
     assert path.read_text() == "x,y\n1,2\n"
 
 
+def test_rows_for_a_folder_are_kept_beside_it(tmp_path):
+    (tmp_path / "out").mkdir()
+    with pytest.raises(UserError, match="it is a folder.*the rows of this run are in .*out.new.csv$"):
+        write_rows([{"a": 1}], tmp_path / "out")
+    assert pd.read_csv(tmp_path / "out.new.csv").to_dict("records") == [{"a": 1}]
+
+
 def test_another_commands_results_csv_is_never_replaced(tmp_path):
     """A results CSV has a signature column whichever command wrote it: that is no licence to
     replace it (``arelu empty-check --out scores.csv`` would lose ``arelu score``'s rows)."""
