@@ -1,0 +1,63 @@
+"""GPU diagnostic: where a small alpha-ReLU loss call's time goes, beside F.cross_entropy's.
+
+At N 8192 x V 32768 (bf16) ``arelu bench loss`` timed alpha-ReLU's fwd+bwd at 1.43x
+cross-entropy's on an H100 while its kernel alone takes 0.37 ms (``loss_launch.py``): the
+rest is host work. This runs each side's fwd+bwd as the benchmark does (a fresh copy of the
+logits, ``torch.autograd.grad``) under ``torch.profiler`` and prints, per side, the wall time
+per call and the operators that take the host's and the device's time.
+Usage: python3 scripts/loss_profile.py [OUT.txt]
+"""
+
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+from torch.profiler import ProfilerActivity, profile
+
+from arelu_cli.registry import get_transform
+from arelu_cli.transforms import alpha_relu_loss
+
+N, V, CALLS = 8192, 32768, 30
+
+
+def main(out: str | None) -> None:
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    x = torch.randn(N, V, device="cuda", dtype=torch.bfloat16, generator=gen)
+    y = torch.randint(0, V, (N,), device="cuda", generator=gen)
+    leaf = x.detach().requires_grad_(True)
+    transform = get_transform("1.5-relu", tau=0.12)
+    sides = {"F.cross_entropy": lambda z: F.cross_entropy(z, y),
+             "transform.loss (bench)": lambda z: transform.loss(z, y),
+             "alpha_relu_loss": lambda z: alpha_relu_loss(z, y, alpha=1.5, tau=0.12)}
+    lines = [f"{torch.cuda.get_device_name()} torch {torch.__version__} N {N} V {V} bf16"]
+    for name, loss in sides.items():
+        def step():
+            z = leaf.clone()
+            torch.autograd.grad(loss(z), z)
+        for _ in range(3):
+            step()
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        for _ in range(CALLS):
+            step()
+            torch.cuda.synchronize()
+        wall = (time.perf_counter() - start) / CALLS * 1e3
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            for _ in range(CALLS):
+                step()
+                torch.cuda.synchronize()
+        lines += [f"\n== {name}: {wall:.3f} ms per synchronized call (wall)",
+                  prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=18,
+                                            max_name_column_width=60),
+                  prof.key_averages().table(sort_by="self_cuda_time_total", row_limit=8,
+                                            max_name_column_width=60)]
+    text = "\n".join(lines)
+    print(text)
+    if out:
+        with open(out, "w") as f:
+            f.write(text + "\n")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1] if len(sys.argv) > 1 else None)
