@@ -1,18 +1,18 @@
 #!/usr/bin/env bash
 # The GPU checklist in one call (README "GPU"): the CUDA tests, then the GPU benchmarks.
 # Writes a log and the CSVs under $OUT (default results/bench/gpu); every step has its own
-# time limit inside an overall deadline (GPU_DEADLINE seconds, default 300), so a slow step
+# time limit inside an overall deadline (GPU_DEADLINE seconds, default 420), so a slow step
 # cannot cost the others; the steps run in order of priority (the d = 4096 fused cases before
 # the loss variants; the chunked-PyTorch "eager" loss variants, a CPU fallback, not at all).
 # Wheels in .whl/ (liger-kernel, cut-cross-entropy, entmax) are installed first where
 # present. Usage: bash scripts/gpu-checks.sh [STEP ...]
-# (steps: tests loss fused tiles chunk hf launch train; default all). At most 8 files come
+# (steps: tests loss fused tiles chunk hf launch profile train; default all). At most 8 files come
 # back from a device run: the log and 7 CSVs (the test summary is in the log).
 set -u
 OUT=${OUT:-results/bench/gpu}
 mkdir -p "$OUT"
 LOG="$OUT/gpu-checks.log"
-END=$(( $(date +%s) + ${GPU_DEADLINE:-300} ))
+END=$(( $(date +%s) + ${GPU_DEADLINE:-420} ))
 export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 if compgen -G ".whl/*.whl" >/dev/null; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
@@ -32,7 +32,7 @@ step() {  # step NAME LIMIT COMMAND...: run within min(LIMIT, time left), log it
   echo "== $name rc=$rc in $(( $(date +%s) - t0 ))s" | tee -a "$LOG"
 }
 
-WANT=" ${*:-tests loss fused tiles chunk hf launch train} "
+WANT=" ${*:-tests loss fused tiles chunk hf launch profile train} "
 want() { [[ "$WANT" == *" $1 "* ]]; }
 { nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm --format=csv
   python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, torch.cuda.get_device_name())"
@@ -41,7 +41,7 @@ want() { [[ "$WANT" == *" $1 "* ]]; }
 want tests && step tests 75 python3 -m pytest -m cuda -q -p no:cacheprovider -rfE \
   tests/transforms/test_cuda_kernels.py
 # alpha-ReLU's rows first (the first two runs ran out of time before them, or nearly).
-want loss && step loss 100 python3 -m arelu_cli.cli bench loss --device cuda --max-seconds 1 \
+want loss && step loss 130 python3 -m arelu_cli.cli bench loss --device cuda --max-seconds 1 \
   --repeats 5 --transforms 1.5-relu,softmax --variants default,reuse_logits,liger \
   --out "$OUT/loss.csv"
 # The fused layer's default (cuBLAS) path against unfused, Liger and CCE at d = 4096.
@@ -57,6 +57,9 @@ want chunk && step chunk 40 python3 -m arelu_cli.cli bench fused-linear --device
 want hf && step hf 45 python3 -m arelu_cli.cli bench hf --device cuda --out "$OUT/hf.csv"
 # Where a small loss forward's time goes (host or kernel) and the kernel's launch options.
 want launch && step launch 40 python3 scripts/loss_launch.py "$OUT/loss_launch.csv"
+# A small fwd+bwd call under torch.profiler, host and device time per operator (into the log:
+# at most 8 files come back).
+want profile && step profile 40 python3 scripts/loss_profile.py
 want train && [ -d data/iwslt14 ] && step train 45 python3 -m arelu_cli.cli bench train --device cuda \
   --recipe recipes/iwslt14.toml --fused --repeats 5 --out "$OUT/train_iwslt14.csv"
 grep -E "^== |passed|failed|error" "$LOG" | tail -n 40
