@@ -3,7 +3,8 @@
 At N 8192 x V 32768 (bf16) ``arelu bench loss`` timed alpha-ReLU's fwd+bwd at 1.43x
 cross-entropy's on an H100 while its kernel alone takes 0.37 ms (``loss_launch.py``): the
 rest is host work. This runs each side's fwd+bwd as the benchmark does (a fresh copy of the
-logits, ``torch.autograd.grad``) under ``torch.profiler`` and prints, per side, the wall time
+logits, ``torch.autograd.grad``; tau 0.12, about the analytic tau at this V, where the
+benchmark passes 0: one pass over the logits either way) under ``torch.profiler`` and prints, per side, the wall time
 per call and the operators that take the host's and the device's time.
 Usage: python3 scripts/loss_profile.py [OUT.txt]
 """
