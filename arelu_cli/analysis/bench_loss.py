@@ -163,6 +163,8 @@ def make_plan(quick: bool = False, transforms: str | None = None, sizes: str | N
         device = "cuda" if torch.cuda.is_available() else "cpu"
     if device not in ("cpu", "cuda") or (device == "cuda" and not torch.cuda.is_available()):
         raise UserError(f"--device must be cpu, cuda or auto (and cuda needs a GPU), got {device!r}")
+    if not max_seconds > 0:  # NaN too
+        raise UserError(f"--max-seconds must be a positive number of seconds, got {max_seconds}")
     cuda = device == "cuda"
     names = _parse_list(transforms, CUDA_TRANSFORMS if cuda else DEFAULT_TRANSFORMS, None,
                         "transform", "--transforms")

@@ -40,6 +40,8 @@ def test_quick_bench_writes_a_row_per_loss_and_mode(tmp_path):
     (dict(transforms="0.5-relu"), "outside"),
     (dict(device="tpu"), "--device"),
     (dict(variants="default,fastest"), "unknown variant 'fastest'"),
+    (dict(max_seconds=-1), "--max-seconds"),
+    (dict(max_seconds=float("nan")), "--max-seconds"),
 ])
 def test_bad_options_are_user_errors(kwargs, match):
     with pytest.raises(ValueError, match=match):  # UserError, or the registry's ValueError
