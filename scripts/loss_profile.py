@@ -5,7 +5,8 @@ cross-entropy's on an H100 while its kernel alone takes 0.37 ms (``loss_launch.p
 rest is host work. This runs each side's fwd+bwd as the benchmark does (a fresh copy of the
 logits, ``torch.autograd.grad``; tau 0.12, about the analytic tau at this V, where the
 benchmark passes 0: one pass over the logits either way) under ``torch.profiler`` and prints, per side, the wall time
-per call and the operators that take the host's and the device's time.
+per call (synchronized after each call, and queued back to back as a training loop issues
+them) and the operators that take the host's and the device's time.
 Usage: python3 scripts/loss_profile.py [OUT.txt]
 """
 
@@ -44,11 +45,17 @@ def main(out: str | None) -> None:
             step()
             torch.cuda.synchronize()
         wall = (time.perf_counter() - start) / CALLS * 1e3
+        start = time.perf_counter()  # back to back, as in training: host and device overlap
+        for _ in range(CALLS):
+            step()
+        torch.cuda.synchronize()
+        queued = (time.perf_counter() - start) / CALLS * 1e3
         with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
             for _ in range(CALLS):
                 step()
                 torch.cuda.synchronize()
-        lines += [f"\n== {name}: {wall:.3f} ms per synchronized call (wall)",
+        lines += [f"\n== {name}: {wall:.3f} ms per synchronized call (wall), {queued:.3f} ms "
+                  "per call queued back to back",
                   prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=18,
                                             max_name_column_width=60),
                   prof.key_averages().table(sort_by="self_cuda_time_total", row_limit=8,

@@ -20,11 +20,16 @@ cross-entropy and Liger-Kernel's Triton cross-entropy (a ``not installed`` row w
 ``liger-kernel`` is missing: ``pip install arelu[bench]``); times come from CUDA events,
 peaks from ``torch.cuda.max_memory_allocated``, and every row carries the GPU's name (the
 CLI puts it in the file name too). Each case also times a device-to-device copy of the
-logits, the bandwidth reference for the ``gb_per_s`` column.
+logits, the bandwidth reference for the ``gb_per_s`` column. Every call above starts from
+an idle device (``median_ms``); on CUDA each row also gives the time per call of ten calls
+issued back to back (``queued_ms``, ``softmax_queued_ms``, ``queued_ratio``), as in a
+training loop, where the host's launches overlap the device's work: for a small loss the
+two differ by the host's time (an H100 at 8192 x 32768: ``results/bench/gpu-h100/``).
 """
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import math
 import statistics
@@ -57,6 +62,9 @@ CUDA_TRANSFORMS = ("1.5-relu", "softmax")  # alpha-ReLU first: a run cut short s
 # Losses from other packages (the ``bench`` extra): variant -> (module, how to install).
 EXTERNAL = {"liger": ("liger_kernel", "pip install liger-kernel")}
 MODES = ("fwd+bwd", "fwd", "transform")
+# Calls per back-to-back timing and paired repeats of the queued columns (CUDA only).
+QUEUED_CALLS = 10
+QUEUED_REPEATS = 5
 # Passes over the N x V logits a mode needs at the least: read (+ write the gradient or output).
 PASSES = {"fwd+bwd": 2, "fwd": 1, "transform": 2}
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -259,7 +267,30 @@ def _timed(plan: BenchPlan, candidate, baseline, setup, device):
         ms = statistics.median(timing.time_once(candidate, setup, device)
                                for _ in range(repeats))
         pair = timing.PairTiming(ms, math.nan, math.nan, repeats)
-    return pair, timing.peak_extra_bytes(candidate, setup, device)
+    return pair, _queued(plan, pair, candidate, baseline, setup, device), \
+        timing.peak_extra_bytes(candidate, setup, device)
+
+
+def _queued(plan: BenchPlan, pair: timing.PairTiming, candidate, baseline, setup,
+            device: torch.device) -> timing.PairTiming | None:
+    """On CUDA, both sides again with ``QUEUED_CALLS`` calls back to back per timing
+    (:func:`timing.time_queued`), paired, at most ``QUEUED_REPEATS`` times: what a call costs
+    inside a training loop, where the host's launches overlap the device's work. A
+    ``time_once`` call from an idle device also counts the device's waits for the host,
+    which for a small loss can be most of it. The candidate alone where the baseline ran
+    out of memory; None on CPU (the same measurement as ``time_once`` there)."""
+    if device.type != "cuda":
+        return None
+    queued = functools.partial(timing.time_queued, calls=QUEUED_CALLS)
+    repeats = min(pair.repeats, QUEUED_REPEATS)
+    try:
+        if not math.isnan(pair.baseline_ms):
+            return timing.time_pair(candidate, baseline, setup, device, repeats, warmup=0,
+                                    timer=queued)
+        ms = statistics.median(queued(candidate, setup, device) for _ in range(repeats))
+        return timing.PairTiming(ms, math.nan, math.nan, repeats)
+    except torch.OutOfMemoryError:  # the row keeps its single-call times
+        return None
 
 
 def _measure(plan: BenchPlan, method: Method, mode: str, x, y, clean_ce: dict) -> dict:
@@ -274,7 +305,7 @@ def _measure(plan: BenchPlan, method: Method, mode: str, x, y, clean_ce: dict) -
         return dict(status=f"skipped: needs ~{need / 2**30:.1f} GiB, {have / 2**30:.1f} GiB free")
     candidate, baseline, setup = _calls(mode, method, transform, x, y)
     try:
-        pair, peak = _timed(plan, candidate, baseline, setup, device)
+        pair, queued, peak = _timed(plan, candidate, baseline, setup, device)
     except torch.OutOfMemoryError:
         pair = None
     if pair is None:  # out of the handler, whose traceback holds the tensors, before emptying
@@ -292,7 +323,10 @@ def _measure(plan: BenchPlan, method: Method, mode: str, x, y, clean_ce: dict) -
                 softmax_ms=round(softmax_ms, 3), ratio=round(ratio, 4), baseline=against,
                 gb_per_s=round(traffic / pair.ms / 1e6, 2),
                 peak_mib=None if peak is None else round(peak / 2**20, 1),
-                copies=None if peak is None else round(peak / (x.numel() * x.element_size()), 2))
+                copies=None if peak is None else round(peak / (x.numel() * x.element_size()), 2),
+                **({} if queued is None else dict(
+                    queued_ms=round(queued.ms, 3), softmax_queued_ms=round(queued.baseline_ms, 3),
+                    queued_ratio=round(queued.ratio, 4))))
 
 
 def _floors(x: torch.Tensor, device: torch.device) -> dict:
@@ -390,10 +424,12 @@ def run(plan: BenchPlan, out: Path, console: Console | None = None) -> pd.DataFr
 
 def print_table(frame: pd.DataFrame, console: Console) -> None:
     """The fwd+bwd rows as a rich table: time, ratio to cross-entropy, bandwidth, memory."""
-    table = Table(title="loss fwd+bwd vs F.cross_entropy (x CE < 1 is faster); x pass: time "
+    table = Table(title="loss fwd+bwd vs F.cross_entropy (x CE < 1 is faster; queued: ten "
+                        "calls back to back, as in training, CUDA only); x pass: time "
                         "over one in-place pass (the memory floor, its GB/s in brackets); "
                         "copy: a device-to-device copy of the logits in the same run")
-    for col in ("loss", "N x V", "ms", "CE ms", "x CE", "x pass", "GB/s", "copy GB/s", "copies"):
+    for col in ("loss", "N x V", "ms", "CE ms", "x CE", "x CE queued", "x pass", "GB/s",
+                "copy GB/s", "copies"):
         table.add_column(col, justify="left" if col == "loss" else "right")
     for r in frame[frame["mode"] == "fwd+bwd"].to_dict("records"):
         ok = r.get("status") == "ok"
@@ -403,6 +439,7 @@ def print_table(frame: pd.DataFrame, console: Console) -> None:
                       f"{r['median_ms']:.1f}" if ok else "-",
                       f"{r['softmax_ms']:.1f}" if ok else "-",
                       f"{r['ratio']:.2f}" if ok else r["status"],
+                      "-" if not ok or pd.isna(r.get("queued_ratio")) else f"{r['queued_ratio']:.2f}",
                       f"{r['median_ms'] / r['floor_ms']:.1f}" if ok else "-",
                       f"{r['gb_per_s']:.3g} [{r['floor_gb_per_s']:.3g}]" if ok else "-",
                       f"{r['copy_gb_per_s']:.3g}" if ok else "-",

@@ -5,13 +5,16 @@ smoothed target, ``e_y`` without smoothing) come from one kernel
 (``_triton_kernels._loss_kernel``) that reads each row of the logits once and, when a
 gradient is wanted, writes ``p - q`` in the same pass, into the logits' own memory
 (``reuse_logits``) or into a new buffer. For ``mean`` the kernel already writes ``(p - q) /
-n`` (``n`` the counted rows, a 0-d tensor read on the device), so that backward only
+n`` (``n`` the counted rows, counted and read on the device), so that backward only
 multiplies by the upstream gradient (per row for ``reduction='none'``, one factor for
 ``sum``/``mean``), a multiplication the device skips where the factor is 1: in training
 (upstream 1, any reduction but ``none``) the logits are read once and the gradient written
 once, nothing more. Targets equal to ``ignore_index`` are handled inside the kernel; a
 ``mean`` over no counted row is NaN, its gradient too. No step reads a tensor's value on the
-host, so none synchronizes with the GPU. Without a wanted gradient (validation,
+host, so none synchronizes with the GPU, and the host issues no ATen compute op: a training
+call (``mean``) is three launches in forward (the count of ``n``, the pass, the reduced
+loss) and one in backward, which matters where the logits are small enough for the host's
+dispatch time to exceed the device's work (8192 x 32768 on an H100). Without a wanted gradient (validation,
 ``torch.no_grad``) the pass writes only the per-row losses.
 
 The gradient is scaled in place, so backward runs once per call: a second backward through
@@ -23,8 +26,6 @@ from __future__ import annotations
 import torch
 from torch.autograd.function import once_differentiable
 
-from arelu_cli.transforms.reduction import reduce_rows
-
 
 class _SinglePassLossFunction(torch.autograd.Function):
     """Loss and gradient (``/ n`` for ``mean``) in forward, the upstream factor in backward;
@@ -33,25 +34,28 @@ class _SinglePassLossFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, logits, target, alpha, tau, eps, ignore_index, reduction, shape, reuse,
                 grad_enabled):
-        from arelu_cli.transforms import _triton_kernels
+        from arelu_cli.transforms import _triton_kernels as kernels
 
         want = grad_enabled and ctx.needs_input_grad[0]
-        valid = target != ignore_index
-        grad = scale = count = None
+        grad = scale = None
         if want:
             grad = logits if reuse else torch.empty_like(logits)
             if reduction == "mean":
-                count = valid.sum()
-                scale = 1.0 / count.clamp_min(1).to(torch.float32)
-        rows = _triton_kernels.loss_pass(logits, target, alpha, tau, eps, ignore_index,
-                                         grad=grad, scale=scale)
+                scale = kernels.count_(target, ignore_index)  # [1 / max(n, 1), NaN guard]
+        # Per-row losses of ``none`` are written in the logits' dtype, ready to return.
+        rows = torch.empty(target.shape[0], device=logits.device,
+                           dtype=logits.dtype if reduction == "none" else torch.float32)
+        kernels.loss_pass(logits, target, alpha, tau, eps, ignore_index, grad=grad,
+                          scale=None if scale is None else scale[0], rows=rows)
         if want and reuse:
             # Written behind autograd's back: let it see the write, so that another op
             # which saved these logits for its backward raises instead of reading p - q.
             torch.autograd.graph.increment_version(logits)
         ctx.reduction, ctx.used = reduction, False
-        ctx.save_for_backward(grad, count)
-        return reduce_rows(rows, valid, reduction, shape).to(logits.dtype)
+        ctx.save_for_backward(grad, scale)
+        if reduction == "none":
+            return rows.reshape(shape)
+        return kernels.total(rows, target, ignore_index, reduction == "mean", logits.dtype)
 
     @staticmethod
     @once_differentiable
@@ -63,14 +67,12 @@ class _SinglePassLossFunction(torch.autograd.Function):
                                "triton engine its gradient is written in forward and scaled "
                                "in place in backward")
         ctx.used = True
-        grad, count = ctx.saved_tensors
-        factor = grad_out.to(torch.float32)
-        if ctx.reduction == "none":
-            factor = factor.reshape(-1)
-        elif ctx.reduction == "mean":  # 1 / n is in grad already; no counted row: NaN
-            factor = torch.where(count > 0, factor, torch.full_like(factor, float("nan")))
-        return (_triton_kernels.scale_(grad, factor), None, None, None, None, None, None, None,
-                None, None)
+        grad, scale = ctx.saved_tensors
+        factor = grad_out.reshape(-1) if ctx.reduction == "none" else grad_out
+        # mean: 1 / n is in grad already; the guard makes a mean over no counted row NaN.
+        guard = scale[1:] if ctx.reduction == "mean" else None
+        return (_triton_kernels.scale_(grad, factor, guard), None, None, None, None, None,
+                None, None, None, None)
 
 
 def single_pass_loss(flat: torch.Tensor, target: torch.Tensor, alpha: float, tau: float,

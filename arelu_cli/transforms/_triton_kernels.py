@@ -8,7 +8,9 @@ is ``p = ka [z - c]_+^e`` and the loss (eq. (sp_loss), target ``q = (1 - eps) e_
 ``s (p - q)`` (into a buffer or the logits' own memory, as Liger-Kernel does; ``ignore_index``
 rows are never read, a target outside ``[0, V)`` gives NaN) and marks the nonzero ``TILE x
 TILE`` tiles for ``_triton_linear``. ``_scale_kernel`` scales a gradient in place by a factor
-read on the device (skipped at exactly 1, no host sync). ``_probs_kernel``: the transform.
+read on the device (skipped at exactly 1, no host sync); ``_count_kernel`` and
+``_total_kernel`` give ``mean``'s ``1 / n`` and the reduced loss in one launch each, where
+ATen ops would take five or more. ``_probs_kernel``: the transform.
 fp32 math on fp32/bf16/fp16; integer ``e`` in 1..4 are exact products; 64-bit offsets. Imported
 only when needed; under ``TRITON_INTERPRET=1`` the kernels run on CPU tensors (the tests), so
 they call no function of triton's jit-compiled standard library (``tl.sum``, ``tl.zeros``).
@@ -31,6 +33,8 @@ _LOSS_WARPS = 8
 _LOSS_STAGES = None
 _PROBS_BLOCK = 2048
 _SCALE_BLOCK = 2048
+# Targets or row losses per step of the one-program count and total kernels.
+_REDUCE_BLOCK = 1024
 # Most programs of one scaling launch: each takes several blocks beyond it, so that skipping
 # a whole gradient (factor 1, every training step) launches tens of thousands of programs
 # that return at once, not millions (8.6e9 logits are 4.2e6 blocks).
@@ -116,13 +120,15 @@ def _loss_kernel(z_ptr, y_ptr, rows_ptr, g_ptr, scale_ptr, flags_ptr, vocab, z_s
 
 
 @triton.jit
-def _scale_kernel(x_ptr, scale_ptr, cols, blocks, x_stride, scale_stride, BLOCK: tl.constexpr,
-                  ITERS: tl.constexpr):
-    """``x[row, span] *= scale[row]`` for program ``row * blocks + span``, a span of ``ITERS``
-    blocks; skipped at 1 (a NaN factor is applied)."""
+def _scale_kernel(x_ptr, scale_ptr, guard_ptr, cols, blocks, x_stride, scale_stride,
+                  GUARD: tl.constexpr, BLOCK: tl.constexpr, ITERS: tl.constexpr):
+    """``x[row, span] *= scale[row] (* guard[0])`` for program ``row * blocks + span``, a span
+    of ``ITERS`` blocks; skipped at 1 (a NaN factor is applied)."""
     pid = tl.program_id(0).to(tl.int64)
     row = pid // blocks
     s = tl.load(scale_ptr + row * scale_stride).to(tl.float32)
+    if GUARD:
+        s = s * tl.load(guard_ptr).to(tl.float32)
     if s != 1.0:
         first = (pid % blocks) * (BLOCK * ITERS)
         for i in range(ITERS):
@@ -131,6 +137,41 @@ def _scale_kernel(x_ptr, scale_ptr, cols, blocks, x_stride, scale_stride, BLOCK:
             ptrs = x_ptr + row * x_stride + offs
             x = tl.load(ptrs, mask=mask, other=0.0).to(tl.float32)
             tl.store(ptrs, (x * s).to(x_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _count_kernel(y_ptr, n, ignore_index, out_ptr, BLOCK: tl.constexpr):
+    """With ``c`` the targets of ``y[:n]`` not equal to ``ignore_index``: ``out[0] = 1 /
+    max(c, 1)`` (the gradient's scale for ``mean``) and ``out[1] = 1`` if ``c`` else NaN
+    (the backward factor's guard: a mean over no counted row has a NaN gradient)."""
+    counts = tl.full([BLOCK], 0, tl.int64)
+    for start in range(0, n, BLOCK):
+        offs = start + tl.arange(0, BLOCK)
+        y = tl.load(y_ptr + offs, mask=offs < n, other=ignore_index)
+        counts += (y != ignore_index).to(tl.int64)
+    c = tl.reduce(counts, 0, _add).to(tl.float32)
+    tl.store(out_ptr, 1.0 / tl.maximum(c, 1.0))
+    tl.store(out_ptr + 1, tl.where(c > 0.0, 1.0, float("nan")))
+
+
+@triton.jit
+def _total_kernel(rows_ptr, y_ptr, n, ignore_index, out_ptr, MEAN: tl.constexpr,
+                  BLOCK: tl.constexpr):
+    """``out[0]`` = the sum of ``rows[:n]`` (zero at ignored rows), divided for ``MEAN`` by
+    the number of targets not equal to ``ignore_index`` (0 / 0: NaN), in ``out``'s dtype."""
+    acc = tl.full([BLOCK], 0.0, tl.float32)
+    counts = tl.full([BLOCK], 0, tl.int64)
+    for start in range(0, n, BLOCK):
+        offs = start + tl.arange(0, BLOCK)
+        inside = offs < n
+        acc += tl.load(rows_ptr + offs, mask=inside, other=0.0).to(tl.float32)
+        if MEAN:
+            y = tl.load(y_ptr + offs, mask=inside, other=ignore_index)
+            counts += (y != ignore_index).to(tl.int64)
+    total = tl.reduce(acc, 0, _add)
+    if MEAN:
+        total = total / tl.reduce(counts, 0, _add).to(tl.float32)
+    tl.store(out_ptr, total.to(out_ptr.dtype.element_ty))
 
 
 @triton.jit
@@ -209,23 +250,47 @@ def loss_pass(z: torch.Tensor, y: torch.Tensor, alpha: float, tau: float, eps: f
     return rows
 
 
-def scale_(x: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
-    """``x *= scale`` in place, in fp32: ``scale`` 0-d (any contiguous ``x``) or ``(N,)`` (one
-    factor per row of ``x (N, V)``, unit stride along V). Rows whose factor is 1 are left
-    untouched by the device itself."""
+def scale_(x: torch.Tensor, scale: torch.Tensor,
+           guard: torch.Tensor | None = None) -> torch.Tensor:
+    """``x *= scale`` in place, in fp32: ``scale`` (any float dtype, cast on the device) 0-d
+    (any contiguous ``x``) or ``(N,)`` (one factor per row of ``x (N, V)``, unit stride along
+    V); ``guard``: a 1-element factor applied on top (the ``mean``'s NaN guard of
+    :func:`count_`). Rows whose factor is 1 are left untouched by the device itself."""
     if x.numel() == 0:
         return x
-    scale = scale.to(device=x.device, dtype=torch.float32)
+    scale = scale.to(device=x.device)
     view = x.view(1, -1) if scale.dim() == 0 else x
     n, cols = view.shape
     spans = n * triton.cdiv(cols, _SCALE_BLOCK)
     iters = min(64, triton.next_power_of_2(triton.cdiv(spans, _SCALE_PROGRAMS)))
     blocks = triton.cdiv(cols, _SCALE_BLOCK * iters)
     with on_device(x):
-        _scale_kernel[(n * blocks,)](view, scale, cols, blocks, view.stride(0),
+        _scale_kernel[(n * blocks,)](view, scale, scale if guard is None else guard, cols,
+                                    blocks, view.stride(0),
                                     0 if scale.dim() == 0 else scale.stride(0),
-                                    BLOCK=_SCALE_BLOCK, ITERS=iters, num_warps=4)
+                                    GUARD=guard is not None, BLOCK=_SCALE_BLOCK, ITERS=iters,
+                                    num_warps=4)
     return x
+
+
+def count_(y: torch.Tensor, ignore_index: int) -> torch.Tensor:
+    """fp32 ``[1 / max(c, 1), 1 if c else NaN]`` for the ``c`` targets of ``y (N,)`` not
+    equal to ``ignore_index``, computed on the device in one launch (no host sync)."""
+    out = torch.empty(2, dtype=torch.float32, device=y.device)
+    with on_device(y):
+        _count_kernel[(1,)](y, y.numel(), ignore_index, out, BLOCK=_REDUCE_BLOCK, num_warps=4)
+    return out
+
+
+def total(rows: torch.Tensor, y: torch.Tensor, ignore_index: int, mean: bool,
+          dtype: torch.dtype) -> torch.Tensor:
+    """The 0-d ``dtype`` sum of ``rows (N,)`` (zero at ignored rows), for ``mean`` divided by
+    the targets of ``y`` not equal to ``ignore_index`` (none: NaN), in one launch."""
+    out = torch.empty((), dtype=dtype, device=rows.device)
+    with on_device(rows):
+        _total_kernel[(1,)](rows, y, rows.numel(), ignore_index, out, MEAN=mean,
+                            BLOCK=_REDUCE_BLOCK, num_warps=4)
+    return out
 
 
 def probs_into(z: torch.Tensor, scale: torch.Tensor | None, c: float, e: float, ka: float,

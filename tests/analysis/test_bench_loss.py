@@ -119,8 +119,9 @@ def test_a_cold_first_call_of_either_side_is_never_timed():
     candidate, ours = cold_once()
     baseline, theirs = cold_once()
     plan = make_plan(quick=True, repeats=1, max_seconds=0.1)
-    pair, _ = bench_loss._timed(plan, candidate, baseline, lambda: None, torch.device("cpu"))
-    assert pair.repeats == 1 and len(theirs) == 2
+    pair, queued, _ = bench_loss._timed(plan, candidate, baseline, lambda: None,
+                                        torch.device("cpu"))
+    assert pair.repeats == 1 and len(theirs) == 2 and queued is None  # CUDA only
     assert pair.ms < 100 and pair.baseline_ms < 100, pair
 
 
@@ -131,6 +132,48 @@ def test_a_baseline_out_of_memory_times_the_candidate_alone():
 
     def baseline(_state):
         raise torch.OutOfMemoryError("CUDA out of memory")
-    pair, _ = bench_loss._timed(make_plan(quick=True, repeats=2), lambda _s: None, baseline,
-                                lambda: None, torch.device("cpu"))
+    pair, _, _ = bench_loss._timed(make_plan(quick=True, repeats=2), lambda _s: None,
+                                   baseline, lambda: None, torch.device("cpu"))
     assert pair.repeats == 2 and pair.ms >= 0 and pair.baseline_ms != pair.baseline_ms
+
+
+def test_on_cuda_the_queued_columns_pair_both_sides_or_time_the_candidate_alone(monkeypatch):
+    """The back-to-back timings (``queued_*``), with the timer replaced by a fake that says
+    which side it timed: paired like the single calls, at most ``QUEUED_REPEATS`` times;
+    where cross-entropy ran out of memory, the candidate alone; out of memory in the loop
+    itself, no queued columns (the single-call times stay)."""
+    import torch
+
+    from arelu_cli.analysis import bench_loss, timing
+
+    def candidate(_state):
+        pass
+
+    def baseline(_state):
+        pass
+
+    seen = []
+
+    def fake_queued(fn, setup, device, calls):
+        seen.append((fn, calls, device.type))
+        return 1.0 if fn is candidate else 4.0
+    monkeypatch.setattr(timing, "time_queued", fake_queued)
+    plan = make_plan(quick=True, repeats=9)
+    cuda = torch.device("cuda")
+    pair = timing.PairTiming(2.0, 3.0, 0.67, 9)
+    queued = bench_loss._queued(plan, pair, candidate, baseline, lambda: None, cuda)
+    assert (queued.ms, queued.baseline_ms, queued.ratio) == (1.0, 4.0, 0.25)
+    assert queued.repeats == bench_loss.QUEUED_REPEATS == 5
+    assert len(seen) == 10 and {calls for _, calls, _ in seen} == {bench_loss.QUEUED_CALLS}
+    seen.clear()
+    alone = bench_loss._queued(plan, timing.PairTiming(2.0, float("nan"), float("nan"), 3),
+                               candidate, baseline, lambda: None, cuda)
+    assert alone.ms == 1.0 and alone.baseline_ms != alone.baseline_ms and alone.repeats == 3
+    assert [fn for fn, _, _ in seen] == [candidate] * 3
+
+    def out_of_memory(*_args, **_kwargs):
+        raise torch.OutOfMemoryError("CUDA out of memory")
+    monkeypatch.setattr(timing, "time_queued", out_of_memory)
+    assert bench_loss._queued(plan, pair, candidate, baseline, lambda: None, cuda) is None
+    assert bench_loss._queued(plan, pair, candidate, baseline, lambda: None,
+                              torch.device("cpu")) is None

@@ -58,3 +58,24 @@ def test_busy_warning_only_above_the_threshold():
     assert timing.busy_warning([{"other_cpu": timing.BUSY_CORES}]) is None
     text = timing.busy_warning([{"other_cpu": 0.1}, {"other_cpu": 1.3}], "the step times")
     assert "1.30 CPU cores busy while the step times were measured" in text
+
+
+def test_queued_time_is_per_call_with_the_setup_loop_subtracted(monkeypatch):
+    """On a fake clock where ``setup`` takes 1 ms and ``fn`` 3 ms: 3 ms per call, for any
+    number of calls; each call gets a fresh ``setup()``."""
+    clock = [0.0]
+    states = []
+
+    def setup():
+        clock[0] += 1e-3
+        states.append(object())
+        return states[-1]
+
+    def fn(state):
+        assert state is states[-1]
+        clock[0] += 3e-3
+    monkeypatch.setattr(timing.time, "perf_counter", lambda: clock[0])
+    for calls in (1, 10):
+        states.clear()
+        ms = timing.time_queued(fn, setup, timing.torch.device("cpu"), calls)
+        assert abs(ms - 3.0) < 1e-9 and len(states) == 2 * calls

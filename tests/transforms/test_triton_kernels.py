@@ -227,20 +227,54 @@ def test_sum_and_mean_fold_their_constant_into_forward(interpreted, dtype, reduc
     torch.testing.assert_close(grad.double(), grad_ref * upstream / divisor, rtol=tol, atol=tol)
 
 
-@pytest.mark.parametrize("reduction", ["sum", "mean"])
-def test_no_counted_row_gives_what_the_eager_engine_gives(interpreted, reduction):
-    """Every target ignored: ``sum`` is 0 with a zero gradient, ``mean`` NaN with a NaN
-    gradient (0 / 0), on the triton engine as on the eager one."""
-    z, _ = logits_and_targets(3, 200, ignored=())
-    y = torch.full((3,), -100)
+def on_both_engines(z, y, reduction):
+    """``(loss, gradient of 2 * loss)`` at alpha 1.5, tau 0.2 on the triton engine, then the
+    eager one."""
     results = []
     for name in ("triton", "eager"):
         set_engine(name)
         x = z.clone().requires_grad_(True)
         loss = alpha_relu_loss(x, y, 1.5, 0.2, reduction=reduction)
         results.append((loss.detach(), torch.autograd.grad(loss * 2.0, x)[0]))
-    (loss, grad), (eager_loss, eager_grad) = results
+    return results
+
+
+@pytest.mark.parametrize("reduction", ["sum", "mean"])
+def test_no_counted_row_gives_what_the_eager_engine_gives(interpreted, reduction):
+    """Every target ignored: ``sum`` is 0 with a zero gradient, ``mean`` NaN with a NaN
+    gradient (0 / 0), on the triton engine as on the eager one."""
+    z, _ = logits_and_targets(3, 200, ignored=())
+    y = torch.full((3,), -100)
+    (loss, grad), (eager_loss, eager_grad) = on_both_engines(z, y, reduction)
     torch.testing.assert_close(loss, eager_loss, equal_nan=True)
     torch.testing.assert_close(grad, eager_grad, equal_nan=True)
     assert bool(grad.isnan().all()) == (reduction == "mean")
     assert reduction == "mean" or bool((grad == 0).all())
+
+
+@pytest.mark.parametrize("reduction", ["sum", "mean"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_count_and_total_over_several_blocks_of_rows(interpreted, monkeypatch, reduction,
+                                                      dtype):
+    """With 8 rows per step of the count and total kernels (1,024 on a GPU), 30 rows are four
+    steps, the last one partial, every 7th target ignored: the loss (in the logits' dtype)
+    and the gradient equal the eager engine's, whose count and sum are ATen ops."""
+    monkeypatch.setattr(interpreted, "_REDUCE_BLOCK", 8)
+    z, y = logits_and_targets(30, 40, dtype, seed=3, ignored=range(0, 30, 7))
+    (loss, grad), (eager_loss, eager_grad) = on_both_engines(z, y, reduction)
+    assert loss.dtype == dtype and loss.dim() == 0
+    tol = TOLERANCE[dtype]
+    torch.testing.assert_close(loss, eager_loss, rtol=tol, atol=tol)
+    torch.testing.assert_close(grad, eager_grad, rtol=tol, atol=tol)
+    assert interpreted.count_(y, -100).tolist() == pytest.approx([1 / 25, 1.0])
+
+
+def test_count_of_no_row_and_of_no_counted_row(interpreted):
+    assert interpreted.count_(torch.empty(0, dtype=torch.long), -100)[0] == 1.0
+    scale, guard = interpreted.count_(torch.full((3,), -100), -100).tolist()
+    assert scale == 1.0 and guard != guard  # NaN
+    rows = torch.tensor([1.0, 2.0, 0.0])
+    mean = interpreted.total(rows, torch.tensor([1, 2, -100]), -100, True, torch.bfloat16)
+    assert mean.dtype == torch.bfloat16 and float(mean) == 1.5
+    assert float(interpreted.total(rows, torch.tensor([1, 2, -100]), -100, False,
+                                   torch.float32)) == 3.0
