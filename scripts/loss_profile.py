@@ -6,10 +6,11 @@ queued back to back) while its kernel alone takes 0.37 ms (``loss_launch.py``): 
 host work. This runs each side's fwd+bwd as the benchmark does (a fresh copy of the
 logits, ``torch.autograd.grad``; tau 0.12, about the analytic tau at this V, where the
 benchmark passes 0: one pass over the logits either way) under ``torch.profiler`` and
-prints, per side, the wall time per call (synchronized after each call, and queued back to back as a training loop issues
-them; and single calls from an idle GPU as ``bench loss`` times them, after a synchronize,
-a ``gc.collect()`` or 20 ms of idling, to find why such a call costs more than the loop's)
-and the operators that take the host's and the device's time.
+prints, per side, the wall time per call (synchronized after each call, and queued back
+to back as a training loop issues them; and single calls from an idle GPU as ``bench
+loss`` times them, after a synchronize, a ``gc.collect()`` or 20 ms of idling, to find why
+such a call costs more than the loop's) and the operators that take the host's and the
+device's time.
 Usage: python3 scripts/loss_profile.py [OUT.txt]
 """
 
