@@ -439,7 +439,8 @@ def print_table(frame: pd.DataFrame, console: Console) -> None:
                       f"{r['median_ms']:.1f}" if ok else "-",
                       f"{r['softmax_ms']:.1f}" if ok else "-",
                       f"{r['ratio']:.2f}" if ok else r["status"],
-                      "-" if not ok or pd.isna(r.get("queued_ratio")) else f"{r['queued_ratio']:.2f}",
+                      "-" if not ok or pd.isna(r.get("queued_ratio"))
+                      else f"{r['queued_ratio']:.2f}",
                       f"{r['median_ms'] / r['floor_ms']:.1f}" if ok else "-",
                       f"{r['gb_per_s']:.3g} [{r['floor_gb_per_s']:.3g}]" if ok else "-",
                       f"{r['copy_gb_per_s']:.3g}" if ok else "-",

@@ -13,8 +13,9 @@ once, nothing more. Targets equal to ``ignore_index`` are handled inside the ker
 ``mean`` over no counted row is NaN, its gradient too. No step reads a tensor's value on the
 host, so none synchronizes with the GPU, and the host issues no ATen compute op: a training
 call (``mean``) is three launches in forward (the count of ``n``, the pass, the reduced
-loss) and one in backward, which matters where the logits are small enough for the host's
-dispatch time to exceed the device's work (8192 x 32768 on an H100). Without a wanted gradient (validation,
+loss) and one in backward. That shortens a call the host waits for (8192 x 32768 on an
+H100: 0.83 ms, was 1.00-1.14, the logits' copy included); in a loop the host's work was
+already hidden under the device's. Without a wanted gradient (validation,
 ``torch.no_grad``) the pass writes only the per-row losses.
 
 The gradient is scaled in place, so backward runs once per call: a second backward through
