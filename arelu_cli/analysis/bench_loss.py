@@ -267,11 +267,11 @@ def _timed(plan: BenchPlan, candidate, baseline, setup, device):
         ms = statistics.median(timing.time_once(candidate, setup, device)
                                for _ in range(repeats))
         pair = timing.PairTiming(ms, math.nan, math.nan, repeats)
-    return pair, _queued(plan, pair, candidate, baseline, setup, device), \
+    return pair, _queued(pair, candidate, baseline, setup, device), \
         timing.peak_extra_bytes(candidate, setup, device)
 
 
-def _queued(plan: BenchPlan, pair: timing.PairTiming, candidate, baseline, setup,
+def _queued(pair: timing.PairTiming, candidate, baseline, setup,
             device: torch.device) -> timing.PairTiming | None:
     """On CUDA, both sides again with ``QUEUED_CALLS`` calls back to back per timing
     (:func:`timing.time_queued`), paired, at most ``QUEUED_REPEATS`` times: what a call costs

@@ -47,21 +47,27 @@ def synchronize(device: torch.device) -> None:
 Setup = Callable[[], object]
 
 
-def time_once(fn: Callable[[object], object], setup: Setup, device: torch.device) -> float:
-    """Milliseconds one call ``fn(setup())`` takes, device work included, setup excluded."""
-    state = setup()
+def _elapsed_ms(body: Callable[[], object], device: torch.device) -> float:
+    """Milliseconds ``body()`` takes from a synchronized device, its device work included:
+    CUDA events on CUDA, else the wall clock."""
     synchronize(device)
     if device.type == "cuda":
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
-        fn(state)
+        body()
         end.record()
         end.synchronize()
         return start.elapsed_time(end)
     start = time.perf_counter()
-    fn(state)
+    body()
     synchronize(device)
     return (time.perf_counter() - start) * 1e3
+
+
+def time_once(fn: Callable[[object], object], setup: Setup, device: torch.device) -> float:
+    """Milliseconds one call ``fn(setup())`` takes, device work included, setup excluded."""
+    state = setup()
+    return _elapsed_ms(lambda: fn(state), device)
 
 
 def time_queued(fn: Callable[[object], object], setup: Setup, device: torch.device,
@@ -73,20 +79,10 @@ def time_queued(fn: Callable[[object], object], setup: Setup, device: torch.devi
     :func:`time_once` (from an idle device) also counts every gap in which the device waits
     for the host. On CPU the two are the same measurement."""
     def loop(body: Callable[[], object]) -> float:
-        synchronize(device)
-        if device.type == "cuda":
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
+        def calls_of_body():
             for _ in range(calls):
                 body()
-            end.record()
-            end.synchronize()
-            return start.elapsed_time(end) / calls
-        start = time.perf_counter()
-        for _ in range(calls):
-            body()
-        synchronize(device)
-        return (time.perf_counter() - start) * 1e3 / calls
+        return _elapsed_ms(calls_of_body, device) / calls
     return loop(lambda: fn(setup())) - loop(setup)
 
 

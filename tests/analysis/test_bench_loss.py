@@ -158,15 +158,14 @@ def test_on_cuda_the_queued_columns_pair_both_sides_or_time_the_candidate_alone(
         seen.append((fn, calls, device.type))
         return 1.0 if fn is candidate else 4.0
     monkeypatch.setattr(timing, "time_queued", fake_queued)
-    plan = make_plan(quick=True, repeats=9)
     cuda = torch.device("cuda")
     pair = timing.PairTiming(2.0, 3.0, 0.67, 9)
-    queued = bench_loss._queued(plan, pair, candidate, baseline, lambda: None, cuda)
+    queued = bench_loss._queued(pair, candidate, baseline, lambda: None, cuda)
     assert (queued.ms, queued.baseline_ms, queued.ratio) == (1.0, 4.0, 0.25)
     assert queued.repeats == bench_loss.QUEUED_REPEATS == 5
     assert len(seen) == 10 and {calls for _, calls, _ in seen} == {bench_loss.QUEUED_CALLS}
     seen.clear()
-    alone = bench_loss._queued(plan, timing.PairTiming(2.0, float("nan"), float("nan"), 3),
+    alone = bench_loss._queued(timing.PairTiming(2.0, float("nan"), float("nan"), 3),
                                candidate, baseline, lambda: None, cuda)
     assert alone.ms == 1.0 and alone.baseline_ms != alone.baseline_ms and alone.repeats == 3
     assert [fn for fn, _, _ in seen] == [candidate] * 3
@@ -174,6 +173,6 @@ def test_on_cuda_the_queued_columns_pair_both_sides_or_time_the_candidate_alone(
     def out_of_memory(*_args, **_kwargs):
         raise torch.OutOfMemoryError("CUDA out of memory")
     monkeypatch.setattr(timing, "time_queued", out_of_memory)
-    assert bench_loss._queued(plan, pair, candidate, baseline, lambda: None, cuda) is None
-    assert bench_loss._queued(plan, pair, candidate, baseline, lambda: None,
+    assert bench_loss._queued(pair, candidate, baseline, lambda: None, cuda) is None
+    assert bench_loss._queued(pair, candidate, baseline, lambda: None,
                               torch.device("cpu")) is None
