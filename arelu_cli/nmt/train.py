@@ -351,8 +351,10 @@ def _loop(s: Session, console: Console | None, signals: StopSignals) -> Summary:
                       state.totals["tokens"] / max(state.totals["seconds"], 1e-9),
                       state.best_bleu, state.best_step, last_bleu, s.transform.tau, s.ctx.rank)
     if s.ctx.is_main:
+        # a language model's best_bleu is minus its dev loss: say so by name beside it
+        lm = {"best_dev_loss": -state.best_bleu} if s.config.data.task == "lm" else {}
         atomic_write_text(s.out / SUMMARY, json.dumps(
-            {**dataclasses.asdict(summary), "out": str(s.out), "signature": s.signature,
+            {**dataclasses.asdict(summary), **lm, "out": str(s.out), "signature": s.signature,
              "machine": machine(s.ctx.device)},
             indent=2) + "\n")
     return summary

@@ -7,7 +7,8 @@ at a perplexity-like cost no worse than entmax sampling, and how fast per token?
 
 Read from the study folder ``OUT`` (everything recomputable from committed files):
 ``selected.json``; ``runs/NAME/POINT/`` (the lr sweep: ``config.json``, ``log.csv``,
-``summary.json`` whose ``best_bleu`` is minus the best dev loss); ``seeds/NAME/seed-S/``
+``summary.json`` whose ``best_bleu`` is minus the best dev loss, also written as
+``best_dev_loss`` by newer runs); ``seeds/NAME/seed-S/``
 (``config.json``, ``log.csv``, ``summary.json``, ``lm_eval/DECODING.csv`` -- one row of
 :data:`~arelu_cli.analysis.lm_eval.COLUMNS` --, ``generations/DECODING.tokens.json``);
 ``human.tokens.json``; optionally ``bench_generate.csv`` (quiet ms per token of ``arelu bench

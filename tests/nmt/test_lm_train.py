@@ -43,6 +43,7 @@ def test_loss_falls_and_best_is_the_lowest_dev_loss(lm_runs):
         assert losses.iloc[-1] < losses.iloc[0] or len(losses) == 1
         summary = json.loads((run / "summary.json").read_text())
         assert summary["best_bleu"] == pytest.approx(-log["val_loss"].dropna().min())
+        assert summary["best_dev_loss"] == pytest.approx(log["val_loss"].dropna().min())
 
 
 def test_softmax_dev_loss_falls(tiny_lm_corpus, tiny_lm_config, tmp_path, one_thread):
