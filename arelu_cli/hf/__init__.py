@@ -4,6 +4,8 @@ trains with an arelu output transform as its loss and generates with its probabi
     from arelu_cli.hf import use_transform
     use_transform(model, "1.5-relu")      # or tau=..., fused=True (causal LMs), renormalize=True
     Trainer(model=model, ...).train(); model.generate(input_ids, num_beams=4)
+    model.save_pretrained(path)           # the choice is kept in config.arelu ...
+    use_transform(AutoModelForCausalLM.from_pretrained(path))   # ... and applied again
 
 Modules, one job each: ``transform`` (name -> transform, the analytic tau for the model's
 vocabulary, input checks), ``loss`` (the loss on HF's label conventions), ``forward`` (the

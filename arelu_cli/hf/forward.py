@@ -8,7 +8,13 @@
   labels, the base model's last hidden states and the LM head's weight go to
   :func:`arelu_cli.transforms.linear_alpha_relu_loss`, which never holds the
   ``(tokens, V)`` logits; ``logits`` is then None, as Liger-Kernel's fused linear
-  cross-entropy forward does. Otherwise (eval, generation) the model's own forward.
+  cross-entropy forward does. Otherwise (eval, generation) the model's own forward;
+* every other causal LM: the model's own forward (:func:`causal_forward`), whose
+  ``model.loss_function`` is the transform's.
+
+Each warns, once per model, when it trains without labels (:func:`warn_unlabelled`): the
+transform's loss is then not computed, and a Trainer with ``label_smoothing_factor`` > 0
+does exactly that, then computes softmax cross-entropy from the logits itself.
 
 Both read the transform from ``self.arelu_transform``; :func:`bind` gives them the class
 forward's signature (the Trainer keeps only the dataset columns that signature names) and
@@ -19,6 +25,8 @@ own weights.
 from __future__ import annotations
 
 import functools
+import inspect
+import warnings
 from types import MethodType
 
 import torch
@@ -44,6 +52,29 @@ def bind(model: torch.nn.Module, impl):
     return MethodType(forward, model)
 
 
+def warn_unlabelled(model: torch.nn.Module, labels, shift_labels=None) -> None:
+    """Warn once per model when a forward with gradients in training mode has no labels."""
+    if (labels is not None or shift_labels is not None or not model.training
+            or not torch.is_grad_enabled() or getattr(model, "_arelu_warned", False)):
+        return
+    model._arelu_warned = True
+    warnings.warn(f"arelu: {type(model).__name__} trains without labels, so its "
+                  f"{model.arelu_transform.name} loss is not computed here. A Trainer with "
+                  "label_smoothing_factor > 0 does this and computes softmax cross-entropy "
+                  "itself: set label_smoothing_factor=0 and pass label_smoothing= to "
+                  "use_transform", stacklevel=3)
+
+
+def causal_forward(self, *args, **kwargs):
+    """The class's forward (its loss through ``self.loss_function``), after
+    :func:`warn_unlabelled`."""
+    base = type(self).forward
+    if self.training and torch.is_grad_enabled() and not getattr(self, "_arelu_warned", False):
+        given = inspect.signature(base).bind_partial(self, *args, **kwargs).arguments
+        warn_unlabelled(self, given.get("labels"), given.get("kwargs", {}).get("shift_labels"))
+    return base(self, *args, **kwargs)
+
+
 def check_fusable(model: torch.nn.Module) -> None:
     """A ValueError unless the fused output layer is exact for ``model``."""
     kind = getattr(model.config, "model_type", None)
@@ -57,12 +88,14 @@ def seq2seq_forward(self, *args, labels=None, num_items_in_batch=None, **kwargs)
     inputs are the labels shifted right)."""
     base = type(self).forward.__get__(self)
     if labels is None:
+        warn_unlabelled(self, labels)
         return base(*args, **kwargs)
     if kwargs.get("decoder_input_ids") is None and kwargs.get("decoder_inputs_embeds") is None:
         kwargs["decoder_input_ids"] = self.prepare_decoder_input_ids_from_labels(labels=labels)
     kwargs.setdefault("use_cache", False)
     out = base(*args, **kwargs)
-    loss = token_loss(self.arelu_transform, out.logits, labels, num_items_in_batch)
+    loss = token_loss(self.arelu_transform, out.logits, labels, num_items_in_batch,
+                      label_smoothing=self.arelu_label_smoothing)
     return type(out)(loss=loss, **{k: v for k, v in out.items() if k != "loss"})
 
 
@@ -71,6 +104,7 @@ def fused_causal_forward(self, input_ids=None, attention_mask=None, labels=None,
                          **kwargs):
     """Training with labels: the fused alpha-ReLU loss of the last hidden states, no logits."""
     if not self.training or (labels is None and shift_labels is None):
+        warn_unlabelled(self, labels, shift_labels)
         return type(self).forward(self, input_ids=input_ids, attention_mask=attention_mask,
                                   labels=labels, num_items_in_batch=num_items_in_batch,
                                   shift_labels=shift_labels, logits_to_keep=logits_to_keep,

@@ -6,7 +6,9 @@ from position ``t`` (labels are shifted inside the loss, or given already shifte
 Trainer's count of target tokens over all accumulated micro-batches) the loss is the sum
 over the micro-batch divided by it, so that gradient accumulation equals one large batch;
 without it, the mean over the micro-batch's targets. Both as ``transformers``'
-``ForCausalLMLoss`` does for cross-entropy.
+``ForCausalLMLoss`` does for cross-entropy. ``label_smoothing`` moves the target to
+``(1 - eps) e_y + eps / V`` (every transform's loss takes it; the Trainer's own
+``label_smoothing_factor`` would compute softmax cross-entropy instead).
 """
 
 from __future__ import annotations
@@ -26,16 +28,16 @@ def shift_left(labels: torch.Tensor, ignore_index: int = -100) -> torch.Tensor:
 
 def token_loss(transform: OutputTransform, logits: torch.Tensor, labels: torch.Tensor,
                num_items_in_batch: torch.Tensor | int | None = None,
-               ignore_index: int = -100) -> torch.Tensor:
+               ignore_index: int = -100, label_smoothing: float = 0.0) -> torch.Tensor:
     """The transform's loss of ``logits`` (..., V) at ``labels`` (...), unshifted: the mean
     over non-ignored targets, or their sum over ``num_items_in_batch``."""
     vocab = logits.shape[-1]
     flat = transform.loss_input(logits.reshape(-1, vocab))
     target = labels.reshape(-1).to(flat.device)
-    if num_items_in_batch is None:
-        return transform.loss(flat, target, ignore_index=ignore_index, reduction="mean")
-    return over_items(transform.loss(flat, target, ignore_index=ignore_index, reduction="sum"),
-                      num_items_in_batch)
+    reduction = "mean" if num_items_in_batch is None else "sum"
+    loss = transform.loss(flat, target, ignore_index=ignore_index, reduction=reduction,
+                          label_smoothing=label_smoothing)
+    return loss if num_items_in_batch is None else over_items(loss, num_items_in_batch)
 
 
 def over_items(total: torch.Tensor, num_items_in_batch: torch.Tensor | int) -> torch.Tensor:
@@ -49,25 +51,26 @@ def causal_loss(transform: OutputTransform, logits: torch.Tensor, labels: torch.
                 vocab_size: int | None = None,
                 num_items_in_batch: torch.Tensor | int | None = None,
                 ignore_index: int = -100, shift_labels: torch.Tensor | None = None,
-                **kwargs) -> torch.Tensor:
+                label_smoothing: float = 0.0, **kwargs) -> torch.Tensor:
     """``model.loss_function`` of a causal LM (the signature of ``ForCausalLMLoss``):
     position ``t`` predicts ``labels[t + 1]`` unless ``shift_labels`` are given."""
     if shift_labels is None:
         shift_labels = shift_left(labels, ignore_index)
-    return token_loss(transform, logits, shift_labels, num_items_in_batch, ignore_index)
+    return token_loss(transform, logits, shift_labels, num_items_in_batch, ignore_index,
+                      label_smoothing)
 
 
-def trainer_loss(transform: OutputTransform, causal: bool):
-    """``Trainer(compute_loss_func=...)``: ``f(outputs, labels, num_items_in_batch=None)`` on
-    the model's logits (shifted for a causal LM), for a model whose forward is left as it is."""
+def trainer_loss(transform: OutputTransform, label_smoothing: float = 0.0):
+    """``Trainer(compute_loss_func=...)`` for a causal LM: ``f(outputs, labels,
+    num_items_in_batch=None)`` on the model's shifted logits, for a model whose forward is
+    left as it is."""
     def loss(outputs, labels, num_items_in_batch=None):
-        logits = outputs["logits"]
-        if causal:
-            return causal_loss(transform, logits, labels, num_items_in_batch=num_items_in_batch)
-        return token_loss(transform, logits, labels, num_items_in_batch)
+        return causal_loss(transform, outputs["logits"], labels,
+                           num_items_in_batch=num_items_in_batch,
+                           label_smoothing=label_smoothing)
     return loss
 
 
-def loss_function(transform: OutputTransform):
+def loss_function(transform: OutputTransform, label_smoothing: float = 0.0):
     """``model.loss_function`` for a causal LM (see :func:`causal_loss`)."""
-    return partial(causal_loss, transform)
+    return partial(causal_loss, transform, label_smoothing=label_smoothing)

@@ -8,8 +8,13 @@ arelu output transform, in one call.
   LMs of :data:`~arelu_cli.hf.forward.FUSED_MODEL_TYPES`) computes it from the last hidden
   states and the LM head's weight without the logits. ``Trainer(model=model, ...)`` then
   needs nothing else; :func:`compute_loss_func` gives the same loss for
-  ``Trainer(compute_loss_func=...)`` on an unchanged model.
+  ``Trainer(compute_loss_func=...)`` on an unchanged causal LM. ``label_smoothing`` smooths
+  the transform's own target; a training forward without labels (what a Trainer with
+  ``label_smoothing_factor`` > 0 runs before computing softmax cross-entropy itself) warns.
 * generation: ``model.generate`` becomes :func:`arelu_cli.hf.generate.generate`.
+* saving: the choice is written to ``model.config.arelu`` (:data:`CONFIG_KEY`), so that
+  ``save_pretrained`` keeps it; after ``from_pretrained``, ``use_transform(model)`` applies it
+  again (transformers alone would train and generate the reloaded model with softmax).
 
 Calling it again replaces the earlier choice.
 """
@@ -26,6 +31,10 @@ from arelu_cli.hf.generate import generate
 from arelu_cli.hf.loss import loss_function, trainer_loss
 from arelu_cli.hf.transform import check_tokenizer, output_layer, resolve
 from arelu_cli.registry import OutputTransform
+
+CONFIG_KEY = "arelu"
+"""The ``model.config`` attribute holding the choice: ``{"transform", "tau", "fused",
+"renormalize", "chunk", "label_smoothing"}``."""
 
 
 def _check_model(model) -> None:
@@ -54,39 +63,82 @@ def _calls_loss_function(cls) -> bool:
         return True
 
 
-def use_transform(model: nn.Module, name: str, *, tau: float | None = None,
+def _check_label_smoothing(value: float) -> float:
+    if not isinstance(value, (int, float)) or not 0 <= value < 1:
+        raise ValueError(f"label_smoothing must be in [0, 1), got {value!r}")
+    return float(value)
+
+
+def _stored(model: nn.Module) -> dict:
+    """The choice ``use_transform`` wrote to the model's config (a saved model's)."""
+    stored = getattr(model.config, CONFIG_KEY, None)
+    if not isinstance(stored, dict) or not isinstance(stored.get("transform"), str):
+        raise ValueError(f"{type(model).__name__}'s config holds no arelu choice "
+                         f"(config.{CONFIG_KEY}); name the transform: "
+                         "use_transform(model, '1.5-relu')")
+    return stored
+
+
+def use_transform(model: nn.Module, name: str | None = None, *, tau: float | None = None,
                   fused: bool = False, renormalize: bool = False, tokenizer=None,
-                  chunk: int | None = None) -> OutputTransform:
+                  chunk: int | None = None, label_smoothing: float = 0.0) -> OutputTransform:
     """Train and generate ``model`` with the registry's transform ``name`` (``softmax``,
     ``sparsemax``, ``1.5-entmax``, ``1.5-relu``, ...; alpha-ReLU's ``tau`` defaults to the
     analytic estimate for the model's vocabulary, printed). ``fused``: the fused output
     layer (alpha-ReLU, GPT-2 / Llama); ``chunk``: its tokens per chunk. ``renormalize``:
-    generation divides alpha-ReLU by its sum per step. ``tokenizer``: checked against the
-    vocabulary. Returns the transform; bad input raises ValueError/TypeError."""
+    generation divides alpha-ReLU by its sum per step. ``label_smoothing``: the training
+    target ``(1 - eps) e_y + eps / V``. ``tokenizer``: checked against the vocabulary.
+    Without ``name``: the choice stored in ``model.config.arelu`` by an earlier call (a
+    model saved with ``save_pretrained`` and loaded again). Returns the transform; bad input
+    raises ValueError/TypeError."""
     _check_model(model)
+    if name is None:
+        if tau is not None or fused or renormalize or chunk is not None or label_smoothing:
+            raise ValueError("without a transform name use_transform applies the stored "
+                             "choice as it is; name the transform to change its settings")
+        s = _stored(model)
+        return use_transform(model, s["transform"], tau=s.get("tau"),
+                             fused=bool(s.get("fused")), renormalize=bool(s.get("renormalize")),
+                             tokenizer=tokenizer, chunk=s.get("chunk"),
+                             label_smoothing=s.get("label_smoothing") or 0.0)
     transform = resolve(model, name, tau)
+    eps = _check_label_smoothing(label_smoothing)
     if tokenizer is not None:
         check_tokenizer(model, tokenizer)
     if fused and transform.family != "relu":
         raise ValueError(f"fused=True is alpha-ReLU's fused output layer; {transform.name} has "
                          "none: use an '<a>-relu' transform or fused=False")
+    if fused and eps:
+        raise ValueError("the fused output layer has no label smoothing; use fused=False with "
+                         "label_smoothing, or label_smoothing=0")
     if fused:
         forward.check_fusable(model)
     model.arelu_transform, model.arelu_renormalize, model.arelu_chunk = transform, renormalize, chunk
+    model.arelu_label_smoothing = eps
     model.__dict__.pop("forward", None)                                  # an earlier call's
     if model.config.is_encoder_decoder:
         model.forward = forward.bind(model, forward.seq2seq_forward)
         model.accepts_loss_kwargs = True       # the Trainer passes num_items_in_batch
     else:
-        model.loss_function = loss_function(transform)
-        if fused:
-            model.forward = forward.bind(model, forward.fused_causal_forward)
+        model.loss_function = loss_function(transform, eps)
+        model.forward = forward.bind(model, forward.fused_causal_forward if fused
+                                     else forward.causal_forward)
     model.generate = MethodType(generate, model)
+    setattr(model.config, CONFIG_KEY, {
+        "transform": transform.name, "tau": transform.tau if transform.family == "relu" else None,
+        "fused": fused, "renormalize": renormalize, "chunk": chunk, "label_smoothing": eps})
     return transform
 
 
-def compute_loss_func(model: nn.Module, name: str, *, tau: float | None = None):
-    """``Trainer(compute_loss_func=...)`` for an unchanged ``model``: the transform's loss
-    of its logits (shifted for a causal LM), ``num_items_in_batch`` honoured."""
+def compute_loss_func(model: nn.Module, name: str, *, tau: float | None = None,
+                      label_smoothing: float = 0.0):
+    """``Trainer(compute_loss_func=...)`` for an unchanged causal LM: the transform's loss of
+    its shifted logits, ``num_items_in_batch`` honoured. Seq2seq models are refused: the
+    Trainer drops the labels before the forward, whose decoder inputs would then come from
+    somewhere else (BART's: the inputs shifted), so use :func:`use_transform` there."""
     _check_model(model)
-    return trainer_loss(resolve(model, name, tau), causal=not model.config.is_encoder_decoder)
+    if model.config.is_encoder_decoder:
+        raise ValueError(f"{type(model).__name__} is a seq2seq model: with compute_loss_func "
+                         "the Trainer drops the labels its decoder inputs come from; use "
+                         "use_transform(model, ...) instead")
+    return trainer_loss(resolve(model, name, tau), _check_label_smoothing(label_smoothing))

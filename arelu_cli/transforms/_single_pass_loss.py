@@ -27,6 +27,8 @@ from __future__ import annotations
 import torch
 from torch.autograd.function import once_differentiable
 
+from arelu_cli.transforms.reduction import loss_dtype
+
 
 class _SinglePassLossFunction(torch.autograd.Function):
     """Loss and gradient (``/ n`` for ``mean``) in forward, the upstream factor in backward;
@@ -56,7 +58,8 @@ class _SinglePassLossFunction(torch.autograd.Function):
         ctx.save_for_backward(grad, scale)
         if reduction == "none":
             return rows.reshape(shape)
-        return kernels.total(rows, target, ignore_index, reduction == "mean", logits.dtype)
+        return kernels.total(rows, target, ignore_index, reduction == "mean",
+                             loss_dtype(logits.dtype, reduction))
 
     @staticmethod
     @once_differentiable

@@ -24,8 +24,8 @@ from arelu_cli.transforms import alpha_relu_kernels as kernels
 from arelu_cli.transforms._single_pass_loss import single_pass_loss
 from arelu_cli.transforms.tau import tau_for
 from arelu_cli.transforms.checks import check_alpha, check_label_smoothing
-from arelu_cli.transforms.reduction import (check_reduction, flatten_logits, reduce_rows, row_scale,
-                                            split_ignored)
+from arelu_cli.transforms.reduction import (check_reduction, flatten_logits, loss_dtype,
+                                            reduce_rows, row_scale, split_ignored)
 from arelu_cli.transforms.log_scores import log_with_zeros
 
 
@@ -85,7 +85,7 @@ class _AlphaReLULossFunction(torch.autograd.Function):
         ctx.alpha, ctx.tau, ctx.reduction, ctx.reuse = alpha, tau, reduction, reuse
         ctx.eps = eps
         ctx.save_for_backward(logits, safe_target, valid)
-        return reduce_rows(rows, valid, reduction, shape).to(logits.dtype)
+        return reduce_rows(rows, valid, reduction, shape).to(loss_dtype(logits.dtype, reduction))
 
     @staticmethod
     def backward(ctx, grad):

@@ -31,7 +31,8 @@ from torch.autograd.function import once_differentiable
 from arelu_cli.transforms import alpha_relu_kernels as kernels
 from arelu_cli.transforms._chunk_grads import add_chunk_grads
 from arelu_cli.transforms.checks import check_alpha
-from arelu_cli.transforms.reduction import check_reduction, reduce_rows, row_scale, split_ignored
+from arelu_cli.transforms.reduction import (check_reduction, loss_dtype, reduce_rows, row_scale,
+                                            split_ignored)
 
 # Logits elements per chunk, the memory the loop holds beyond the gradients themselves (why
 # these sizes: results/bench/README.md; the triton loop also takes at least N * d, see
@@ -149,7 +150,7 @@ class _LinearAlphaReLULossFunction(torch.autograd.Function):
             ctx.save_for_backward(hidden, weight, bias, target, valid)
             ctx.ignore_index = ignore_index
         ctx.dtypes = (hidden.dtype, weight.dtype, None if bias is None else bias.dtype)
-        return reduce_rows(rows, valid, reduction, shape).to(out_dtype)
+        return reduce_rows(rows, valid, reduction, shape).to(loss_dtype(out_dtype, reduction))
 
     @staticmethod
     @once_differentiable

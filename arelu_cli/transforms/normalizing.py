@@ -20,8 +20,8 @@ import torch
 import torch.nn.functional as F
 
 from arelu_cli.transforms.checks import check_alpha, check_label_smoothing
-from arelu_cli.transforms.reduction import (check_reduction, flatten_logits, reduce_rows,
-                                            split_ignored)
+from arelu_cli.transforms.reduction import (check_reduction, flatten_logits, loss_dtype,
+                                            reduce_rows, split_ignored)
 from arelu_cli.transforms.log_scores import log_with_zeros
 
 
@@ -86,16 +86,22 @@ def _reduced(row_loss, logits, target, ignore_index, reduction,
     if eps:
         target_logit = z.gather(1, safe_target.unsqueeze(1)).squeeze(1)
         rows = rows + eps * (target_logit - z.mean(1))
-    return reduce_rows(rows, valid, reduction, target.shape).to(logits.dtype)
+    return reduce_rows(rows, valid, reduction, target.shape).to(loss_dtype(logits.dtype,
+                                                                          reduction))
 
 
 def cross_entropy_loss(logits: torch.Tensor, target: torch.Tensor, ignore_index: int = -100,
                        reduction: str = "mean", label_smoothing: float = 0.0) -> torch.Tensor:
     """Softmax cross-entropy (``F.cross_entropy``) on ``(..., V)`` logits, to the smoothed
-    target ``q`` when ``label_smoothing > 0``."""
+    target ``q`` when ``label_smoothing > 0``; a reduced loss of half-precision logits is
+    their rows' float32 sum (:func:`~arelu_cli.transforms.reduction.loss_dtype`)."""
     eps = check_label_smoothing(label_smoothing)
     check_reduction(reduction)
     flat, flat_target = flatten_logits(logits, target)
+    if loss_dtype(logits.dtype, reduction) != logits.dtype:
+        rows = F.cross_entropy(flat, flat_target, ignore_index=ignore_index, reduction="none",
+                               label_smoothing=eps)
+        return reduce_rows(rows.float(), flat_target != ignore_index, reduction, target.shape)
     loss = F.cross_entropy(flat, flat_target, ignore_index=ignore_index, reduction=reduction,
                            label_smoothing=eps)
     return loss.reshape(target.shape) if reduction == "none" else loss

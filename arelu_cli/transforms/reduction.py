@@ -12,6 +12,16 @@ import torch
 REDUCTIONS = ("none", "sum", "mean")
 
 
+def loss_dtype(dtype: torch.dtype, reduction: str) -> torch.dtype:
+    """The dtype a loss of ``dtype`` logits returns: ``none``'s rows in the logits' own, a
+    ``sum``/``mean`` of half-precision logits in float32 (a sum over 16K fp16 rows of loss 4
+    passes fp16's 65,504 and becomes inf; bf16 keeps 3 digits: 478.77 read 478.0), as
+    transformers' own loss is; any other in the logits' dtype."""
+    if reduction != "none" and dtype in (torch.float16, torch.bfloat16):
+        return torch.float32
+    return dtype
+
+
 def check_reduction(reduction: str) -> str:
     if reduction not in REDUCTIONS:
         raise ValueError(f"reduction must be one of {', '.join(REDUCTIONS)}, got {reduction!r}")
@@ -44,7 +54,8 @@ def reduce_rows(rows: torch.Tensor, valid: torch.Tensor, reduction: str,
                 shape: torch.Size) -> torch.Tensor:
     """Apply ``reduction`` to per-row losses; ignored rows count as zero (and not in the mean).
 
-    ``mean`` over no counted row is NaN, as in ``F.cross_entropy``.
+    ``mean`` over no counted row is NaN, as in ``F.cross_entropy``. The caller casts the
+    result to :func:`loss_dtype`.
     """
     rows = rows.masked_fill(~valid, 0.0)
     if reduction == "none":

@@ -170,3 +170,69 @@ def test_sampling_never_draws_a_zero_probability_token():
     assert 2 <= int((first > 0).sum()) < first.numel() // 2
     freq = torch.bincount(drawn[:, 0], minlength=first.numel()).double() / len(drawn)
     assert float((freq - first).abs().max()) < 0.04
+
+
+def test_the_generation_config_is_honoured_where_the_call_is_silent():
+    """do_sample, max_new_tokens, num_beams and num_return_sequences come from
+    model.generation_config, as in transformers; the call's own values win."""
+    from transformers import GenerationConfig
+
+    model = make_model("llama", scale=30.0)
+    use_transform(model, "1.5-relu", tau=TAU)
+    ids = tokens(2, 4)
+    model.generation_config.update(max_new_tokens=3, num_beams=2, num_return_sequences=2,
+                                   eos_token_id=None)
+    beams = model.generate(ids, eos_token_id=-1)
+    assert beams.shape == (4, 7)
+    assert torch.equal(beams, model.generate(ids, eos_token_id=-1, max_new_tokens=3,
+                                             num_beams=2, num_return_sequences=2,
+                                             generation_config=GenerationConfig()))
+    assert model.generate(ids, eos_token_id=-1, max_new_tokens=5, num_beams=1,
+                          num_return_sequences=1).shape == (2, 9)
+    model.generation_config = GenerationConfig(do_sample=True, max_new_tokens=3)
+    draws = {tuple(model.generate(ids[:1], eos_token_id=-1)[0].tolist()) for _ in range(20)}
+    assert len(draws) > 1                                    # sampled, not greedy
+
+
+@pytest.mark.parametrize("options, do_sample, match", [
+    ({"top_k": 5}, True, "top_k=5"),
+    ({"temperature": 0.3, "top_p": 0.9}, True, "temperature=0.3, top_p=0.9"),
+    ({"repetition_penalty": 1.2}, False, "repetition_penalty=1.2"),
+    ({"no_repeat_ngram_size": 3, "forced_eos_token_id": 2}, False, "no_repeat_ngram_size=3"),
+])
+def test_a_generation_config_option_it_does_not_implement_is_refused(options, do_sample,
+                                                                      match):
+    from transformers import GenerationConfig
+
+    model = make_model("llama", scale=30.0)
+    use_transform(model, "1.5-relu", tau=TAU)
+    model.generation_config = GenerationConfig(**options)
+    with pytest.raises(ValueError, match=match) as info:
+        model.generate(tokens(1, 3), do_sample=do_sample, max_new_tokens=2)
+    assert "\n" not in str(info.value) and "GenerationConfig()" in str(info.value)
+    model.generate(tokens(1, 3), do_sample=do_sample, max_new_tokens=2,
+                   generation_config=GenerationConfig())          # the way out it names
+
+
+def test_sampling_options_do_not_stop_greedy_search():
+    """A checkpoint's top_p / temperature apply to sampling only (transformers ignores them
+    in greedy search too)."""
+    from transformers import GenerationConfig
+
+    model = make_model("llama", scale=30.0)
+    use_transform(model, "1.5-relu", tau=TAU)
+    model.generation_config = GenerationConfig(temperature=0.6, top_p=0.9)
+    assert model.generate(tokens(1, 3), max_new_tokens=2).shape == (1, 5)
+
+
+def test_beam_sampling_and_right_padding_are_refused():
+    model = make_model("llama", scale=30.0)
+    use_transform(model, "1.5-relu", tau=TAU)
+    with pytest.raises(ValueError, match="beam sampling"):
+        model.generate(tokens(1, 3), do_sample=True, num_beams=2)
+    ids, mask = tokens(2, 4), torch.ones(2, 4, dtype=torch.long)
+    mask[1, -1] = 0                                          # row 1 right-padded
+    with pytest.raises(ValueError, match="padding_side = 'left'"):
+        model.generate(ids, attention_mask=mask)
+    mask[1] = torch.tensor([0, 1, 1, 1])                     # left-padded: fine
+    assert model.generate(ids, attention_mask=mask, max_new_tokens=1).shape == (2, 5)

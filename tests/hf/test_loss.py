@@ -7,6 +7,8 @@ import pytest
 
 pytest.importorskip("transformers")
 
+import warnings  # noqa: E402
+
 import torch  # noqa: E402
 
 from arelu_cli.hf import compute_loss_func, use_transform
@@ -137,18 +139,74 @@ def test_ignored_positions_do_not_count():
     torch.testing.assert_close(token_loss(transform, z, labels), kept / 5)
 
 
-@pytest.mark.parametrize("kind", ["llama", "bart"])
-def test_compute_loss_func_equals_the_wrapped_model(kind):
-    """Trainer(compute_loss_func=...) on an unchanged model gives use_transform's loss."""
-    ids, labels = _labels(kind)
-    model = make_model(kind, scale=30.0)
-    func = compute_loss_func(model, "1.5-relu", tau=TAU)
-    if kind == "bart":
-        dec = model.prepare_decoder_input_ids_from_labels(labels=labels)
-        outputs = model(input_ids=ids, decoder_input_ids=dec)
-    else:
-        outputs = model(input_ids=ids)
-    got = func(outputs, labels, num_items_in_batch=torch.tensor(9))
-    use_transform(model, "1.5-relu", tau=TAU)
+@pytest.mark.parametrize("smoothing", [0.0, 0.1])
+def test_compute_loss_func_equals_the_wrapped_model(smoothing):
+    """Trainer(compute_loss_func=...) on an unchanged causal LM gives use_transform's loss."""
+    ids, labels = _labels("llama")
+    model = make_model("llama", scale=30.0)
+    func = compute_loss_func(model, "1.5-relu", tau=TAU, label_smoothing=smoothing)
+    got = func(model(input_ids=ids), labels, num_items_in_batch=torch.tensor(9))
+    use_transform(model, "1.5-relu", tau=TAU, label_smoothing=smoothing)
     want = model(input_ids=ids, labels=labels, num_items_in_batch=torch.tensor(9)).loss
     torch.testing.assert_close(got, want)
+
+
+def test_compute_loss_func_refuses_a_seq2seq_model():
+    """The Trainer drops the labels before the forward: BART would build its decoder inputs
+    from input_ids and the loss would be silently wrong."""
+    with pytest.raises(ValueError, match="use_transform") as info:
+        compute_loss_func(make_model("bart"), "1.5-relu", tau=TAU)
+    assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("kind", ["llama", "bart"])
+@pytest.mark.parametrize("name", ["1.5-relu", "softmax"])
+def test_label_smoothing_is_the_transforms_own(kind, name):
+    """use_transform(label_smoothing=eps): the transform's loss to the smoothed target, on
+    the same shifted (causal) or unshifted (seq2seq) targets, and not the plain loss."""
+    ids, labels = _labels(kind)
+    model = make_model(kind, scale=30.0)
+    use_transform(model, name, tau=_tau(name), label_smoothing=0.2)
+    model.train()
+    got = model(input_ids=ids, labels=labels).loss
+    transform = get_transform(name, tau=TAU)
+    if kind == "bart":
+        dec = model.prepare_decoder_input_ids_from_labels(labels=labels)
+        logits = type(model).forward(model, input_ids=ids, decoder_input_ids=dec).logits
+        z, y = logits.reshape(-1, VOCAB), labels.reshape(-1)
+    else:
+        logits = type(model).forward(model, input_ids=ids).logits
+        z, y = logits[:, :-1].reshape(-1, VOCAB), labels[:, 1:].reshape(-1)
+    want = transform.loss(z, y, ignore_index=IGNORE, label_smoothing=0.2)
+    torch.testing.assert_close(got, want)
+    assert not torch.isclose(got, transform.loss(z, y, ignore_index=IGNORE))
+
+
+@pytest.mark.parametrize("kind, fused", [("llama", False), ("gpt2", True), ("bart", False)])
+def test_a_training_forward_without_labels_warns_once(kind, fused):
+    """What a Trainer with label_smoothing_factor > 0 runs (it pops the labels and computes
+    softmax cross-entropy itself) warns, once; with labels, or in eval, nothing."""
+    ids, labels = _labels(kind)
+    model = make_model(kind, scale=30.0)
+    use_transform(model, "1.5-relu", tau=TAU, fused=fused)
+    model.train()
+    extra = {} if kind != "bart" else {
+        "decoder_input_ids": model.prepare_decoder_input_ids_from_labels(labels=labels)}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model(input_ids=ids, labels=labels)
+        with torch.no_grad():
+            model(input_ids=ids, **extra)
+        model.eval()
+        model(input_ids=ids, **extra)
+        model.train()
+    with pytest.warns(UserWarning, match="label_smoothing_factor"):
+        model(input_ids=ids, **extra)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model(input_ids=ids, **extra)                           # once per model
+
+
+def test_the_fused_layer_refuses_label_smoothing():
+    with pytest.raises(ValueError, match="no label smoothing"):
+        use_transform(make_model("gpt2"), "1.5-relu", tau=TAU, fused=True, label_smoothing=0.1)

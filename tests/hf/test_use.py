@@ -133,3 +133,42 @@ def test_trainer_accumulation_equals_one_batch(kind, fused, tmp_path):
         torch.testing.assert_close(q, p, rtol=1e-9, atol=1e-12)
         moved += float((p - p0).abs().sum())
     assert moved > 0
+
+
+@pytest.mark.parametrize("kind, name, kwargs", [
+    ("llama", "1.5-relu", {"tau": 0.3, "renormalize": True, "label_smoothing": 0.1}),
+    ("gpt2", "1.5-relu", {"tau": 0.3, "fused": True, "chunk": 4}),
+    ("bart", "1.5-entmax", {}),
+])
+def test_the_choice_survives_save_and_load(tmp_path, kind, name, kwargs):
+    """save_pretrained keeps the choice in config.json (config.arelu); use_transform(model)
+    applies it to the reloaded model, whose loss then equals the original's (transformers
+    alone would reload it with softmax cross-entropy)."""
+    model = make_model(kind, scale=30.0)
+    use_transform(model, name, **kwargs)
+    model.save_pretrained(tmp_path)
+    reloaded = type(model).from_pretrained(tmp_path).double()
+    assert reloaded.config.arelu == model.config.arelu
+    ids = tokens(2, 5)
+    labels = ids if kind != "bart" else tokens(2, 4, seed=2)
+    before = reloaded(input_ids=ids, labels=labels).loss              # softmax, as loaded
+    again = use_transform(reloaded)
+    assert again.name == name and again.tau == model.arelu_transform.tau
+    assert (reloaded.arelu_renormalize, reloaded.arelu_chunk, reloaded.arelu_label_smoothing) \
+        == (model.arelu_renormalize, model.arelu_chunk, model.arelu_label_smoothing)
+    for m in (model, reloaded):
+        m.train()
+    want = model(input_ids=ids, labels=labels).loss
+    torch.testing.assert_close(reloaded(input_ids=ids, labels=labels).loss, want)
+    assert not torch.isclose(before.double(), want)     # transformers: a float32 loss
+
+
+def test_no_stored_choice_or_settings_without_a_name_are_refused():
+    model = make_model("llama")
+    with pytest.raises(ValueError, match="holds no arelu choice"):
+        use_transform(model)
+    use_transform(model, "1.5-relu", tau=0.3)
+    with pytest.raises(ValueError, match="name the transform"):
+        use_transform(model, tau=0.5)
+    with pytest.raises(ValueError, match=r"label_smoothing must be in \[0, 1\)"):
+        use_transform(model, "1.5-relu", label_smoothing=1.0)

@@ -64,7 +64,7 @@ def test_bfloat16_is_finite(name, loss, probs):
     y = torch.randint(0, 50, (6,))
     value = loss(z, y)
     (grad,) = torch.autograd.grad(value, z)
-    assert value.dtype == torch.bfloat16 and torch.isfinite(value)
+    assert value.dtype == torch.float32 and torch.isfinite(value)   # a reduced loss: fp32
     assert grad.dtype == torch.bfloat16 and torch.isfinite(grad).all()
 
 
