@@ -16,9 +16,9 @@ Each warns, once per model, when it trains without labels (:func:`warn_unlabelle
 transform's loss is then not computed, and a Trainer with ``label_smoothing_factor`` > 0
 does exactly that, then computes softmax cross-entropy from the logits itself.
 
-Both read the transform from ``self.arelu_transform``; :func:`bind` gives them the class
+Each reads the transform from ``self.arelu_transform``; :func:`bind` gives it the class
 forward's signature (the Trainer keeps only the dataset columns that signature names) and
-binds them with ``MethodType``, so that ``copy.deepcopy(model)`` gives a copy that runs its
+binds it with ``MethodType``, so that ``copy.deepcopy(model)`` gives a copy that runs its
 own weights.
 """
 
