@@ -63,6 +63,14 @@ def _calls_loss_function(cls) -> bool:
         return True
 
 
+def _unwrap(model):
+    """The transformers model inside a PEFT wrapper (``PeftModel.get_base_model()``, the
+    object whose forward computes the loss and that ``save_pretrained`` of a merged model
+    writes), else ``model``."""
+    get = getattr(model, "get_base_model", None)
+    return get() if callable(get) else model
+
+
 def _check_label_smoothing(value: float) -> float:
     if not isinstance(value, (int, float)) or not 0 <= value < 1:
         raise ValueError(f"label_smoothing must be in [0, 1), got {value!r}")
@@ -90,7 +98,9 @@ def use_transform(model: nn.Module, name: str | None = None, *, tau: float | Non
     target ``(1 - eps) e_y + eps / V``. ``tokenizer``: checked against the vocabulary.
     Without ``name``: the choice stored in ``model.config.arelu`` by an earlier call (a
     model saved with ``save_pretrained`` and loaded again). Returns the transform; bad input
-    raises ValueError/TypeError."""
+    raises ValueError/TypeError. A PEFT model (LoRA, ...) is changed inside: its wrapper's
+    forward and generate run the inner model's."""
+    model = _unwrap(model)
     _check_model(model)
     if name is None:
         if tau is not None or fused or renormalize or chunk is not None or label_smoothing:
@@ -136,6 +146,7 @@ def compute_loss_func(model: nn.Module, name: str, *, tau: float | None = None,
     its shifted logits, ``num_items_in_batch`` honoured. Seq2seq models are refused: the
     Trainer drops the labels before the forward, whose decoder inputs would then come from
     somewhere else (BART's: the inputs shifted), so use :func:`use_transform` there."""
+    model = _unwrap(model)
     _check_model(model)
     if model.config.is_encoder_decoder:
         raise ValueError(f"{type(model).__name__} is a seq2seq model: with compute_loss_func "

@@ -15,6 +15,7 @@ import torch  # noqa: E402
 from transformers import BartForCausalLM, LlamaModel
 
 from arelu_cli.hf import use_transform
+from arelu_cli.registry import get_transform
 from arelu_cli.transforms.tau import analytic_tau
 
 from .conftest import TAU, VOCAB, _config, make_model, tokens
@@ -172,3 +173,29 @@ def test_no_stored_choice_or_settings_without_a_name_are_refused():
         use_transform(model, tau=0.5)
     with pytest.raises(ValueError, match=r"label_smoothing must be in \[0, 1\)"):
         use_transform(model, "1.5-relu", label_smoothing=1.0)
+
+
+@pytest.mark.parametrize("before", [True, False])
+def test_a_peft_model_trains_and_generates_with_the_transform(before):
+    """LoRA through PEFT, with use_transform applied before get_peft_model or to its wrapper:
+    the wrapper's loss is the transform's and its generate is arelu's."""
+    peft = pytest.importorskip("peft")
+    model = make_model("llama", scale=30.0)
+    if before:
+        use_transform(model, "1.5-relu", tau=TAU)
+    wrapped = peft.get_peft_model(model, peft.LoraConfig(r=2, target_modules=["q_proj"]))
+    if not before:
+        use_transform(wrapped, "1.5-relu", tau=TAU)
+    ids = tokens(2, 6)
+    wrapped.train()
+    loss = wrapped(input_ids=ids, labels=ids).loss
+    with torch.no_grad():
+        logits = type(model).forward(model, input_ids=ids).logits
+    want = get_transform("1.5-relu", tau=TAU).loss(logits[:, :-1].reshape(-1, VOCAB),
+                                                   ids[:, 1:].reshape(-1))
+    torch.testing.assert_close(loss, want)
+    wrapped.eval()
+    got = wrapped.generate(input_ids=ids, max_new_tokens=3, eos_token_id=-1,
+                           return_dict_in_generate=True)
+    assert torch.equal(got.sequences, model.generate(ids, max_new_tokens=3,
+                                                     eos_token_id=-1))
