@@ -69,7 +69,9 @@ def causal_forward(self, *args, **kwargs):
     """The class's forward (its loss through ``self.loss_function``), after
     :func:`warn_unlabelled`."""
     base = type(self).forward
-    if self.training and torch.is_grad_enabled() and not getattr(self, "_arelu_warned", False):
+    named = kwargs.get("labels") is not None or kwargs.get("shift_labels") is not None
+    if (not named and self.training and torch.is_grad_enabled()
+            and not getattr(self, "_arelu_warned", False)):       # labels given by position?
         given = inspect.signature(base).bind_partial(self, *args, **kwargs).arguments
         warn_unlabelled(self, given.get("labels"), given.get("kwargs", {}).get("shift_labels"))
     return base(self, *args, **kwargs)

@@ -200,7 +200,8 @@ def _from_config(config, do_sample, num_beams, num_return_sequences, max_new_tok
     if max_new_tokens is None and max_length is None:
         max_new_tokens, max_length = (getattr(config, "max_new_tokens", None),
                                       getattr(config, "max_length", None))
-    set_options = [f"{name}={getattr(config, name)!r}" for name, neutral in NOT_IMPLEMENTED.items()
+    set_options = [f"{name}={getattr(config, name)!r}"
+                   for name, neutral in NOT_IMPLEMENTED.items()
                    if getattr(config, name, None) not in neutral
                    and (do_sample or name not in SAMPLING_ONLY)]
     if set_options:
