@@ -28,6 +28,12 @@ from arelu_cli.report.section import Section, document, fmt, md_table, missing, 
 DEGENERACY = (("distinct_2", "distinct-2", 1), ("loop", "loop share", -1),
               ("zipf_gap", "Zipf gap to human", -1))
 """(statistic, name, +1 where higher is better, -1 where lower is)."""
+
+READING = ("The verdicts read the 95% interval of Δ (percentile, shifted by the bootstrap's bias "
+           "estimate), never p. p is sacrebleu's `--paired-bs` p-value, which folds the "
+           "resampled differences (|Δ*|) before centring them, in effect a one-sided test: near "
+           "the boundary it can fall under 0.05 while the interval includes 0.")
+"""How to read the bootstrap table (under it in ``REPORT.md``)."""
 COST = (("eps_ppl", "ε-perplexity", -1), ("sp", "sp", 1), ("jsd", "JSD", -1))
 TARGET = ("the small configuration of Zaremba et al. 2014's PTB LSTM: 115.9 as the "
           "TensorFlow tutorial reports it; the paper's non-regularized LSTM: 114.5")
@@ -238,7 +244,8 @@ def report_text(out, summary: Sequence[dict], sig: Sequence[dict], sweep: Sequen
         Section("Per model and decoding (mean ± sample std over seeds)", "summary.csv",
                 summary_table(summary) if summary else "No lm-eval rows yet."),
         Section("Paired bootstrap over test prompts", "significance.csv",
-                significance_table(sig) if sig else "Not measured yet."),
+                significance_table(sig) if sig else "Not measured yet.",
+                verdicts=[READING] if sig else []),
         Section("Learning-rate sweep (dev loss)", "sweep.csv",
                 sweep_table(sweep) if sweep else "No sweep run yet.")], out, [
         "## Files", "lm_eval.csv (every lm-eval row, with its run), summary.csv, "

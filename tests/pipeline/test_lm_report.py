@@ -201,6 +201,10 @@ def test_a_repetitive_system_differs_significantly(study):
     assert distinct["delta_bias"] > 0.05
     assert distinct["delta_low"] <= distinct["delta"] <= distinct["delta_high"]
     assert "bs:200|bs_seed:12345" in distinct["signature"]
+    report = (study / "REPORT.md").read_text()
+    table = report.index("## Paired bootstrap over test prompts")
+    assert report.index("The verdicts read the 95% interval of Δ", table) < report.index(
+        "## Learning-rate sweep", table)
 
 
 def test_summary_means_and_stds_equal_pandas(study):
