@@ -200,9 +200,10 @@ def summary_table(summary: Sequence[dict]) -> str:
         mean, std = r[f"{metric}_mean"], r[f"{metric}_std"]
         return fmt(mean, digits) + ("" if missing(std) else f" ± {fmt(std, digits)}")
 
-    return md_table(["model", "decoding", "seeds", *(h for h, _, _ in SUMMARY_TABLE),
+    return md_table(["model", "decoding", "seeds", "ε", *(h for h, _, _ in SUMMARY_TABLE),
                      "ms/token"],
                     [[_system(r["transform"], summary), r["decoding"], r["seeds"],
+                      "" if missing(r.get("eps")) else r.get("eps", ""),
                       *(cell(r, m, d) for _, m, d in SUMMARY_TABLE),
                       fmt(r["ms_per_token"], 3)] for r in summary])
 

@@ -69,7 +69,7 @@ STATS = ("distinct_2", "loop", "zipf")
 SUMMARY_METRICS = ("eps_ppl", "ppl", "sp", "jsd", "rep_32", "wrep_32", "distinct_1",
                    "distinct_2", "distinct_2_gap", "loop", "loop_gap", "zipf", "zipf_gap",
                    "self_bleu", "length")
-SUMMARY_COLUMNS = ("transform", "label", "decoding", "n", "seeds", "missing_seeds",
+SUMMARY_COLUMNS = ("transform", "label", "decoding", "n", "seeds", "missing_seeds", "eps",
                    *(f"{m}_{s}" for m in SUMMARY_METRICS for s in ("mean", "std")),
                    "gen_tokens_per_s", "ms_per_token", "bench_batch")
 SIG_COLUMNS = ("transform", "label", "decoding", "baseline", "reference", "statistic",
@@ -184,7 +184,9 @@ def _gen_rate(run: SeedRun, decoding: str) -> float | None:
 def summary_rows(evals: list[dict], seeds: list[int], bench: pd.DataFrame | None,
                  rates: dict[tuple[str, str, int], float | None]) -> list[dict]:
     """Per transform x decoding (order of appearance): mean and sample std over seeds of
-    :data:`SUMMARY_METRICS`, the seeds found and missing, the generation records' mean
+    :data:`SUMMARY_METRICS`, the seeds found and missing, the epsilon of each seed's
+    eps-perplexity (tuned on dev per model: one value where the seeds agree, else each in
+    seed order), the generation records' mean
     tokens/s and the quiet ms per token of ``bench_generate.csv`` (its rows at one batch
     size, ``bench_batch``)."""
     rows, frame = [], pd.DataFrame(evals, columns=["run", *EVAL_COLUMNS])
@@ -192,7 +194,8 @@ def summary_rows(evals: list[dict], seeds: list[int], bench: pd.DataFrame | None
         found = sorted(int(s) for s in part["seed"])
         row = {"transform": name, "label": label(name), "decoding": decoding, "n": len(found),
                "seeds": " / ".join(map(str, found)),
-               "missing_seeds": " / ".join(str(s) for s in seeds if s not in found)}
+               "missing_seeds": " / ".join(str(s) for s in seeds if s not in found),
+               "eps": eps_text(part.sort_values("seed")["eps"])}
         for metric in SUMMARY_METRICS:
             values = spread(part, metric)
             row[f"{metric}_mean"], row[f"{metric}_std"] = values.mean, values.std
@@ -206,6 +209,13 @@ def summary_rows(evals: list[dict], seeds: list[int], bench: pd.DataFrame | None
             else None
         rows.append(row)
     return rows
+
+
+def eps_text(values: pd.Series) -> str:
+    """The epsilons of some seeds' rows: ``1e-05`` when they agree, ``1e-05 / 0.001`` when
+    not (in the rows' order), empty when none is known."""
+    known = [f"{float(v):g}" for v in values if not pd.isna(v)]
+    return known[0] if len(set(known)) == 1 else " / ".join(known)
 
 
 @dataclass(frozen=True)

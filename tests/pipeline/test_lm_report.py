@@ -51,6 +51,7 @@ def eval_row(name: str, decoding: str, seed: int, tokens: list[list[int]]) -> di
     row = dict.fromkeys(COLUMNS)
     row |= {"checkpoint": f"seeds/{name}/seed-{seed}/best.pt", "transform": name, "seed": seed,
             "decoding": decoding, "split": "test", "stride": 128,
+            "eps": 1e-3 if (name, decoding, seed) == ("1.5-relu", "greedy", 1) else 1e-5,
             "eps_ppl": eps_ppl + 3 * seed ** 2, "sp": sp + 0.01 * seed, "jsd": jsd - 0.01 * seed,
             "ppl": (eps_ppl + 2 * seed) if name == "softmax" else None, "rep_32": 0.2 + seed / 100,
             **stats, **M.distance_to_human(stats, human),
@@ -219,6 +220,8 @@ def test_summary_means_and_stds_equal_pandas(study):
                 want = expected.loc[(r["transform"], r["decoding"]), (metric, what)]
                 assert r[f"{metric}_{what}"] == pytest.approx(want, nan_ok=True)
         assert r["n"] == 2 and r["seeds"] == "1 / 2" and r["gen_tokens_per_s"] == 1001.5
+    eps = summary.set_index(["transform", "decoding"])["eps"]
+    assert eps["softmax", "sample"] == "1e-05" and eps["1.5-relu", "greedy"] == "0.001 / 1e-05"
     assert summary.set_index("transform").loc["1.5-relu", "label"].iloc[0] == "1.5-ReLU"
 
 
