@@ -69,10 +69,13 @@ def _bootstrap_word(row: dict, better: int) -> str:
 
 
 def degeneracy_verdict(name: str, sig: Sequence[dict], summary: Sequence[dict],
-                       baseline: str, reference: str, decoding: str = SAMPLE) -> str:
+                       baseline: str, reference: str, decoding: str = SAMPLE,
+                       shift: float | None = None) -> str:
     """(a) of the module docstring for alpha-ReLU model ``name`` sampled with ``decoding``
-    (pure sampling, or at the tau shift selected on dev: ``TUNED``)."""
-    how = "pure" if decoding == SAMPLE else f"`{decoding}` (tau shift selected on dev)"
+    (pure sampling, or at the tau shift selected on dev: ``TUNED``, whose ``shift`` the
+    verdict names when known)."""
+    chosen = "" if shift is None else f" {shift:+g}"
+    how = "pure" if decoding == SAMPLE else f"`{decoding}` (tau shift{chosen} selected on dev)"
     ask = (f"(a) Is {how} {_system(name, summary)} sampling as non-degenerate as "
            f"{_system(baseline, summary)} {reference}?")
     rows = {r["statistic"]: r for r in _find(sig, transform=name, decoding=decoding)}
@@ -172,9 +175,24 @@ def perplexity_verdict(summary: Sequence[dict], baseline: str, target: float) ->
             f"{row['seeds']}). ε-perplexity of pure sampling beside it: {eps}.")
 
 
+def tuned_verdict(name: str, sig: Sequence[dict], summary: Sequence[dict], baseline: str,
+                  reference: str, shift: float | None) -> str:
+    """(a) for ``TUNED`` sampling; at a selected shift of 0 it *is* pure sampling (the same
+    rows), so the line says so rather than repeat pure sampling's verdict as if it were
+    another finding."""
+    if shift == 0:
+        return (f"(a) `{TUNED}` of {_system(name, summary)}: the tau shift selected on dev "
+                "(`tau_sweep.csv`) is 0, the paper's tau, so it is pure sampling and the "
+                "verdict above is its verdict.")
+    return degeneracy_verdict(name, sig, summary, baseline, reference, TUNED, shift)
+
+
 def verdicts(summary: Sequence[dict], sig: Sequence[dict], *, baseline: str, reference: str,
-             target_ppl: float, bench: bool) -> list[str]:
-    """Every verdict, (a)-(c) per alpha-ReLU model."""
+             target_ppl: float, bench: bool,
+             shifts: dict[str, float] | None = None) -> list[str]:
+    """Every verdict, (a)-(c) per alpha-ReLU model; ``shifts``: the tau shift each one's
+    sweep on dev selected, where known."""
+    shifts = shifts or {}
     names = _relu_names(summary)
     if not names:
         return ["(a)-(c) Not measured yet: no alpha-ReLU model has lm-eval rows.",
@@ -182,7 +200,7 @@ def verdicts(summary: Sequence[dict], sig: Sequence[dict], *, baseline: str, ref
     tuned = [(name, TUNED) for name in names if _find(sig, transform=name, decoding=TUNED)]
     return [line for name in names for line in (
         degeneracy_verdict(name, sig, summary, baseline, reference),
-        *(degeneracy_verdict(n, sig, summary, baseline, reference, d) for n, d in tuned
+        *(tuned_verdict(n, sig, summary, baseline, reference, shifts.get(n)) for n, _ in tuned
           if n == name),
         cost_verdict(name, summary),
         speed_verdict(name, summary, baseline, reference, bench))] + [
@@ -229,7 +247,8 @@ def sweep_table(sweep: Sequence[dict]) -> str:
 
 def report_text(out, summary: Sequence[dict], sig: Sequence[dict], sweep: Sequence[dict],
                 setup: Sequence[str], lacking: Sequence[str], *, baseline: str, reference: str,
-                samples: int, target_ppl: float, bench: bool) -> str:
+                samples: int, target_ppl: float, bench: bool,
+                shifts: dict[str, float] | None = None) -> str:
     """``REPORT.md``: setup, what is missing, the answer, then every table."""
     intro = "\n\n".join(part for part in [
         "Language models on PTB compared as issue 35 asks: every model × decoding measured by "
@@ -241,7 +260,7 @@ def report_text(out, summary: Sequence[dict], sig: Sequence[dict], sweep: Sequen
     return document("Language-model study report", intro, [
         Section("Answer", "summary.csv, significance.csv", verdicts=verdicts(
             summary, sig, baseline=baseline, reference=reference, target_ppl=target_ppl,
-            bench=bench)),
+            bench=bench, shifts=shifts)),
         Section("Per model and decoding (mean ± sample std over seeds)", "summary.csv",
                 summary_table(summary) if summary else "No lm-eval rows yet."),
         Section("Paired bootstrap over test prompts", "significance.csv",

@@ -211,6 +211,18 @@ def summary_rows(evals: list[dict], seeds: list[int], bench: pd.DataFrame | None
     return rows
 
 
+def tau_shifts(runs: list[SeedRun]) -> dict[str, float]:
+    """Per alpha-ReLU model, the tau shift its sweep on dev selected (``tau_sweep.csv`` of
+    its lowest seed that has one: the study sweeps on its first seed only)."""
+    from arelu_cli.pipeline.lm_study import TAU_SWEEP, selected_shift
+
+    found: dict[str, float] = {}
+    for run in sorted(runs, key=lambda r: r.seed):
+        if run.transform not in found and (run.folder / TAU_SWEEP).is_file():
+            found[run.transform] = selected_shift(run.folder)
+    return found
+
+
 def eps_text(values: pd.Series) -> str:
     """The epsilons of some seeds' rows: ``1e-05`` when they agree, ``1e-05 / 0.001`` when
     not (in the rows' order), empty when none is known."""
@@ -457,5 +469,5 @@ def write_report(out: Path, *, baseline: str = "softmax", reference: str = "samp
                        ("dev_curves.csv", curves, CURVE_COLUMNS)])
     text = report_text(out, summary_table, sig, sweep, setup, lacking, baseline=baseline,
                        reference=reference, samples=samples, target_ppl=target_ppl,
-                       bench=bench is not None)
+                       bench=bench is not None, shifts=tau_shifts(runs))
     return write_markdown(out / "REPORT.md", text)

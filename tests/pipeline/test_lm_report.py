@@ -17,7 +17,9 @@ from arelu_cli.analysis import lm_metrics as M
 from arelu_cli.analysis.lm_eval import COLUMNS
 from arelu_cli.analysis.significance import interval95, p_value
 from arelu_cli.errors import UserError
+from arelu_cli.pipeline.lm_claims import TUNED
 from arelu_cli.pipeline.lm_report import resample_counts, write_report, label
+from arelu_cli.pipeline.lm_study import TAU_SWEEP
 
 PROMPTS, VOCAB = 20, 40
 REF = ("softmax", "sample-top_p0.9")
@@ -40,7 +42,7 @@ HUMAN = texts(1000)
 TEACHER = {("softmax", "sample"): (110.0, 0.55, 0.30), ("softmax", "sample-top_p0.9"):
            (130.0, 0.54, 0.31), ("1.5-relu", "sample"): (125.0, 0.60, 0.32),
            ("1.5-relu", "greedy"): (400.0, 0.5, 0.4), ("1.5-entmax-k100", "sample"):
-           (118.0, 0.59, 0.31)}
+           (118.0, 0.59, 0.31), ("1.5-relu", "sample-tau_dev"): (125.0, 0.60, 0.32)}
 """(eps_ppl, sp, jsd) of each system; seeds add to them (see :func:`eval_row`)."""
 
 
@@ -349,3 +351,18 @@ def test_a_stale_human_file_is_refused(study, tokens, message):
     with pytest.raises(UserError, match=message):
         write_report(study, samples=20)
     assert not (study / "REPORT.md").exists()
+
+
+@pytest.mark.parametrize("best, line", [
+    (0.0, "(a) `sample-tau_dev` of 1.5-ReLU (`1.5-relu`): the tau shift selected on dev "
+          "(`tau_sweep.csv`) is 0, the paper's tau, so it is pure sampling"),
+    (0.1, "(a) Is `sample-tau_dev` (tau shift +0.1 selected on dev) 1.5-ReLU (`1.5-relu`) "
+          "sampling as non-degenerate as softmax sample-top_p0.9? **")])
+def test_the_tuned_verdict_names_its_shift(tmp_path, best, line):
+    out = make_study(tmp_path / "study", {**BASIC, ("1.5-relu", TUNED): lambda s: texts(20 + s)})
+    shifts = [-0.1, 0.0, 0.1]
+    pd.DataFrame({"tau_shift": shifts, "dev_eps_ppl": [150.0 - 10 * (s == best) for s in shifts]}
+                 ).to_csv(out / "seeds/1.5-relu/seed-1" / TAU_SWEEP, index=False)
+    report = write_report(out, samples=20).read_text()
+    assert line in report
+    assert report.count("(a) Is ") == (1 if best == 0 else 2)

@@ -234,7 +234,9 @@ def test_the_report_reads_what_the_plan_wrote(tiny_lm_corpus, tiny_lm_config, tm
     report = L.lm_study(config, out, Console(quiet=True), train=trainer(None, Console(quiet=True)))
     text = report.read_text(encoding="utf-8")
     assert "softmax" in text and "1.5-relu" in text
-    assert "Is `sample-tau_dev` (tau shift selected on dev) 1.5-ReLU" in text
+    shift = L.selected_shift(out / "seeds" / "1.5-relu" / "seed-1")
+    assert (f"Is `sample-tau_dev` (tau shift {shift:+g} selected on dev) 1.5-ReLU" in text
+            if shift else "the tau shift selected on dev (`tau_sweep.csv`) is 0" in text)
     summary = pd.read_csv(out / "summary.csv")
     pairs = set(zip(summary["transform"], summary["decoding"]))
     assert pairs == {("softmax", "sample"), ("softmax", "sample-top_p0.9"), ("softmax", "greedy"),
