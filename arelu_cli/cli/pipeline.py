@@ -157,10 +157,24 @@ def report(
     command: list[str] = typer.Option([], "--command", help="A command that made this folder, "
                                       "listed in REPORT.md after RESULTS_DIR/commands.txt. Repeatable."),
 ) -> None:
-    """Regenerate the CSVs computable here, draw every figure, and write REPORT.md."""
+    """Regenerate the CSVs computable here, draw every figure, and write REPORT.md; for a
+    language-model study's folder (`arelu lm-study`), its tables and REPORT.md from its files."""
     import shlex
 
+    from arelu_cli.errors import UserError
+    from arelu_cli.pipeline.lm_report import report_settings, write_report
     from arelu_cli.report.build import regenerate
+
+    lm = report_settings(results_dir)
+    if lm is not None:
+        given = [flag for flag, value in (("--runs", runs), ("--sweep-runs", sweep_runs),
+                                          ("--gpu-watts", gpu_watts), ("--n-gpus", n_gpus),
+                                          ("--tau-csv", tau_csv), ("--command", command)) if value]
+        if given:
+            raise UserError(f"{results_dir} is a language-model study, whose report takes no "
+                            f"{', '.join(given)}; run `arelu report {results_dir}` alone")
+        console.print(f"wrote {write_report(results_dir, **lm)}")
+        return
 
     this = ["arelu", "report", str(results_dir)]
     for flag, value in (("--runs", runs), ("--sweep-runs", sweep_runs),

@@ -443,6 +443,24 @@ def missing_lines(runs: list[SeedRun], evals: list[dict], selected: dict,
     return lines
 
 
+def report_settings(out: Path) -> dict | None:
+    """:func:`write_report`'s settings for the study folder ``out`` as its seed runs'
+    ``config.json`` records them (``[lm_study]`` baseline, reference and bootstrap samples,
+    ``[study] seeds``), so that ``arelu report`` rewrites a committed study's report from its
+    files alone; None where ``out`` is no language-model study (no ``human.tokens.json``)."""
+    if not (Path(out) / HUMAN).is_file():
+        return None
+    for run in seed_runs(Path(out)):
+        if (run.folder / "config.json").is_file():
+            config = read_json(run.folder / "config.json", again(run.folder))
+            s, seeds = config.get("lm_study") or {}, (config.get("study") or {}).get("seeds")
+            return {"baseline": s.get("baseline", "softmax"),
+                    "reference": s.get("reference", "sample-top_p0.9"),
+                    "samples": s.get("bootstrap_samples", RESAMPLES),
+                    "seeds": list(seeds) if seeds else None}
+    return {}
+
+
 def write_report(out: Path, *, baseline: str = "softmax", reference: str = "sample-top_p0.9",
                  samples: int = RESAMPLES, seeds: list[int] | None = None,
                  target_ppl: float = 116.0) -> Path:

@@ -366,3 +366,28 @@ def test_the_tuned_verdict_names_its_shift(tmp_path, best, line):
     report = write_report(out, samples=20).read_text()
     assert line in report
     assert report.count("(a) Is ") == (1 if best == 0 else 2)
+
+
+def test_arelu_report_rewrites_a_study_from_its_files_with_the_recorded_settings(study, cli):
+    config = json.loads((study / "seeds/softmax/seed-1/config.json").read_text())
+    config |= {"data": {**config["data"], "task": "lm"},
+               "lm_study": {"baseline": "softmax", "reference": "sample-top_p0.9",
+                            "bootstrap_samples": 20}, "study": {"seeds": [1, 2, 3]}}
+    for name in ("1.5-relu", "softmax"):  # the first seed run's record is read
+        write_json(study / f"seeds/{name}/seed-1/config.json", config)
+    ran = cli("report", study)
+    assert ran.code == 0, ran.err
+    report = (study / "REPORT.md").read_text()
+    assert "(20 resamples)" in report and "1.5-ReLU seed 3: not trained" in report
+    assert pd.read_csv(study / "significance.csv")["samples"].eq(20).all()
+    refused = cli("report", study, "--gpu-watts", "300")
+    assert refused.code == 2 and "is a language-model study, whose report takes no " \
+        "--gpu-watts" in refused.err and len(refused.err.strip().splitlines()) == 1
+
+
+def test_report_settings_of_a_folder_that_is_no_lm_study(tmp_path):
+    from arelu_cli.pipeline.lm_report import report_settings
+
+    assert report_settings(tmp_path) is None
+    write_json(tmp_path / "human.tokens.json", {"tokens": HUMAN})
+    assert report_settings(tmp_path) == {}
