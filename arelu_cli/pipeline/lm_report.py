@@ -63,7 +63,7 @@ from arelu_cli.report.seeds import spread
 from arelu_cli.results import read_json, read_table, write_tables
 from arelu_cli.signatures import signature
 
-SELECTED, BENCH = "selected.json", "bench_generate.csv"
+SELECTED, BENCH, TAU_SWEEP = "selected.json", "bench_generate.csv", "tau_sweep.csv"
 STATS = ("distinct_2", "loop", "zipf")
 """The generation statistics tested, each also as its distance to human (``<name>_gap``)."""
 SUMMARY_METRICS = ("eps_ppl", "ppl", "sp", "jsd", "rep_32", "wrep_32", "distinct_1",
@@ -211,11 +211,20 @@ def summary_rows(evals: list[dict], seeds: list[int], bench: pd.DataFrame | None
     return rows
 
 
+def selected_shift(folder: Path) -> float:
+    """The tau shift of the lowest dev epsilon-perplexity in ``folder``'s ``tau_sweep.csv``
+    (the smallest shift in size on ties)."""
+    path = folder / TAU_SWEEP
+    frame = read_table(path, again(folder))
+    if frame.empty or not {"tau_shift", "dev_eps_ppl"} <= set(frame.columns):
+        raise UserError(f"{path} holds no tau sweep; {again(folder)}")
+    best = min(frame.itertuples(), key=lambda r: (r.dev_eps_ppl, abs(r.tau_shift)))
+    return float(best.tau_shift)
+
+
 def tau_shifts(runs: list[SeedRun]) -> dict[str, float]:
     """Per alpha-ReLU model, the tau shift its sweep on dev selected (``tau_sweep.csv`` of
     its lowest seed that has one: the study sweeps on its first seed only)."""
-    from arelu_cli.pipeline.lm_study import TAU_SWEEP, selected_shift
-
     found: dict[str, float] = {}
     for run in sorted(runs, key=lambda r: r.seed):
         if run.transform not in found and (run.folder / TAU_SWEEP).is_file():

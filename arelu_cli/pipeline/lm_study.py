@@ -50,6 +50,7 @@ from arelu_cli.pipeline.core import (Output, Run, Trainer, check_budget, check_r
                                      run_config, train_and_make, trainer as real_trainer)
 from arelu_cli.pipeline.grid import results_folder
 from arelu_cli.pipeline.lm_claims import TUNED
+from arelu_cli.pipeline.lm_report import TAU_SWEEP, selected_shift
 from arelu_cli.pipeline.study import continue_copy, record_selection, sweep
 from arelu_cli.pipeline.study_runs import study_run
 from arelu_cli.pipeline.sweep import Point
@@ -57,7 +58,6 @@ from arelu_cli.registry import get_transform
 from arelu_cli.results import read_json
 
 HUMAN = "human.tokens.json"
-TAU_SWEEP = "tau_sweep.csv"
 _DECODING = re.compile(r"^(?:greedy|sample(?:-top_p(?P<p>[0-9.]+)|-top_k(?P<k>\d+))?)$")
 
 
@@ -182,20 +182,6 @@ def tau_sweep_rows(decoder, shifts, measured) -> list[dict]:
     return rows
 
 
-def selected_shift(folder: Path) -> float:
-    """The tau shift of the lowest dev epsilon-perplexity in ``folder``'s ``tau_sweep.csv``
-    (the smallest shift in size on ties)."""
-    from arelu_cli.pipeline.scoring import again
-    from arelu_cli.results import read_table
-
-    path = folder / TAU_SWEEP
-    frame = read_table(path, again(folder))
-    if frame.empty or not {"tau_shift", "dev_eps_ppl"} <= set(frame.columns):
-        raise UserError(f"{path} holds no tau sweep; {again(folder)}")
-    best = min(frame.itertuples(), key=lambda r: (r.dev_eps_ppl, abs(r.tau_shift)))
-    return float(best.tau_shift)
-
-
 def check_made(run: Run) -> None:
     """Refuse, in one line naming the setting, an evaluation of ``run`` made with other
     ``[lm_study]`` settings than the recipe's now: its row would be reported as made with
@@ -286,7 +272,7 @@ def plan(config: Config, out: Path, name: str, point: Point) -> list[Run]:
 
 
 def _report(config: Config, out: Path) -> Path:
-    from arelu_cli.pipeline.lm_report import write_report
+    from arelu_cli.pipeline.lm_report import write_report  # looked up at call time
 
     s = config.lm_study
     return write_report(out, baseline=s.baseline, reference=s.reference,
