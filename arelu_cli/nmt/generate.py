@@ -38,6 +38,7 @@ from arelu_cli.nmt.lm_model import LanguageModel
 from arelu_cli.nmt.sampling import Decoding, next_tokens
 from arelu_cli.ownership import check_ours, json_with_keys
 from arelu_cli.registry import OutputTransform
+from arelu_cli.signatures import machine
 from arelu_cli.atomic import atomic_write_text
 
 
@@ -158,6 +159,7 @@ def generate(decoder: Decoder, prompts: Sequence[Sequence[int]], decoding: Decod
             "hit_max_tokens": sum(len(ids) >= max_tokens for ids in found),
             "truncated_prompts": len(cut_rows), "truncated_to_tokens": prompt_limit(decoder.model),
             "truncated_prompt_numbers": [i + 1 for i in cut_rows], "seconds": seconds,
+            "machine": machine(decoder.device),
             "signature": decoder.signature(decoding=decoding.label(), seed=seed,
                                            batch_size=batch_size)}
     return Generated(lines, found, seconds, [i + 1 for i in cut_rows], meta)

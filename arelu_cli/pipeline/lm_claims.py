@@ -134,6 +134,24 @@ def cost_verdict(name: str, summary: Sequence[dict]) -> str:
             f"mean ± sample std over seeds {mine['seeds']} vs {theirs['seeds']}.")
 
 
+def _record_rates(rows: Sequence[dict], summary: Sequence[dict]) -> str:
+    """What the generation records (timed while the study ran, not quietly) say of the
+    systems of ``rows``: their tokens/s where one machine took them all, else the machines."""
+    timed = [r for r in rows if not missing(r["gen_tokens_per_s"])]
+    if not timed:
+        return ""
+    machines = list(dict.fromkeys(r.get("gen_machine") or "unknown machine" for r in rows))
+    if len(machines) > 1 or len(timed) < len(rows):
+        where = "; ".join(f"{_system(r['transform'], summary)} {r['decoding']}: "
+                          f"{r.get('gen_machine') or 'unknown machine'}" for r in rows)
+        return (" The generation records' tokens/s are not compared: one machine did not "
+                f"time them all ({where}).")
+    rates = [f"{_system(r['transform'], summary)} {r['decoding']} "
+             f"{fmt(r['gen_tokens_per_s'], 0)}" for r in timed]
+    return (f" The generation records, timed while the study ran (not quietly), give "
+            f"{' vs '.join(rates)} tokens/s ({machines[0]}).")
+
+
 def speed_verdict(name: str, summary: Sequence[dict], baseline: str, reference: str,
                   bench: bool) -> str:
     """(c) of the module docstring for alpha-ReLU model ``name``."""
@@ -141,12 +159,8 @@ def speed_verdict(name: str, summary: Sequence[dict], baseline: str, reference: 
     mine = _find(summary, transform=name, decoding=SAMPLE)
     ref = _find(summary, transform=baseline, decoding=reference)
     if not bench:
-        rates = [f"{_system(r['transform'], summary)} {r['decoding']} "
-                 f"{fmt(r['gen_tokens_per_s'], 0)}" for r in mine + ref
-                 if not missing(r["gen_tokens_per_s"])]
-        return (f"{ask} Not measured yet: bench_generate.csv is missing (quiet timing)."
-                + (f" The generation records, timed while the study ran (not quietly), give "
-                   f"{' vs '.join(rates)} tokens/s." if rates else ""))
+        return f"{ask} Not measured yet: bench_generate.csv is missing (quiet timing)." + \
+            _record_rates(mine + ref, summary)
     others = ref + [r for r in summary if r["label"] == "1.5-entmax"
                     and r["decoding"] == SAMPLE]
     if not mine or missing(mine[0]["ms_per_token"]):

@@ -71,7 +71,7 @@ SUMMARY_METRICS = ("eps_ppl", "ppl", "sp", "jsd", "rep_32", "wrep_32", "distinct
                    "self_bleu", "length")
 SUMMARY_COLUMNS = ("transform", "label", "decoding", "n", "seeds", "missing_seeds", "eps",
                    *(f"{m}_{s}" for m in SUMMARY_METRICS for s in ("mean", "std")),
-                   "gen_tokens_per_s", "ms_per_token", "bench_batch")
+                   "gen_tokens_per_s", "gen_machine", "ms_per_token", "bench_batch")
 SIG_COLUMNS = ("transform", "label", "decoding", "baseline", "reference", "statistic",
                "seeds", "baseline_seeds", "prompts", "value", "baseline_value", "human",
                "delta", "delta_low", "delta_high", "delta_bias", "p_value", "samples",
@@ -79,6 +79,7 @@ SIG_COLUMNS = ("transform", "label", "decoding", "baseline", "reference", "stati
 SWEEP_COLUMNS = ("transform", "label", "run", "lr", "warmup", "label_smoothing", "steps",
                  "best_step", "dev_loss", "dev_ppl", "selected")
 CURVE_COLUMNS = ("transform", "seed", "run", "step", "val_loss", "val_ppl")
+UNKNOWN = "unknown machine"
 TOLERANCE = 1e-9
 """How far a statistic recomputed from ``*.tokens.json`` may lie from its ``lm-eval`` row."""
 
@@ -172,22 +173,39 @@ def _bench(out: Path) -> pd.DataFrame | None:
     return frame[frame["batch"] == frame["batch"].min()]
 
 
-def _gen_rate(run: SeedRun, decoding: str) -> float | None:
-    """The generation record's tokens/s (taken while the study ran, not quietly)."""
+def _gen_rate(run: SeedRun, decoding: str) -> tuple[float | None, str | None]:
+    """The generation record's tokens/s (taken while the study ran, not quietly) and the
+    machine that took it: the record's own ``machine``, else, for a record written before
+    records named it, the ``machine`` of the run's ``summary.json`` (the study evaluates a
+    model in the process that just trained it)."""
     path = run.folder / "generations" / f"{decoding}.txt.json"
     if not path.is_file():
-        return None
-    rate = read_json(path, _measure_again(run.eval_path(decoding))).get("tokens_per_s")
-    return float(rate) if isinstance(rate, (int, float)) else None
+        return None, None
+    record = read_json(path, _measure_again(run.eval_path(decoding)))
+    rate, where = record.get("tokens_per_s"), record.get("machine")
+    if where is None and finished(run.folder):
+        where = summary(run.folder).get("machine")
+    return (float(rate) if isinstance(rate, (int, float)) else None,
+            where if isinstance(where, str) else None)
+
+
+def gen_speed(rates: list[tuple[float | None, str | None]]) -> tuple[float | None, str]:
+    """The mean tokens/s of some generation records and their machines (``A / B``); no mean
+    where the machines differ: tokens/s of different machines are not comparable."""
+    known = [(rate, where or UNKNOWN) for rate, where in rates if rate is not None]
+    machines = list(dict.fromkeys(where for _, where in known))
+    mean = statistics.fmean(r for r, _ in known) if len(machines) == 1 else None
+    return mean, " / ".join(machines)
 
 
 def summary_rows(evals: list[dict], seeds: list[int], bench: pd.DataFrame | None,
-                 rates: dict[tuple[str, str, int], float | None]) -> list[dict]:
+                 rates: dict[tuple[str, str, int], tuple[float | None, str | None]]
+                 ) -> list[dict]:
     """Per transform x decoding (order of appearance): mean and sample std over seeds of
     :data:`SUMMARY_METRICS`, the seeds found and missing, the epsilon of each seed's
     eps-perplexity (tuned on dev per model: one value where the seeds agree, else each in
     seed order), the generation records' mean
-    tokens/s and the quiet ms per token of ``bench_generate.csv`` (its rows at one batch
+    tokens/s and their machines (:func:`gen_speed`) and the quiet ms per token of ``bench_generate.csv`` (its rows at one batch
     size, ``bench_batch``)."""
     rows, frame = [], pd.DataFrame(evals, columns=["run", *EVAL_COLUMNS])
     for (name, decoding), part in frame.groupby(["transform", "decoding"], sort=False):
@@ -199,8 +217,8 @@ def summary_rows(evals: list[dict], seeds: list[int], bench: pd.DataFrame | None
         for metric in SUMMARY_METRICS:
             values = spread(part, metric)
             row[f"{metric}_mean"], row[f"{metric}_std"] = values.mean, values.std
-        mine = [r for s in found if (r := rates.get((name, decoding, s))) is not None]
-        row["gen_tokens_per_s"] = statistics.fmean(mine) if mine else None
+        row["gen_tokens_per_s"], row["gen_machine"] = gen_speed(
+            [rates.get((name, decoding, s), (None, None)) for s in found])
         hit = (None if bench is None else bench.loc[(bench["transform"] == name)
                                                     & (bench["decoding"] == decoding),
                                                     "ms_per_token"].dropna())

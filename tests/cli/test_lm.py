@@ -10,6 +10,7 @@ import json
 import pytest
 
 from arelu_cli.nmt import checkpoint
+from arelu_cli.signatures import machine
 
 
 def _cli_ok(cli, *args):
@@ -27,6 +28,7 @@ def test_cli_writes_lines_and_a_record(cli, lm_runs, tmp_path):
     assert len(lines) == 5 and meta["prompts"] == 5 and meta["seed"] == 3
     assert meta["decoding"]["tau_shift"] == 0.05 and meta["decoding"]["label"] == "sample-tau+0.05"
     assert meta["checkpoint"].endswith("best.pt") and "transform:1.5-relu" in meta["signature"]
+    assert meta["machine"] == machine("cpu")  # its seconds and tokens/s belong to this machine
     again = tmp_path / "again.txt"
     _cli_ok(cli, "--checkpoint", lm_runs["1.5-relu"], "--unconditional", "5", "--seed", "3",
             "--max-tokens", "6", "--tau", "0.05", "--out", again)

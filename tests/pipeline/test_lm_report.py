@@ -227,6 +227,48 @@ def test_summary_means_and_stds_equal_pandas(study):
     assert summary.set_index("transform").loc["1.5-relu", "label"].iloc[0] == "1.5-ReLU"
 
 
+def set_machine(study: Path, name: str, decoding: str, seed: int, where: str | None,
+                summary_machine: str | None = None) -> None:
+    """Name the machine of a generation record (None: a record of before records named
+    it), and optionally the machine of its run's summary.json."""
+    folder = study / "seeds" / name / f"seed-{seed}"
+    record = folder / "generations" / f"{decoding}.txt.json"
+    meta = json.loads(record.read_text()) | ({} if where is None else {"machine": where})
+    write_json(record, meta)
+    if summary_machine is not None:
+        summary = json.loads((folder / "summary.json").read_text())
+        write_json(folder / "summary.json", summary | {"machine": summary_machine})
+
+
+def test_generation_rates_of_different_machines_are_not_averaged_nor_compared(study):
+    """Tokens/s timed on two machines: no mean, both machines named, and the interim speed
+    line compares nothing."""
+    set_machine(study, "1.5-relu", "sample", 1, "Xeon, 2 CPUs")
+    set_machine(study, "1.5-relu", "sample", 2, "EPYC, 2 CPUs")
+    for seed in (1, 2):  # the reference's records predate the machine field: summary.json's
+        set_machine(study, *REF, seed, None, summary_machine="EPYC, 2 CPUs")
+    report = write_report(study, samples=20).read_text()
+    summary = pd.read_csv(study / "summary.csv").set_index(["transform", "decoding"])
+    relu, ref = summary.loc[("1.5-relu", "sample")], summary.loc[REF]
+    assert pd.isna(relu["gen_tokens_per_s"]) and relu["gen_machine"] == "Xeon, 2 CPUs / EPYC, 2 CPUs"
+    assert ref["gen_tokens_per_s"] == 1001.5 and ref["gen_machine"] == "EPYC, 2 CPUs"
+    assert ("The generation records' tokens/s are not compared: one machine did not time them "
+            "all (1.5-ReLU (`1.5-relu`) sample: Xeon, 2 CPUs / EPYC, 2 CPUs; softmax "
+            "sample-top_p0.9: EPYC, 2 CPUs).") in report
+    assert "tokens/s (" not in report
+
+
+def test_generation_rates_of_one_machine_are_compared_naming_it(study):
+    set_machine(study, "1.5-relu", "sample", 1, "EPYC, 2 CPUs")
+    set_machine(study, "1.5-relu", "sample", 2, None, summary_machine="EPYC, 2 CPUs")
+    for seed in (1, 2):
+        set_machine(study, *REF, seed, "EPYC, 2 CPUs")
+    report = write_report(study, samples=20).read_text()
+    assert ("The generation records, timed while the study ran (not quietly), give 1.5-ReLU "
+            "(`1.5-relu`) sample 1,002 vs softmax sample-top_p0.9 1,002 tokens/s "
+            "(EPYC, 2 CPUs).") in report
+
+
 def test_missing_seeds_and_decodings_are_reported(study):
     (study / "seeds/1.5-relu/seed-2/lm_eval/greedy.csv").unlink()
     (study / "seeds/softmax/seed-2/summary.json").unlink()
