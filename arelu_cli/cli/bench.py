@@ -273,6 +273,10 @@ def bench_lm_study(
         None, help="New tokens per timing (default: the study's [lm_study] max_new_tokens)."),
     repeats: int = typer.Option(5, help="Interleaved timings per model x decoding (medians)."),
     device: str = typer.Option("auto", help="cpu, cuda or auto."),
+    weights: list[str] = typer.Option(
+        [], "--weights", help="NAME=PATH: time this checkpoint for transform NAME instead of "
+        "its seed runs' (a retrain of a seed run whose checkpoints were deleted; checked to "
+        "have that run's settings and last step). Repeatable."),
     out: Optional[Path] = typer.Option(
         None, help="CSV file to write (default: STUDY/bench_generate.csv, which arelu lm-study "
         "reads into its report)."),
@@ -282,12 +286,13 @@ def bench_lm_study(
     softmax model's pure and nucleus sampling; write CSV. Run it on a quiet machine."""
     from arelu_cli.analysis.bench_lm import print_table
     from arelu_cli.options import parse_list
-    from arelu_cli.pipeline.lm_bench import BenchPlan, bench_study
+    from arelu_cli.pipeline.lm_bench import BenchPlan, bench_study, parse_weights
     from arelu_cli.pipeline.lm_report import BENCH
 
     csv = out or study / BENCH
     plan = BenchPlan(batches=tuple(parse_list(batches, int, "--batches", example="1,32")),
-                     new_tokens=new_tokens, repeats=repeats, device=device)
+                     new_tokens=new_tokens, repeats=repeats, device=device,
+                     weights=parse_weights(weights))
     rows = bench_study(study, plan, csv, log=console.log).to_dict("records")
     print_table(rows, console)
     _warn_if_busy(rows)

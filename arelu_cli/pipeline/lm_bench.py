@@ -3,7 +3,9 @@
 (:mod:`arelu_cli.pipeline.lm_report`) reads for its speed verdict and ms/token column.
 
 Per ``[lm_study] transforms`` model trained so far (``D/seeds/NAME/seed-S/``, the lowest
-seed whose last-step weights exist: the weights ``lm-eval`` evaluates), every decoding the
+seed whose last-step weights exist: the weights ``lm-eval`` evaluates; or the weights given
+for NAME, ``--weights NAME=PATH``: a retrain of one of its seed runs whose checkpoints are
+gone, checked to be of that run's settings and last step), every decoding the
 study runs for it (:func:`arelu_cli.pipeline.lm_study.decodings_of`; for alpha-ReLU also
 ``sample-tau_dev`` once the tau sweep on dev exists), on the first test prompts of the
 study's ``prefix_tokens``, at each batch size: the full model and the output layer alone,
@@ -40,6 +42,9 @@ class BenchPlan:
     repeats: int = 5
     device: str = "auto"
     seed: int = 0
+    weights: tuple[tuple[str, Path], ...] = ()
+    """``(NAME, checkpoint)``: time these weights for transform NAME instead of its seed
+    runs' (:func:`given_weights`)."""
 
 
 def check_plan(plan: BenchPlan) -> None:
@@ -51,12 +56,64 @@ def check_plan(plan: BenchPlan) -> None:
                         f"{list(plan.batches)}")
 
 
-def trained_weights(out: Path) -> dict[str, tuple[int, Path]]:
-    """Per transform, its lowest seed whose last-step weights exist, and those weights."""
+def parse_weights(items: list[str]) -> tuple[tuple[str, Path], ...]:
+    """``["softmax=runs/x/steps/step-2000.pt"]`` -> ``(("softmax", Path(...)),)``."""
+    found = []
+    for item in items:
+        name, sep, path = item.partition("=")
+        if not sep or not name or not path:
+            raise UserError(f"--weights {item!r} is not NAME=PATH, e.g. "
+                            "softmax=retrain/steps/step-2000.pt")
+        found.append((name, Path(path)))
+    names = [name for name, _ in found]
+    if len(set(names)) < len(names):
+        raise UserError(f"--weights names a transform twice ({', '.join(names)}); give one "
+                        "checkpoint per transform")
+    return tuple(found)
+
+
+def given_weights(out: Path, name: str, path: Path) -> tuple[int, Path]:
+    """``(seed, path)`` for weights given for transform ``name``: a checkpoint of the study's
+    seed run ``seeds/NAME/seed-S/`` retrained (its settings but where and how fast it ran,
+    :data:`~arelu_cli.nmt.run_record.NOT_SHAPING`; its last step), e.g. after the run's own
+    checkpoints were deleted; anything else is refused in one line."""
+    from arelu_cli.nmt import checkpoint
+    from arelu_cli.nmt.run_record import NOT_SHAPING, differences, read_record, show
+
+    ckpt = checkpoint.load(path)
+    if not isinstance(ckpt.get("config"), dict):
+        raise UserError(f"{path} holds no configuration; give a checkpoint that arelu train "
+                        "wrote")
+    seed = int(ckpt["config"].get("train", {}).get("seed", 0))
+    folder = out / "seeds" / name / f"seed-{seed}"
+    record = read_record(folder)
+    if record is None:
+        raise UserError(f"--weights {name}={path}: its seed {seed} has no run in the study "
+                        f"({folder / 'config.json'} is missing); give a retrain of one of "
+                        f"{name}'s seed runs")
+    changed = {k: v for k, v in differences(record, ckpt["config"]).items()
+               if k not in NOT_SHAPING}
+    if changed:
+        key, (theirs, mine) = next(iter(changed.items()))
+        raise UserError(f"--weights {name}={path} was trained with {key} = {show(mine)}, but "
+                        f"the study's run {folder} with {show(theirs)}; retrain with that "
+                        "run's settings (its config.json)")
+    steps = record.get("train", {}).get("max_steps")
+    if ckpt.get("step") != steps:
+        raise UserError(f"--weights {name}={path} holds step {ckpt.get('step')}, not the "
+                        f"run's last step {steps}; give its steps/step-{steps}.pt")
+    return seed, Path(path)
+
+
+def trained_weights(out: Path, given: tuple[tuple[str, Path], ...] = ()
+                    ) -> dict[str, tuple[int, Path]]:
+    """Per transform, its lowest seed whose last-step weights exist, and those weights; or
+    the weights ``given`` for it (:func:`given_weights`)."""
     if not (out / "seeds").is_dir() and not (out / SELECTED).is_file():
         raise UserError(f"{out} is not an LM study folder (no seeds/ or {SELECTED}); give the "
                         "--out folder of arelu lm-study")
-    found: dict[str, tuple[int, Path]] = {}
+    found: dict[str, tuple[int, Path]] = {name: given_weights(out, name, path)
+                                          for name, path in given}
     for run in seed_runs(out):
         steps = read_json(run.folder / "config.json", again(run.folder)).get(
             "train", {}).get("max_steps") if (run.folder / "config.json").is_file() else None
@@ -90,14 +147,14 @@ def _open(weights: Path, device: str, first):
     return decoder
 
 
-def models(out: Path, device: str):
+def models(out: Path, device: str, given: tuple[tuple[str, Path], ...] = ()):
     """Every model x decoding to time (:class:`arelu_cli.analysis.bench_lm.Timed`), the
     first model's decoder first."""
     from arelu_cli.analysis.bench_lm import Timed
     from arelu_cli.nmt.sampling import Decoding
 
     timed, first = [], None
-    for name, (seed, weights) in trained_weights(out).items():
+    for name, (seed, weights) in sorted(trained_weights(out, given).items()):
         decoder = _open(weights, device, first)
         first = first or decoder
         labels = [(label, decoding(label)) for label in decodings_of(decoder.config, name)]
@@ -132,7 +189,7 @@ def bench_study(out: Path, plan: BenchPlan, csv: Path | None = None, log=None) -
 
     check_plan(plan)
     out = Path(out)
-    timed = models(out, plan.device)
+    timed = models(out, plan.device, plan.weights)
     prompts, steps = prompts_and_steps(timed, plan)
     reference = timed[0].decoder.config.lm_study.reference
     measure = Measure(steps, plan.repeats, plan.seed, ("softmax", SAMPLE),

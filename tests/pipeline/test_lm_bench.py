@@ -129,6 +129,40 @@ def test_a_model_of_another_vocabulary_is_refused(study, tmp_path, tiny_lm_confi
     assert not (copy / "bench_generate.csv").exists()
 
 
+def test_given_weights_replace_a_seed_runs_deleted_checkpoints(study, tmp_path, one_thread):
+    """``--weights softmax=PATH``: a checkpoint of softmax seed 1's settings and last step is
+    timed in place of the deleted ones; one of another step or other settings is refused."""
+    _, out = study
+    copy = tmp_path / "study"
+    shutil.copytree(out, copy)
+    seed_1 = copy / "seeds" / "softmax" / "seed-1"
+    retrained, early = tmp_path / "retrain.pt", tmp_path / "early.pt"
+    shutil.copy(seed_1 / "steps" / "step-8.pt", retrained)
+    shutil.copy(seed_1.with_name("seed-2") / "steps" / "step-4.pt", early)  # trained to 8
+    for folder in (copy / "seeds" / "softmax").glob("seed-*"):
+        for path in [*folder.glob("*.pt"), *folder.glob("steps/*.pt")]:
+            path.unlink()
+    plan = B.BenchPlan(batches=(1,), new_tokens=2, repeats=1, device="cpu")
+    assert set(B.bench_study(copy, plan, tmp_path / "alone.csv")["transform"]) == {"1.5-relu"}
+    frame = B.bench_study(copy, dataclasses.replace(plan, weights=(("softmax", retrained),)))
+    soft = frame[frame["transform"] == "softmax"]
+    assert list(soft["decoding"]) == DECODINGS["softmax"] and (soft["seed"] == 1).all()
+    assert (soft["checkpoint"] == str(retrained)).all()
+    assert (frame[frame["transform"] == "1.5-relu"]["checkpoint"]
+            .str.endswith("seed-1/steps/step-8.pt").all())
+    relu = out / "seeds" / "1.5-relu" / "seed-1" / "steps" / "step-8.pt"
+    for given, message in ((early, "holds step 4, not the run's last step 8; give its "
+                                   "steps/step-8.pt"),
+                           (relu, "was trained with train.transform = \"1.5-relu\", but "
+                                  "the study's run .* with \"softmax\"")):
+        with pytest.raises(UserError, match=message):
+            B.bench_study(copy, dataclasses.replace(plan, weights=(("softmax", given),)))
+    for bad, message in ((["softmax"], "is not NAME=PATH"),
+                         (["softmax=a.pt", "softmax=b.pt"], "names a transform twice")):
+        with pytest.raises(UserError, match=message):
+            B.parse_weights(bad)
+
+
 def test_the_command_writes_its_csv_and_fails_in_one_line(study, cli, tmp_path, one_thread):
     _, out = study
     csv = tmp_path / "bench.csv"
@@ -137,7 +171,8 @@ def test_the_command_writes_its_csv_and_fails_in_one_line(study, cli, tmp_path, 
     assert ran.code == 0 and f"wrote {csv}" in ran.out.replace("\n", "")
     assert len(pd.read_csv(csv)) == sum(map(len, DECODINGS.values()))
     for args, message in (((tmp_path / "nothing",), "is not an LM study folder"),
-                          ((out, "--batches", "1,x"), "--batches")):
+                          ((out, "--batches", "1,x"), "--batches"),
+                          ((out, "--weights", "softmax"), "is not NAME=PATH")):
         ran = cli("bench", "lm-study", *args, "--out", tmp_path / "bad.csv")
         assert ran.code == 2 and message in ran.err
         assert len(ran.err.strip().splitlines()) == 1
