@@ -42,6 +42,8 @@ TUNED = "sample-tau_dev"
 """alpha-ReLU sampling at the decode-time tau shift selected on dev (``lm_study.TUNED``)."""
 SAME = "the same on every resample"
 HUMAN = "human.tokens.json"
+UNKNOWN = "unknown machine"
+"""The machine of a timing whose record names none."""
 
 
 def _find(rows: Sequence[dict], **keys: object) -> list[dict]:
@@ -140,10 +142,10 @@ def _record_rates(rows: Sequence[dict], summary: Sequence[dict]) -> str:
     timed = [r for r in rows if not missing(r["gen_tokens_per_s"])]
     if not timed:
         return ""
-    machines = list(dict.fromkeys(r.get("gen_machine") or "unknown machine" for r in rows))
+    machines = list(dict.fromkeys(r.get("gen_machine") or UNKNOWN for r in rows))
     if len(machines) > 1 or len(timed) < len(rows):
         where = "; ".join(f"{_system(r['transform'], summary)} {r['decoding']}: "
-                          f"{r.get('gen_machine') or 'unknown machine'}" for r in rows)
+                          f"{r.get('gen_machine') or UNKNOWN}" for r in rows)
         return (" The generation records' tokens/s are not compared: one machine did not "
                 f"time them all ({where}).")
     rates = [f"{_system(r['transform'], summary)} {r['decoding']} "

@@ -56,7 +56,7 @@ from arelu_cli.errors import UserError
 from arelu_cli.nmt.train_log import read_log
 from arelu_cli.ownership import write_markdown
 from arelu_cli.pipeline.core import finished
-from arelu_cli.pipeline.lm_claims import HUMAN, report_text
+from arelu_cli.pipeline.lm_claims import HUMAN, UNKNOWN, report_text
 from arelu_cli.pipeline.scoring import again, summary
 from arelu_cli.registry import get_transform
 from arelu_cli.report.seeds import spread
@@ -79,7 +79,6 @@ SIG_COLUMNS = ("transform", "label", "decoding", "baseline", "reference", "stati
 SWEEP_COLUMNS = ("transform", "label", "run", "lr", "warmup", "label_smoothing", "steps",
                  "best_step", "dev_loss", "dev_ppl", "selected")
 CURVE_COLUMNS = ("transform", "seed", "run", "step", "val_loss", "val_ppl")
-UNKNOWN = "unknown machine"
 TOLERANCE = 1e-9
 """How far a statistic recomputed from ``*.tokens.json`` may lie from its ``lm-eval`` row."""
 
@@ -204,9 +203,9 @@ def summary_rows(evals: list[dict], seeds: list[int], bench: pd.DataFrame | None
     """Per transform x decoding (order of appearance): mean and sample std over seeds of
     :data:`SUMMARY_METRICS`, the seeds found and missing, the epsilon of each seed's
     eps-perplexity (tuned on dev per model: one value where the seeds agree, else each in
-    seed order), the generation records' mean
-    tokens/s and their machines (:func:`gen_speed`) and the quiet ms per token of ``bench_generate.csv`` (its rows at one batch
-    size, ``bench_batch``)."""
+    seed order), the generation records' mean tokens/s and their machines
+    (:func:`gen_speed`) and the quiet ms per token of ``bench_generate.csv`` (its rows at one
+    batch size, ``bench_batch``)."""
     rows, frame = [], pd.DataFrame(evals, columns=["run", *EVAL_COLUMNS])
     for (name, decoding), part in frame.groupby(["transform", "decoding"], sort=False):
         found = sorted(int(s) for s in part["seed"])
