@@ -1,5 +1,5 @@
-"""``arelu bench loss|fused-linear|train|translate|generate|lm-study``: speed and memory
-benchmarks, CSV."""
+"""``arelu bench loss|fused-linear|train|translate|generate|lm-study|support``: speed and
+memory benchmarks, CSV."""
 
 from __future__ import annotations
 
@@ -297,3 +297,42 @@ def bench_lm_study(
     print_table(rows, console)
     _warn_if_busy(rows)
     console.print(f"wrote {csv}")
+
+
+@bench_app.command("support")
+def bench_support(
+    checkpoint: Path = typer.Argument(..., help="A trained checkpoint (a step-N.pt or last.pt; "
+                                      "a run folder takes its newest)."),
+    k: str = typer.Option(",".join(map(str, (100, 256, 512, 1024, 2048, 4096))), "--k",
+                          help="Comma-separated partial-sort sizes to time (the full sort is "
+                          "always timed)."),
+    alpha: Optional[float] = typer.Option(
+        None, help="1.5 or 2 (default: the checkpoint's own 1.5-entmax or sparsemax; needed for "
+        "a model trained with another transform)."),
+    split: str = typer.Option("train", help="The split whose rows are measured."),
+    rows: int = typer.Option(4096, help="Target positions measured (the recipe's batch, say)."),
+    repeats: int = typer.Option(5, help="Interleaved timings per loss (medians)."),
+    seed: int = typer.Option(0, help="Seed of the rows drawn."),
+    data: Optional[Path] = DATA,
+    device: str = DEVICE,
+    out: Path = typer.Option(Path("results/bench/support.csv"), help="CSV file to write."),
+) -> None:
+    """How wide a trained model's entmax support is on its own rows, and the exact entmax
+    loss's time (forward + backward) at each partial-sort k against F.cross_entropy: which
+    k to train 1.5-entmax-k<k> or 2-entmax-k<k> with; write CSV. Run it on a quiet machine."""
+    from arelu_cli.analysis import bench_support as bench
+    from arelu_cli.analysis.timing import device_path
+    from arelu_cli.nmt.distributed import pick_device
+    from arelu_cli.options import parse_list
+
+    plan = bench.SupportPlan(checkpoint=checkpoint, data=data, split=split, rows=rows,
+                             ks=tuple(parse_list(k, int, "--k", example="256,1024")),
+                             alpha=alpha, repeats=repeats, seed=seed,
+                             device=pick_device(device).type)
+    out = device_path(out, plan.device)
+    frame = bench.run(plan, out, log=console.log)
+    bench.print_table(frame, console)
+    _warn_if_busy(frame.to_dict("records"))
+    best = frame[frame["fastest"] == True].iloc[0]  # noqa: E712 (a pandas mask)
+    console.print(f"fastest: {best['loss']} ({best['ms']:,.0f} ms, "
+                  f"{best['ratio_to_cross_entropy']:.1f}x F.cross_entropy); wrote {out}")
