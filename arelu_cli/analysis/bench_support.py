@@ -8,9 +8,10 @@ depends on the model: an untrained one keeps a few dozen tokens a row, a trained
 model a thousand or more, and a too small ``k`` sorts each row several times. This bench
 answers on the model's own rows:
 
-* **rows**: ``--rows`` target positions of a split (default train), the checkpoint's model in
-  eval mode (no dropout): a language model's blocks of ``block_size`` tokens drawn with the
-  seed, a translation model's reference sentences drawn with the seed, teacher-forced;
+* **rows**: ``--rows`` target positions of a split (default train), teacher-forced through the
+  checkpoint's model with its dropout on, as training computes the loss (``--no-dropout``:
+  eval mode, whose support is narrower): a language model's blocks of ``block_size`` tokens
+  drawn with the seed, a translation model's reference sentences drawn with the seed;
 * **support**: the number of tokens of positive probability in each row (the exact entmax of
   the alpha, full sort): mean, median, p90, p99, max, and the share of rows a given ``k``
   widens (support ``>= k``);
@@ -58,6 +59,8 @@ class SupportPlan:
     repeats: int = 5
     seed: int = 0
     device: str = "cpu"
+    dropout: bool = True
+    """The model's dropout on, as training computes its loss (else eval mode)."""
 
 
 def check_plan(plan: SupportPlan) -> None:
@@ -117,16 +120,23 @@ def batches(decoder, split: str, rows: int, seed: int):
 
 
 @torch.no_grad()
-def model_rows(decoder, split: str, rows: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(logits (N, V) float32, targets (N,))``, ``N <= rows``, of the model in eval mode on
-    :func:`batches`; NaN logits are a :class:`UserError`."""
+def model_rows(decoder, split: str, rows: int, seed: int, dropout: bool = True
+               ) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(logits (N, V) float32, targets (N,))``, ``N <= rows``, of the model on
+    :func:`batches`, with its dropout as in training (seeded) or, without ``dropout``, in eval
+    mode; NaN logits are a :class:`UserError`."""
     from arelu_cli.nmt.decode import refuse_nan
 
     logits, targets = [], []
-    for batch in batches(decoder, split, rows, seed):
-        keep = batch.tgt_out != decoder.data.pad_id
-        logits.append(decoder.model(*batch.inputs, keep).float())
-        targets.append(batch.tgt_out[keep])
+    decoder.model.train(dropout)
+    torch.manual_seed(seed)
+    try:
+        for batch in batches(decoder, split, rows, seed):
+            keep = batch.tgt_out != decoder.data.pad_id
+            logits.append(decoder.model(*batch.inputs, keep).float())
+            targets.append(batch.tgt_out[keep])
+    finally:
+        decoder.model.eval()
     found = torch.cat(logits)[:rows]
     refuse_nan(found, "measuring its support")
     return found, torch.cat(targets)[:rows]
@@ -162,7 +172,7 @@ def measure(plan: SupportPlan, log=None) -> list[dict]:
         raise UserError(f"{decoder.data.path} has no split {plan.split!r}; it has "
                         f"{', '.join(decoder.data.split_names)}; pass --split with one of them")
     alpha = entmax_alpha(decoder.transform, plan.alpha, path)
-    logits, target = model_rows(decoder, plan.split, plan.rows, plan.seed)
+    logits, target = model_rows(decoder, plan.split, plan.rows, plan.seed, plan.dropout)
     sizes = support_sizes(logits, alpha).double()
     vocab = logits.shape[-1]
     chosen = losses(alpha, plan.ks, vocab)
@@ -182,7 +192,7 @@ def measure(plan: SupportPlan, log=None) -> list[dict]:
         k = vocab if t is None or t.k is None else t.k
         row = dict(checkpoint=str(path), trained=decoder.transform.name, loss=name,
                    alpha=alpha if t is not None else 1.0, k=k if t is not None else None,
-                   split=plan.split, rows=len(target), v=vocab,
+                   split=plan.split, dropout=plan.dropout, rows=len(target), v=vocab,
                    support_mean=float(sizes.mean()), support_median=quantile[0.5],
                    support_p90=quantile[0.9], support_p99=quantile[0.99],
                    support_max=int(sizes.max()),
@@ -195,7 +205,8 @@ def measure(plan: SupportPlan, log=None) -> list[dict]:
                    ms_all=" ".join(f"{x:.4g}" for x in times[name]))
         row["signature"] = signature(transform=name, alpha=row["alpha"], tau=None,
                                      data=str(decoder.data.path), seed=plan.seed,
-                                     checkpoint=path.name, split=plan.split, rows=len(target),
+                                     checkpoint=path.name, split=plan.split,
+                                     dropout=plan.dropout, rows=len(target),
                                      repeats=plan.repeats, device=plan.device,
                                      threads=torch.get_num_threads())
         rows.append(row)
@@ -209,7 +220,9 @@ def run(plan: SupportPlan, out: Path, log=None) -> pd.DataFrame:
 
 def print_table(frame: pd.DataFrame, console: Console) -> None:
     first = frame.iloc[0]
-    table = Table(title=f"{first['trained']} model, {first['rows']:,} {first['split']} rows: "
+    mode = "dropout on" if first["dropout"] else "eval mode"
+    table = Table(title=f"{first['trained']} model, {first['rows']:,} {first['split']} rows "
+                        f"({mode}): "
                         f"support mean {first['support_mean']:,.0f}, p90 "
                         f"{first['support_p90']:,.0f}, max {first['support_max']:,}")
     for col in ("loss", "k", "rows widened", "ms fwd+bwd", "x CE", "fastest"):

@@ -312,7 +312,10 @@ def bench_support(
     split: str = typer.Option("train", help="The split whose rows are measured."),
     rows: int = typer.Option(4096, help="Target positions measured (the recipe's batch, say)."),
     repeats: int = typer.Option(5, help="Interleaved timings per loss (medians)."),
-    seed: int = typer.Option(0, help="Seed of the rows drawn."),
+    seed: int = typer.Option(0, help="Seed of the rows drawn (and of their dropout)."),
+    dropout: bool = typer.Option(True, "--dropout/--no-dropout",
+                                 help="The model's dropout on, as training computes the loss; "
+                                 "--no-dropout: eval mode."),
     data: Optional[Path] = DATA,
     device: str = DEVICE,
     out: Path = typer.Option(Path("results/bench/support.csv"), help="CSV file to write."),
@@ -328,7 +331,7 @@ def bench_support(
     plan = bench.SupportPlan(checkpoint=checkpoint, data=data, split=split, rows=rows,
                              ks=tuple(parse_list(k, int, "--k", example="256,1024")),
                              alpha=alpha, repeats=repeats, seed=seed,
-                             device=pick_device(device).type)
+                             device=pick_device(device).type, dropout=dropout)
     out = device_path(out, plan.device)
     frame = bench.run(plan, out, log=console.log)
     bench.print_table(frame, console)

@@ -36,7 +36,7 @@ def one_thread_module():
 
 def test_rows_are_the_models_teacher_forced_logits(lm_runs):
     decoder = open_checkpoint(lm_runs["1.5-entmax"], None, "cpu", task="lm")
-    logits, target = S.model_rows(decoder, "train", 40, seed=3)
+    logits, target = S.model_rows(decoder, "train", 40, seed=3, dropout=False)
     assert logits.shape == (40, decoder.data.vocab_size) and target.shape == (40,)
     batch = next(S.batches(decoder, "train", 40, seed=3))
     keep = batch.tgt_out != decoder.data.pad_id
@@ -44,8 +44,22 @@ def test_rows_are_the_models_teacher_forced_logits(lm_runs):
         again = decoder.model(batch.tgt_in)[keep][:40]
     torch.testing.assert_close(logits, again)
     assert torch.equal(target, batch.tgt_out[keep][:40])
-    other, _ = S.model_rows(decoder, "train", 40, seed=4)
+    other, _ = S.model_rows(decoder, "train", 40, seed=4, dropout=False)
     assert not torch.equal(logits, other)
+
+
+def test_rows_have_trainings_dropout_seeded(lm_runs):
+    from arelu_cli.nmt.model import Dropout
+
+    decoder = open_checkpoint(lm_runs["1.5-entmax"], None, "cpu", task="lm")
+    for module in decoder.model.modules():
+        if isinstance(module, Dropout):
+            module.p = 0.5
+    plain, _ = S.model_rows(decoder, "train", 40, seed=3, dropout=False)
+    dropped, _ = S.model_rows(decoder, "train", 40, seed=3)
+    again, _ = S.model_rows(decoder, "train", 40, seed=3)
+    assert not torch.allclose(plain, dropped) and torch.equal(dropped, again)
+    assert not decoder.model.training
 
 
 @pytest.mark.parametrize("alpha", [1.5, 2.0])
