@@ -101,6 +101,10 @@ def degeneracy_verdict(name: str, sig: Sequence[dict], summary: Sequence[dict],
             f"{one['seeds']} vs {one['baseline_seeds']}.")
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 def _spread(row: dict, metric: str) -> str:
     mean, std = row[f"{metric}_mean"], row[f"{metric}_std"]
     return fmt(mean, 3) if missing(std) else f"{fmt(mean, 3)} ± {fmt(std, 3)}"
@@ -131,7 +135,7 @@ def cost_verdict(name: str, summary: Sequence[dict]) -> str:
              f"(Δ {signed(mine[f'{m}_mean'] - theirs[f'{m}_mean'], 3)}: {word})"
              for (m, what, _), word in zip(COST, words)]
     verdict = ("does not hold" if "worse" in words else "holds" if set(words) == {"better"}
-               else f"not resolved at {min(mine['n'], theirs['n'])} seeds")
+               else f"not resolved at {_count(min(mine['n'], theirs['n']), 'seed')}")
     return (f"{ask} **{verdict}** against `{theirs['transform']}`: {'; '.join(parts)}; "
             f"mean ± sample std over seeds {mine['seeds']} vs {theirs['seeds']}.")
 

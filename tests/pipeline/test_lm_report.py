@@ -307,6 +307,14 @@ def test_the_verdicts_carry_the_computed_numbers(tmp_path):
     assert "Selected on dev loss: 1.5-entmax (`1.5-entmax-k100`) lr 0.4" in report
 
 
+def test_cost_with_one_entmax_seed_is_not_resolved(tmp_path):
+    out = make_study(tmp_path, BASIC)
+    write_system(out, "1.5-entmax-k100", "sample", 1, texts(41))
+    report = write_report(out, samples=20).read_text()
+    assert "1.5-entmax sampling's? **not resolved at 1 seed** against `1.5-entmax-k100`" in report
+    assert report.count("one seed on a side: not resolved") == 3       # eps-ppl, sp, JSD
+
+
 def test_a_repetitive_relu_does_not_hold_and_speed_comes_from_the_bench(tmp_path):
     out = make_study(tmp_path, {REF: lambda s: texts(s),
                                 ("1.5-relu", "sample"): lambda s: texts(s, repetitive=True)})
