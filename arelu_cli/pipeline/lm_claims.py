@@ -10,7 +10,9 @@
   **inconclusive** otherwise;
 * (b) **cost**: its eps-perplexity, sp and JSD against 1.5-entmax sampling's, mean and
   sample std over seeds: a difference within the larger of the two stds is **not resolved**
-  at that many seeds;
+  at that many seeds; the claim **holds** when all three are better, **does not hold** when
+  one is worse, and is otherwise not resolved, "no metric worse by more than the larger std"
+  (no margin of non-inferiority is assumed);
 * (c) **speed**: quiet ms per generated token of the full model at the batch size of
   ``bench_generate.csv``'s rows (``arelu bench lm-study``), against softmax's;
 * (d) **a real LM**: the softmax model's test perplexity (pure sampling's distribution, the
@@ -134,8 +136,10 @@ def cost_verdict(name: str, summary: Sequence[dict]) -> str:
     parts = [f"{what} {_spread(mine, m)} vs {_spread(theirs, m)} "
              f"(Δ {signed(mine[f'{m}_mean'] - theirs[f'{m}_mean'], 3)}: {word})"
              for (m, what, _), word in zip(COST, words)]
+    seeds = min(mine["n"], theirs["n"])
     verdict = ("does not hold" if "worse" in words else "holds" if set(words) == {"better"}
-               else f"not resolved at {_count(min(mine['n'], theirs['n']), 'seed')}")
+               else f"not resolved at {_count(seeds, 'seed')}"
+               + (" (no metric worse by more than the larger std)" if seeds > 1 else ""))
     return (f"{ask} **{verdict}** against `{theirs['transform']}`: {'; '.join(parts)}; "
             f"mean ± sample std over seeds {mine['seeds']} vs {theirs['seeds']}.")
 

@@ -315,6 +315,15 @@ def test_cost_with_one_entmax_seed_is_not_resolved(tmp_path):
     assert report.count("one seed on a side: not resolved") == 3       # eps-ppl, sp, JSD
 
 
+def test_cost_within_the_seeds_spread_is_not_resolved(tmp_path, monkeypatch):
+    monkeypatch.setitem(TEACHER, ("1.5-entmax-k100", "sample"), TEACHER["1.5-relu", "sample"])
+    out = make_study(tmp_path, {**BASIC, ("1.5-entmax-k100", "sample"): lambda s: texts(40 + s)})
+    report = write_report(out, samples=20).read_text()
+    assert ("1.5-entmax sampling's? **not resolved at 2 seeds (no metric worse by more than the "
+            "larger std)** against `1.5-entmax-k100`") in report
+    assert report.count("within one std: not resolved at 2 seeds") == 3
+
+
 def test_a_repetitive_relu_does_not_hold_and_speed_comes_from_the_bench(tmp_path):
     out = make_study(tmp_path, {REF: lambda s: texts(s),
                                 ("1.5-relu", "sample"): lambda s: texts(s, repetitive=True)})
