@@ -86,12 +86,6 @@ def entmax_alpha(own: OutputTransform, alpha: float | None, path: Path) -> float
                     "or --alpha 2 to measure that entmax on its logits")
 
 
-def _task(path: Path) -> str:
-    from arelu_cli.nmt import checkpoint
-
-    return checkpoint.load(path)["config"].get("data", {}).get("task", "translation")
-
-
 def batches(decoder, split: str, rows: int, seed: int):
     """Teacher-forced batches of about ``rows`` target positions of ``split`` (module
     docstring): a language model's seeded blocks, a translation model's seeded sentences."""
@@ -106,10 +100,9 @@ def batches(decoder, split: str, rows: int, seed: int):
                                                     replace=False)
         yield collate_blocks(tokens, np.sort(chosen), block, data.pad_id).to(decoder.device)
         return
-    from arelu_cli.analysis.steps import sample_indices, split_batches
+    from arelu_cli.analysis.steps import split_batches
 
-    order = sample_indices(len(data.split(split)), None)
-    np.random.default_rng(seed).shuffle(order)
+    order = np.random.default_rng(seed).permutation(len(data.split(split)))
     found = 0
     for start in range(0, len(order), 256):
         for batch in split_batches(decoder, split, np.sort(order[start:start + 256]), 4096):
@@ -167,7 +160,7 @@ def measure(plan: SupportPlan, log=None) -> list[dict]:
 
     check_plan(plan)
     path = resolve_checkpoint(plan.checkpoint)
-    decoder = open_checkpoint(path, plan.data, plan.device, task=_task(path))
+    decoder = open_checkpoint(path, plan.data, plan.device, task=None)
     if plan.split not in decoder.data.split_names:
         raise UserError(f"{decoder.data.path} has no split {plan.split!r}; it has "
                         f"{', '.join(decoder.data.split_names)}; pass --split with one of them")
@@ -196,8 +189,8 @@ def measure(plan: SupportPlan, log=None) -> list[dict]:
                    support_mean=float(sizes.mean()), support_median=quantile[0.5],
                    support_p90=quantile[0.9], support_p99=quantile[0.99],
                    support_max=int(sizes.max()),
-                   widened=float((sizes >= k).double().mean()) if t is not None and k < vocab
-                   else 0.0 if t is not None else None,
+                   widened=None if t is None else float((sizes >= k).double().mean())
+                   if k < vocab else 0.0,
                    ms=ms[name], ratio_to_cross_entropy=paired(times[name], times[BASELINE]),
                    fastest=name == fastest if t is not None else None, repeats=plan.repeats,
                    device=plan.device, machine=machine(torch.device(plan.device)),

@@ -119,14 +119,14 @@ def latest_run(root: str | Path = RUNS) -> Path:
 
 
 def open_checkpoint(path: str | Path, data: str | Path | None = None,
-                    device: str = "auto", task: str = "translation") -> Decoder:
+                    device: str = "auto", task: str | None = "translation") -> Decoder:
     """Load a checkpoint in eval mode with its prepared corpus (``data``, default the one it
     was trained on); a corpus with another vocabulary, or a model of another ``task``
-    (``translation``, or ``lm`` for ``arelu generate``), is a UserError."""
+    (``translation``, or ``lm`` for ``arelu generate``; None: either), is a UserError."""
     path = resolve_checkpoint(path)
     ckpt = checkpoint.load(path)
     found = ckpt["config"].get("data", {}).get("task", "translation")
-    if found != task:
+    if task is not None and found != task:
         use = ("arelu generate or arelu lm-eval" if found == "lm" else
                "arelu translate and the translation analyses")
         raise UserError(f"{path} is a {'language' if found == 'lm' else 'translation'} model's "
