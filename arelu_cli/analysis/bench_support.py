@@ -21,6 +21,9 @@ answers on the model's own rows:
   (:func:`arelu_cli.analysis.bench_generate.interleaved`); ``ms`` is the median over repeats,
   ``ratio_to_cross_entropy`` the median over repeats of the paired ratio. ``fastest`` marks
   the row to train with.
+
+Each row names its checkpoint and the optimizer ``step`` it was saved at (a ``last.pt`` is
+overwritten as training goes on, so its name alone does not say which model was measured).
 """
 
 from __future__ import annotations
@@ -183,7 +186,8 @@ def measure(plan: SupportPlan, log=None) -> list[dict]:
     rows = []
     for name, t in [*chosen.items(), (BASELINE, None)]:
         k = vocab if t is None or t.k is None else t.k
-        row = dict(checkpoint=str(path), trained=decoder.transform.name, loss=name,
+        row = dict(checkpoint=str(path), step=decoder.step, trained=decoder.transform.name,
+                   loss=name,
                    alpha=alpha if t is not None else 1.0, k=k if t is not None else None,
                    split=plan.split, dropout=plan.dropout, rows=len(target), v=vocab,
                    support_mean=float(sizes.mean()), support_median=quantile[0.5],
@@ -198,7 +202,8 @@ def measure(plan: SupportPlan, log=None) -> list[dict]:
                    ms_all=" ".join(f"{x:.4g}" for x in times[name]))
         row["signature"] = signature(transform=name, alpha=row["alpha"], tau=None,
                                      data=str(decoder.data.path), seed=plan.seed,
-                                     checkpoint=path.name, split=plan.split,
+                                     checkpoint=path.name, step=decoder.step,
+                                     split=plan.split,
                                      dropout=plan.dropout, rows=len(target),
                                      repeats=plan.repeats, device=plan.device,
                                      threads=torch.get_num_threads())
@@ -214,7 +219,8 @@ def run(plan: SupportPlan, out: Path, log=None) -> pd.DataFrame:
 def print_table(frame: pd.DataFrame, console: Console) -> None:
     first = frame.iloc[0]
     mode = "dropout on" if first["dropout"] else "eval mode"
-    table = Table(title=f"{first['trained']} model, {first['rows']:,} {first['split']} rows "
+    at = "" if pd.isna(first["step"]) else f" at step {int(first['step']):,}"
+    table = Table(title=f"{first['trained']} model{at}, {first['rows']:,} {first['split']} rows "
                         f"({mode}): "
                         f"support mean {first['support_mean']:,.0f}, p90 "
                         f"{first['support_p90']:,.0f}, max {first['support_max']:,}")

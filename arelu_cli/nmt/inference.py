@@ -78,10 +78,12 @@ class Translator:
 
 @dataclass(frozen=True)
 class Decoder(Translator):
-    """A checkpoint opened for decoding: a :class:`Translator` with its config and file."""
+    """A checkpoint opened for decoding: a :class:`Translator` with its config, its file and
+    the optimizer step it was saved at (None in a checkpoint that records none)."""
 
     config: Config
     path: Path
+    step: int | None = None
 
     def signature(self, **extra: object) -> str:
         return signature(transform=self.transform.name, alpha=self.transform.alpha,
@@ -145,7 +147,7 @@ def open_checkpoint(path: str | Path, data: str | Path | None = None,
     torch_device = pick_device(device)
     model, config, transform = checkpoint.load_model(path, torch_device)
     return Decoder(model=model, transform=transform, data=prepared, device=torch_device,
-                   config=config, path=path)
+                   config=config, path=path, step=ckpt.get("step"))
 
 
 def decode_config(decoder: Decoder, *, beam: int | None = None,

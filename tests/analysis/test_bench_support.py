@@ -5,13 +5,15 @@ positive."""
 
 import dataclasses
 
+import pandas as pd
 import pytest
 import torch
 from entmax import entmax_bisect
 
 from arelu_cli.analysis import bench_support as S
 from arelu_cli.errors import UserError
-from arelu_cli.nmt.inference import open_checkpoint
+from arelu_cli.nmt import checkpoint
+from arelu_cli.nmt.inference import open_checkpoint, resolve_checkpoint
 from arelu_cli.registry import get_transform
 
 
@@ -86,8 +88,10 @@ def test_the_csv_rows(lm_rows, lm_runs):
     sizes = S.support_sizes(logits, 1.5)
     assert [r["loss"] for r in lm_rows] == ["1.5-entmax-k2", "1.5-entmax-k8", "1.5-entmax",
                                            S.BASELINE]
+    saved_at = checkpoint.load(resolve_checkpoint(lm_runs["1.5-entmax"]))["step"]
     for row in lm_rows:
         assert row["rows"] == 48 and row["trained"] == "1.5-entmax" and row["ms"] > 0
+        assert row["step"] == saved_at > 0 and f"step:{saved_at}|" in row["signature"]
         assert row["support_mean"] == pytest.approx(sizes.double().mean().item())
         assert row["support_max"] == int(sizes.max())
         assert "transform:" in row["signature"] and "rows:48" in row["signature"]
@@ -140,6 +144,7 @@ def test_the_command(cli, lm_runs, tmp_path, one_thread_module):
               "--repeats", "1", "--device", "cpu", "--out", out)
     assert ran.code == 0, ran.out + ran.err
     assert "fastest: 1.5-entmax" in ran.out and out.is_file()
+    assert " at step " in ran.out and "step" in pd.read_csv(out).columns
     bad = cli("bench", "support", lm_runs["1.5-entmax"], "--k", "many", "--out", out)
     assert bad.code == 2 and "--k" in bad.err + bad.out
     other = cli("bench", "support", lm_runs["softmax"], "--out", tmp_path / "other.csv")
