@@ -187,8 +187,8 @@ def measure(plan: SupportPlan, log=None) -> list[dict]:
     for name, t in [*chosen.items(), (BASELINE, None)]:
         k = vocab if t is None or t.k is None else t.k
         row = dict(checkpoint=str(path), step=decoder.step, trained=decoder.transform.name,
-                   loss=name,
-                   alpha=alpha if t is not None else 1.0, k=k if t is not None else None,
+                   loss=name, alpha=alpha if t is not None else 1.0,
+                   k=k if t is not None else None,
                    split=plan.split, dropout=plan.dropout, rows=len(target), v=vocab,
                    support_mean=float(sizes.mean()), support_median=quantile[0.5],
                    support_p90=quantile[0.9], support_p99=quantile[0.99],
@@ -203,8 +203,7 @@ def measure(plan: SupportPlan, log=None) -> list[dict]:
         row["signature"] = signature(transform=name, alpha=row["alpha"], tau=None,
                                      data=str(decoder.data.path), seed=plan.seed,
                                      checkpoint=path.name, step=decoder.step,
-                                     split=plan.split,
-                                     dropout=plan.dropout, rows=len(target),
+                                     split=plan.split, dropout=plan.dropout, rows=len(target),
                                      repeats=plan.repeats, device=plan.device,
                                      threads=torch.get_num_threads())
         rows.append(row)
