@@ -444,16 +444,38 @@ def setup_lines(runs: list[SeedRun], selected: dict) -> list[str]:
     return lines
 
 
+def sweep_size(out: Path, name: str) -> int | None:
+    """How many points ``runs/NAME/`` sweeps: the product of the grid's lengths as the
+    ``[sweep]`` of its first point's ``config.json`` records them (None: none recorded)."""
+    for folder in sorted(p for p in (out / "runs" / name).glob("*") if p.is_dir()):
+        grid = read_json(folder / "config.json", again(folder)).get("sweep") or {}
+        if not grid.get("lr"):
+            return None
+        return math.prod(max(1, len(grid.get(key) or [])) for key in
+                         ("lr", "warmup", "label_smoothing"))
+    return None
+
+
 def missing_lines(runs: list[SeedRun], evals: list[dict], selected: dict,
-                  seeds: list[int], baseline: str, reference: str) -> list[str]:
-    """What the study has not made yet: runs not trained or training, decodings not
+                  seeds: list[int], baseline: str, reference: str,
+                  sweep: list[dict] = (), out: Path | None = None) -> list[str]:
+    """What the study has not made yet: a transform still in its lr sweep (``sweep`` rows,
+    nothing selected and no seed run yet), runs not trained or training, decodings not
     evaluated (per transform, those another of its seeds has; the baseline's also the
     reference)."""
-    names = list(dict.fromkeys([*selected, *(r.transform for r in runs)]))
+    sweeping = [row["transform"] for row in sweep]
+    names = list(dict.fromkeys([*selected, *(r.transform for r in runs), *sweeping]))
     have = {(e["transform"], int(e["seed"]), e["decoding"]) for e in evals}
     by_run = {(r.transform, r.seed): r for r in runs}
     lines = []
     for name in names:
+        if name not in selected and not any(r.transform == name for r in runs):
+            done = sum(row["dev_loss"] is not None for row in sweep if row["transform"] == name)
+            size = sweep_size(out, name) if out is not None else None
+            lines.append(f"{label(name)} (`{name}`): lr sweep {done} of "
+                         f"{size if size is not None else '?'} points finished, so no seed is "
+                         f"trained yet (seeds {', '.join(str(s) for s in seeds) or '-'})")
+            continue
         decodings = sorted({d for n, _, d in have if n == name}
                            | ({reference} if name == baseline else set()))
         for seed in seeds:
@@ -506,7 +528,7 @@ def write_report(out: Path, *, baseline: str = "softmax", reference: str = "samp
     sig = significance_rows(out, runs, evals, baseline, reference, samples)
     sweep, curves = sweep_rows(out, selected), curve_rows(out, runs)
     setup = setup_lines(runs, selected)
-    lacking = missing_lines(runs, evals, selected, seeds, baseline, reference)
+    lacking = missing_lines(runs, evals, selected, seeds, baseline, reference, sweep, out)
     write_tables(out, [("lm_eval.csv", evals, ("run", *EVAL_COLUMNS)),
                        ("summary.csv", summary_table, SUMMARY_COLUMNS),
                        ("significance.csv", sig, SIG_COLUMNS), ("sweep.csv", sweep, SWEEP_COLUMNS),

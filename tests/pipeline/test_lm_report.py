@@ -283,6 +283,23 @@ def test_missing_seeds_and_decodings_are_reported(study):
            "1.5-entmax sampling's? Not measured yet" in report
 
 
+def test_a_transform_still_in_its_sweep_is_missing(study):
+    for lr, done in ((0.2, True), (0.4, True), (0.8, False)):
+        folder = study / "runs" / "2-entmax-k100" / f"lr-{lr:g}_warmup-400_ls-0"
+        write_run(folder, lr, done=done)
+        config = json.loads((folder / "config.json").read_text())
+        write_json(folder / "config.json", {**config, "sweep": {
+            "transforms": ["2-entmax-k100"], "lr": [0.2, 0.4, 0.8, 1.6], "warmup": [],
+            "label_smoothing": []}})
+    report = write_report(study, samples=20, seeds=[1, 2]).read_text()
+    assert ("Missing so far: sparsemax (`2-entmax-k100`): lr sweep 2 of 4 points finished, "
+            "so no seed is trained yet (seeds 1, 2).") in report
+    assert "sparsemax seed" not in report and "Nothing is missing" not in report
+    for folder in (study / "runs" / "2-entmax-k100").iterdir():  # a grid not recorded
+        write_run(folder, 0.4)
+    assert "lr sweep 3 of ? points finished" in write_report(study, samples=20).read_text()
+
+
 def test_the_verdicts_carry_the_computed_numbers(tmp_path):
     out = make_study(tmp_path, {**BASIC, ("1.5-entmax-k100", "sample"): lambda s: texts(40 + s)})
     report = write_report(out, samples=200).read_text()
