@@ -16,7 +16,11 @@
 * (c) **speed**: quiet ms per generated token of the full model at the batch size of
   ``bench_generate.csv``'s rows (``arelu bench lm-study``), against softmax's;
 * (d) **a real LM**: the softmax model's test perplexity (pure sampling's distribution, the
-  model's own) against the target, every transform's eps-perplexity beside it.
+  model's own) against the published target of its corpus (:data:`TARGETS`: PTB's), every
+  transform's eps-perplexity beside it; on a corpus without one the perplexity is stated
+  with no verdict.
+
+The corpus is named by the lm-eval rows' signatures (``data:ptb``, :func:`corpus_of`).
 
 A verdict whose rows are missing says "not measured yet".
 """
@@ -26,6 +30,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from arelu_cli.report.section import Section, document, fmt, md_table, missing, signed
+from arelu_cli.signatures import signature_field
 
 DEGENERACY = (("distinct_2", "distinct-2", 1), ("loop", "loop share", -1),
               ("zipf_gap", "Zipf gap to human", -1))
@@ -39,6 +44,23 @@ READING = ("The verdicts read the 95% interval of Δ (percentile, shifted by the
 COST = (("eps_ppl", "ε-perplexity", -1), ("sp", "sp", 1), ("jsd", "JSD", -1))
 TARGET = ("the small configuration of Zaremba et al. 2014's PTB LSTM: 115.9 as the "
           "TensorFlow tutorial reports it; the paper's non-regularized LSTM: 114.5")
+TARGETS = {"ptb": (116.0, TARGET)}
+"""Corpus (as prepared: ``meta.json``'s ``corpus``) -> (test perplexity a real LM reaches on
+it, where that number comes from)."""
+CORPORA = {"ptb": "PTB", "tinyshakespeare": "Tiny Shakespeare"}
+"""How the report names a prepared corpus (others: as prepared)."""
+FIGURES = {
+    "summary.png": (
+        "Figure: distance to human text against ε-perplexity", "summary.csv",
+        "Each model × sampling decoding's distinct-2 and Zipf-coefficient distances to the "
+        "human continuations (lower: closer to human text) against its ε-perplexity (lower: "
+        "the model gives the human text more probability); mean over seeds, "
+        "bars ± one std. Greedy decoding, far off on every axis, is in the tables only."),
+    "dev_curves.png": (
+        "Figure: dev loss against steps", "dev_curves.csv",
+        "Each transform's dev loss at each validation step of its seed runs (its own training "
+        "loss, so the panels' scales differ): a thick mean over thin per-seed lines.")}
+"""PNG -> (section title, the CSV it is drawn from, how to read it)."""
 SAMPLE = "sample"
 TUNED = "sample-tau_dev"
 """alpha-ReLU sampling at the decode-time tau shift selected on dev (``lm_study.TUNED``)."""
@@ -184,19 +206,38 @@ def speed_verdict(name: str, summary: Sequence[dict], baseline: str, reference: 
             + (f"; against {', '.join(parts)}." if parts else "; nothing to compare with yet."))
 
 
-def perplexity_verdict(summary: Sequence[dict], baseline: str, target: float) -> str:
-    """(d) of the module docstring."""
+def corpus_of(signatures: Sequence[object]) -> str | None:
+    """The corpus the rows' signatures name (``data:ptb`` -> ``"ptb"``); several joined by
+    ``+``; None where none names one."""
+    found = [signature_field(s, "data") for s in signatures]
+    names = list(dict.fromkeys(name for name in found if name))
+    return "+".join(sorted(names)) if names else None
+
+
+def corpus_label(corpus: str | None) -> str:
+    return CORPORA.get(corpus, corpus) if corpus else "an unnamed corpus"
+
+
+def perplexity_verdict(summary: Sequence[dict], baseline: str,
+                       target: tuple[float, str] | None, corpus: str | None = None) -> str:
+    """(d) of the module docstring; ``target``: (perplexity, its source), None where the
+    corpus has none (the perplexity is then stated, with no verdict)."""
     ask = (f"(d) Is the {baseline} model a real language model (test perplexity ≤ "
-           f"{target:g}, {TARGET})?")
+           f"{target[0]:g}, {target[1]})?" if target else
+           f"(d) The {baseline} model's test perplexity on {corpus_label(corpus)} (no "
+           "published target is set for this corpus, so no verdict):")
     rows = _find(summary, transform=baseline, decoding=SAMPLE)
     if not rows or missing(rows[0]["ppl_mean"]):
         return f"{ask} Not measured yet: needs `{baseline}` {SAMPLE} lm-eval rows."
     row, beside = rows[0], [r for r in summary if r["decoding"] == SAMPLE]
-    verdict = "holds" if row["ppl_mean"] <= target else "does not hold"
     eps = ", ".join(f"{_system(r['transform'], summary)} {_spread(r, 'eps_ppl')}"
                     for r in beside if not missing(r["eps_ppl_mean"]))
-    return (f"{ask} **{verdict}**: test perplexity {_spread(row, 'ppl')} (seeds "
-            f"{row['seeds']}). ε-perplexity of pure sampling beside it: {eps}.")
+    measured = (f"test perplexity {_spread(row, 'ppl')} (seeds {row['seeds']}). ε-perplexity "
+                f"of pure sampling beside it: {eps}.")
+    if not target:
+        return f"{ask} {measured}"
+    verdict = "holds" if row["ppl_mean"] <= target[0] else "does not hold"
+    return f"{ask} **{verdict}**: {measured}"
 
 
 def tuned_verdict(name: str, sig: Sequence[dict], summary: Sequence[dict], baseline: str,
@@ -212,15 +253,15 @@ def tuned_verdict(name: str, sig: Sequence[dict], summary: Sequence[dict], basel
 
 
 def verdicts(summary: Sequence[dict], sig: Sequence[dict], *, baseline: str, reference: str,
-             target_ppl: float, bench: bool,
-             shifts: dict[str, float] | None = None) -> list[str]:
+             target_ppl: tuple[float, str] | None, bench: bool,
+             shifts: dict[str, float] | None = None, corpus: str | None = None) -> list[str]:
     """Every verdict, (a)-(c) per alpha-ReLU model; ``shifts``: the tau shift each one's
     sweep on dev selected, where known."""
     shifts = shifts or {}
     names = _relu_names(summary)
     if not names:
         return ["(a)-(c) Not measured yet: no alpha-ReLU model has lm-eval rows.",
-                perplexity_verdict(summary, baseline, target_ppl)]
+                perplexity_verdict(summary, baseline, target_ppl, corpus)]
     tuned = [(name, TUNED) for name in names if _find(sig, transform=name, decoding=TUNED)]
     return [line for name in names for line in (
         degeneracy_verdict(name, sig, summary, baseline, reference),
@@ -228,7 +269,7 @@ def verdicts(summary: Sequence[dict], sig: Sequence[dict], *, baseline: str, ref
           if n == name),
         cost_verdict(name, summary),
         speed_verdict(name, summary, baseline, reference, bench))] + [
-        perplexity_verdict(summary, baseline, target_ppl)]
+        perplexity_verdict(summary, baseline, target_ppl, corpus)]
 
 
 SUMMARY_TABLE = (("ε-ppl", "eps_ppl", 1), ("ppl", "ppl", 1), ("sp", "sp", 3), ("JSD", "jsd", 3),
@@ -271,12 +312,13 @@ def sweep_table(sweep: Sequence[dict]) -> str:
 
 def report_text(out, summary: Sequence[dict], sig: Sequence[dict], sweep: Sequence[dict],
                 setup: Sequence[str], lacking: Sequence[str], *, baseline: str, reference: str,
-                samples: int, target_ppl: float, bench: bool,
-                shifts: dict[str, float] | None = None) -> str:
+                samples: int, target_ppl: tuple[float, str] | None, bench: bool,
+                shifts: dict[str, float] | None = None, corpus: str | None = None,
+                figures: Sequence[str] = ()) -> str:
     """``REPORT.md``: setup, what is missing, the answer, then every table."""
     intro = "\n\n".join(part for part in [
-        "Language models on PTB compared as issue 35 asks: every model × decoding measured by "
-        "`arelu lm-eval` on the test split (teacher-forced metrics on its blocks, generation "
+        f"Language models on {corpus_label(corpus)} compared as issue 35 asks: every model × "
+        "decoding measured by `arelu lm-eval` on the test split (teacher-forced metrics on its blocks, generation "
         "statistics on continuations of its prompts); paired bootstrap over test prompts "
         f"({samples} resamples) against `{baseline}` {reference}.", " ".join(setup),
         "Missing so far: " + "; ".join(lacking) + "." if lacking
@@ -284,15 +326,17 @@ def report_text(out, summary: Sequence[dict], sig: Sequence[dict], sweep: Sequen
     return document("Language-model study report", intro, [
         Section("Answer", "summary.csv, significance.csv", verdicts=verdicts(
             summary, sig, baseline=baseline, reference=reference, target_ppl=target_ppl,
-            bench=bench, shifts=shifts)),
+            bench=bench, shifts=shifts, corpus=corpus)),
         Section("Per model and decoding (mean ± sample std over seeds)", "summary.csv",
                 summary_table(summary) if summary else "No lm-eval rows yet."),
         Section("Paired bootstrap over test prompts", "significance.csv",
                 significance_table(sig) if sig else "Not measured yet.",
                 verdicts=[READING] if sig else []),
         Section("Learning-rate sweep (dev loss)", "sweep.csv",
-                sweep_table(sweep) if sweep else "No sweep run yet.")], out, [
+                sweep_table(sweep) if sweep else "No sweep run yet."),
+        *(Section(FIGURES[f][0], FIGURES[f][1], figure=f, verdicts=[FIGURES[f][2]])
+          for f in figures)], out, [
         "## Files", "lm_eval.csv (every lm-eval row, with its run), summary.csv, "
-        "significance.csv, sweep.csv, dev_curves.csv; selected.json, human.tokens.json, "
+        "significance.csv, sweep.csv, dev_curves.csv (and their PNGs); selected.json, human.tokens.json, "
         "bench_generate.csv; runs/NAME/POINT/ (the sweep) and seeds/NAME/seed-S/ (config.json, "
         "log.csv, summary.json, lm_eval/DECODING.csv, generations/DECODING.*)."])

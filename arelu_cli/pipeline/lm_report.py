@@ -17,8 +17,10 @@ rows of one transform x decoding giving their median).
 
 Written (atomically, every input checked first): ``lm_eval.csv`` (every row, with its
 ``run``), ``summary.csv`` (per transform x decoding, mean and sample std over seeds),
-``significance.csv`` (:func:`significance_rows`), ``sweep.csv``, ``dev_curves.csv`` and
-``REPORT.md`` with the verdicts of :mod:`arelu_cli.pipeline.lm_claims`.
+``significance.csv`` (:func:`significance_rows`), ``sweep.csv``, ``dev_curves.csv``, the
+figures ``summary.png`` and ``dev_curves.png`` (:func:`~arelu_cli.report.plots.plot_lm_summary`,
+:func:`~arelu_cli.report.plots.plot_lm_curves`) and ``REPORT.md`` with the verdicts of
+:mod:`arelu_cli.pipeline.lm_claims`.
 
 The paired bootstrap is over test prompts, sacrebleu's draw
 (:func:`arelu_cli.analysis.significance.bootstrap_chunks`), the same indices for every
@@ -54,11 +56,12 @@ from arelu_cli.analysis.significance import (RESAMPLES, SEED, bootstrap_chunks, 
                                              p_value)
 from arelu_cli.errors import UserError
 from arelu_cli.nmt.train_log import read_log
-from arelu_cli.ownership import write_markdown
+from arelu_cli.ownership import check_ours, png_ours, write_markdown
 from arelu_cli.pipeline.core import finished
-from arelu_cli.pipeline.lm_claims import HUMAN, UNKNOWN, report_text
+from arelu_cli.pipeline.lm_claims import HUMAN, TARGETS, UNKNOWN, corpus_of, report_text
 from arelu_cli.pipeline.scoring import again, summary
 from arelu_cli.registry import get_transform
+from arelu_cli.report.plots import plot_lm_curves, plot_lm_summary
 from arelu_cli.report.seeds import spread
 from arelu_cli.results import read_json, read_table, write_tables
 from arelu_cli.signatures import signature
@@ -511,10 +514,12 @@ def report_settings(out: Path) -> dict | None:
 
 def write_report(out: Path, *, baseline: str = "softmax", reference: str = "sample-top_p0.9",
                  samples: int = RESAMPLES, seeds: list[int] | None = None,
-                 target_ppl: float = 116.0) -> Path:
-    """Every CSV of the study folder ``out`` and ``REPORT.md`` (module docstring); returns
-    the report's path. ``seeds``: the seeds the study trains (missing ones are reported);
-    None: those found."""
+                 target_ppl: tuple[float, str] | None = None) -> Path:
+    """Every CSV and figure of the study folder ``out`` and ``REPORT.md`` (module docstring);
+    returns the report's path. ``seeds``: the seeds the study trains (missing ones are
+    reported); None: those found. ``target_ppl``: (test perplexity, its source) the softmax
+    model is held to; None: its corpus's (:data:`~arelu_cli.pipeline.lm_claims.TARGETS`), if
+    any."""
     out = Path(out)
     # every input read and checked before any output is written
     selected = read_json(out / SELECTED, "restore it, or delete the study's runs/ to sweep "
@@ -529,11 +534,22 @@ def write_report(out: Path, *, baseline: str = "softmax", reference: str = "samp
     sweep, curves = sweep_rows(out, selected), curve_rows(out, runs)
     setup = setup_lines(runs, selected)
     lacking = missing_lines(runs, evals, selected, seeds, baseline, reference, sweep, out)
+    corpus = corpus_of([row.get("signature") for row in evals])
+    target = target_ppl or TARGETS.get(corpus or "")
+    drawn = {"summary.csv": summary_table, "dev_curves.csv": curves}
+    figures = [Path(name).with_suffix(".png").name for name, rows in drawn.items() if rows]
+    for name in drawn:
+        check_ours(out / Path(name).with_suffix(".png"), png_ours)
+    for name, rows in drawn.items():  # a figure of no rows: an earlier one is stale
+        if not rows:
+            (out / Path(name).with_suffix(".png")).unlink(missing_ok=True)
     write_tables(out, [("lm_eval.csv", evals, ("run", *EVAL_COLUMNS)),
                        ("summary.csv", summary_table, SUMMARY_COLUMNS),
                        ("significance.csv", sig, SIG_COLUMNS), ("sweep.csv", sweep, SWEEP_COLUMNS),
-                       ("dev_curves.csv", curves, CURVE_COLUMNS)])
+                       ("dev_curves.csv", curves, CURVE_COLUMNS)],
+                 {"summary.csv": plot_lm_summary, "dev_curves.csv": plot_lm_curves})
     text = report_text(out, summary_table, sig, sweep, setup, lacking, baseline=baseline,
-                       reference=reference, samples=samples, target_ppl=target_ppl,
-                       bench=bench is not None, shifts=tau_shifts(runs))
+                       reference=reference, samples=samples, target_ppl=target,
+                       bench=bench is not None, shifts=tau_shifts(runs), corpus=corpus,
+                       figures=figures)
     return write_markdown(out / "REPORT.md", text)

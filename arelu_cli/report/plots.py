@@ -6,11 +6,13 @@ CSV a results folder holds; the analysis commands' ``--plot`` figures read the C
 command wrote: :func:`plot_step_sparsity` (``arelu sparsity``), :func:`plot_step_self_norm`
 (``arelu self-norm``), :func:`plot_attention_heatmaps` (``arelu sparsity --attention``, beyond
 the paper), :func:`plot_attention_curves` and :func:`plot_attention_sparsity` (``arelu
-attention-study``), :func:`plot_study_curves` and :func:`plot_study_sweep` (``arelu study``), and :func:`plot_inference_time` draws Fig. infTime from either the
-reproduction's ``fig_inference_time.csv`` or ``arelu bench translate``'s CSV. A run of several
-training seeds is drawn as one thin line per seed under a thick line of their mean (curves),
-a mean bar with a standard-deviation error bar (inference time), or one thin histogram per
-seed in the same colour; with one seed a figure looks as it always did.
+attention-study``), :func:`plot_study_curves` and :func:`plot_study_sweep` (``arelu study``),
+:func:`plot_lm_summary` and :func:`plot_lm_curves` (``arelu lm-study``), and
+:func:`plot_inference_time` draws Fig. infTime from either the reproduction's
+``fig_inference_time.csv`` or ``arelu bench translate``'s CSV. A run of several training seeds
+is drawn as one thin line per seed under a thick line of their mean (curves), a mean bar with a
+standard-deviation error bar (inference time), or one thin histogram per seed in the same
+colour; with one seed a figure looks as it always did.
 """
 
 from __future__ import annotations
@@ -356,6 +358,59 @@ def plot_study_sweep(csv: str | Path, png: str | Path) -> Path:
     ax.set_xticks(sorted(frame["lr"].unique()), [f"{v:g}" for v in sorted(frame["lr"].unique())])
     ax.set(xlabel="learning rate (Noam factor)", ylabel="dev BLEU (greedy)")
     ax.legend(fontsize="small")
+    return _save(fig, png)
+
+
+MARKERS = {"greedy": "s", "sample": "o", "sample-top_p0.9": "^", "sample-tau_dev": "D"}
+"""The LM study's decodings' markers (others: ``x``)."""
+
+
+def plot_lm_summary(csv: str | Path, png: str | Path) -> Path:
+    """``arelu lm-study``: per model x sampling decoding (greedy, far off on every axis, only
+    squeezes them together), distinct-2 and Zipf distances to human against eps-perplexity
+    (log scale where it spans more than a factor 10), mean over seeds with a +- std bar each
+    way; colour per model, marker per decoding (:data:`MARKERS`)."""
+    stats = ("distinct_2_gap", "zipf_gap")
+    frame = _read_command_csv(csv, ("transform", "label", "decoding", "eps_ppl_mean",
+                                     "eps_ppl_std", *(f"{s}_{m}" for s in stats
+                                                      for m in ("mean", "std"))))
+    frame = frame.dropna(subset=["eps_ppl_mean"])
+    frame = frame[frame["decoding"] != "greedy"]
+    if frame.empty:
+        raise UserError(f"{csv} has no sampling row with an ε-perplexity; run arelu lm-eval "
+                        "first")
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharex=True)
+    colors: dict[str, str] = {}
+    for _, row in frame.iterrows():
+        name = row["label"] if isinstance(row["label"], str) else row["transform"]
+        for ax, stat in zip(axes, stats):
+            line = ax.errorbar(row["eps_ppl_mean"], row[f"{stat}_mean"],
+                               xerr=np.nan_to_num(row["eps_ppl_std"]),
+                               yerr=np.nan_to_num(row[f"{stat}_std"]),
+                               fmt=MARKERS.get(row["decoding"], "x"), color=colors.get(name),
+                               markersize=6, capsize=2, label=f"{name} {row['decoding']}")
+            colors.setdefault(name, line[0].get_color())
+    for ax, ylabel in zip(axes, ("distinct-2 distance to human",
+                                 "Zipf-coefficient distance to human")):
+        if frame["eps_ppl_mean"].max() > 10 * frame["eps_ppl_mean"].min():
+            ax.set_xscale("log")
+        ax.set(xlabel="ε-perplexity", ylabel=ylabel)
+        ax.grid(alpha=0.3)
+    axes[1].legend(fontsize="x-small", loc="best")
+    return _save(fig, png)
+
+
+def plot_lm_curves(csv: str | Path, png: str | Path) -> Path:
+    """``arelu lm-study``: dev loss against steps, one panel per transform (their losses
+    differ in scale), a thick mean over thin per-seed lines."""
+    frame = _read_command_csv(csv, ("transform", "seed", "step", "val_loss"))
+    names = list(dict.fromkeys(frame["transform"]))
+    fig, axes = plt.subplots(1, len(names), figsize=(3.4 * len(names), 3.4), squeeze=False)
+    for ax, name in zip(axes[0], names):
+        part = frame[frame["transform"] == name].dropna(subset=["val_loss"])
+        _lines(ax, part, lambda f: f["step"], "val_loss", f"{len(_seeds(part))} seeds")
+        ax.set(title=name, xlabel="step", ylabel="dev loss")
+        ax.grid(alpha=0.3)
     return _save(fig, png)
 
 

@@ -17,11 +17,13 @@ from arelu_cli.analysis import lm_metrics as M
 from arelu_cli.analysis.lm_eval import COLUMNS
 from arelu_cli.analysis.significance import interval95, p_value
 from arelu_cli.errors import UserError
+from arelu_cli.ownership import png_ours
 from arelu_cli.pipeline.lm_claims import TUNED
 from arelu_cli.pipeline.lm_report import resample_counts, write_report, label
 from arelu_cli.pipeline.lm_study import TAU_SWEEP
 
 PROMPTS, VOCAB = 20, 40
+CORPUS = "ptb"
 REF = ("softmax", "sample-top_p0.9")
 SELECTED = {"softmax": {"lr": 0.4, "warmup": 400, "label_smoothing": 0.0,
                         "run": "lr-0.4_warmup-400_ls-0"},
@@ -58,7 +60,8 @@ def eval_row(name: str, decoding: str, seed: int, tokens: list[list[int]]) -> di
             "ppl": (eps_ppl + 2 * seed) if name == "softmax" else None, "rep_32": 0.2 + seed / 100,
             **stats, **M.distance_to_human(stats, human),
             **{f"human_{k}": v for k, v in human.items()}, "prompts": PROMPTS,
-            "generations": f"generations/{decoding}.txt", "signature": "transform:" + name}
+            "generations": f"generations/{decoding}.txt",
+            "signature": f"transform:{name}|data:{CORPUS}"}
     return row
 
 
@@ -380,12 +383,41 @@ def test_sweep_and_curves(study):
     assert len(curves) == 8 and set(curves["step"]) == {50, 100}
 
 
+def test_the_figures_are_drawn_and_shown(study):
+    report = write_report(study, samples=20).read_text()
+    for png in ("summary.png", "dev_curves.png"):
+        assert png_ours(study / png)
+    assert "![Figure: distance to human text against ε-perplexity](summary.png)" in report
+    assert "![Figure: dev loss against steps](dev_curves.png)" in report
+    assert "Language models on PTB compared" in report
+
+
+def test_a_figure_someone_else_wrote_is_refused_before_anything_is_written(study):
+    (study / "dev_curves.png").write_bytes(b"\x89PNG\r\n\x1a\n" + b"\0" * 32)
+    with pytest.raises(UserError, match="dev_curves.png exists and was not written by arelu"):
+        write_report(study, samples=20)
+    assert not (study / "summary.csv").exists() and not (study / "REPORT.md").exists()
+
+
+def test_another_corpus_is_named_and_held_to_no_ptb_target(tmp_path, monkeypatch):
+    """The PTB perplexity target is PTB's: a study on another corpus states its softmax
+    perplexity with no verdict, and is named by its rows' signatures."""
+    monkeypatch.setitem(globals(), "CORPUS", "tinyshakespeare")
+    report = write_report(make_study(tmp_path, BASIC), samples=20).read_text()
+    assert "Language models on Tiny Shakespeare compared" in report and "PTB" not in report
+    assert ("(d) The softmax model's test perplexity on Tiny Shakespeare (no published target "
+            "is set for this corpus, so no verdict): test perplexity 113.000 ± 1.414") in report
+    assert "Zaremba" not in report and "**holds**: test perplexity" not in report
+
+
 def test_an_empty_study_says_nothing_is_measured(tmp_path):
     report = write_report(tmp_path, samples=20).read_text()
     assert "No compared run yet (seeds/ is empty); the lr sweep has not selected yet." in report
     assert "Nothing is missing" not in report
-    assert "(a)-(c) Not measured yet" in report and "(d) Is the softmax model" in report
+    assert "(a)-(c) Not measured yet" in report
+    assert "(d) The softmax model's test perplexity on an unnamed corpus" in report
     assert pd.read_csv(tmp_path / "significance.csv").empty
+    assert not (tmp_path / "summary.png").exists() and "![" not in report
 
 
 @pytest.mark.parametrize("damage, message", [
