@@ -318,8 +318,9 @@ def report_text(out, summary: Sequence[dict], sig: Sequence[dict], sweep: Sequen
     """``REPORT.md``: setup, what is missing, the answer, then every table."""
     intro = "\n\n".join(part for part in [
         f"Language models on {corpus_label(corpus)} compared as issue 35 asks: every model × "
-        "decoding measured by `arelu lm-eval` on the test split (teacher-forced metrics on its blocks, generation "
-        "statistics on continuations of its prompts); paired bootstrap over test prompts "
+        "decoding measured by `arelu lm-eval` on the test split (teacher-forced metrics on its "
+        "blocks, generation statistics on continuations of its prompts); paired bootstrap over "
+        "test prompts "
         f"({samples} resamples) against `{baseline}` {reference}.", " ".join(setup),
         "Missing so far: " + "; ".join(lacking) + "." if lacking
         else "Nothing is missing." if summary else ""] if part)
@@ -337,6 +338,7 @@ def report_text(out, summary: Sequence[dict], sig: Sequence[dict], sweep: Sequen
         *(Section(FIGURES[f][0], FIGURES[f][1], figure=f, verdicts=[FIGURES[f][2]])
           for f in figures)], out, [
         "## Files", "lm_eval.csv (every lm-eval row, with its run), summary.csv, "
-        "significance.csv, sweep.csv, dev_curves.csv (and their PNGs); selected.json, human.tokens.json, "
-        "bench_generate.csv; runs/NAME/POINT/ (the sweep) and seeds/NAME/seed-S/ (config.json, "
+        "significance.csv, sweep.csv, dev_curves.csv (and their PNGs); selected.json, "
+        "human.tokens.json, bench_generate.csv; runs/NAME/POINT/ (the sweep) and "
+        "seeds/NAME/seed-S/ (config.json, "
         "log.csv, summary.json, lm_eval/DECODING.csv, generations/DECODING.*)."])

@@ -62,6 +62,7 @@ from arelu_cli.pipeline.lm_claims import HUMAN, TARGETS, UNKNOWN, corpus_of, rep
 from arelu_cli.pipeline.scoring import again, summary
 from arelu_cli.registry import get_transform
 from arelu_cli.report.plots import plot_lm_curves, plot_lm_summary
+from arelu_cli.report.section import missing
 from arelu_cli.report.seeds import spread
 from arelu_cli.results import read_json, read_table, write_tables
 from arelu_cli.signatures import signature
@@ -536,18 +537,22 @@ def write_report(out: Path, *, baseline: str = "softmax", reference: str = "samp
     lacking = missing_lines(runs, evals, selected, seeds, baseline, reference, sweep, out)
     corpus = corpus_of([row.get("signature") for row in evals])
     target = target_ppl or TARGETS.get(corpus or "")
-    drawn = {"summary.csv": summary_table, "dev_curves.csv": curves}
-    figures = [Path(name).with_suffix(".png").name for name, rows in drawn.items() if rows]
-    for name in drawn:
-        check_ours(out / Path(name).with_suffix(".png"), png_ours)
-    for name, rows in drawn.items():  # a figure of no rows: an earlier one is stale
-        if not rows:
-            (out / Path(name).with_suffix(".png")).unlink(missing_ok=True)
+    plotted = {"summary.csv": (plot_lm_summary, any(
+                   r["decoding"] != "greedy" and not missing(r["eps_ppl_mean"])
+                   for r in summary_table)),
+               "dev_curves.csv": (plot_lm_curves, bool(curves))}
+    figures = [Path(name).with_suffix(".png").name for name, (_, drawn) in plotted.items()
+               if drawn]
+    for name, (_, drawn) in plotted.items():
+        png = out / Path(name).with_suffix(".png")
+        check_ours(png, png_ours)
+        if not drawn:  # a figure of nothing: an earlier one is stale
+            png.unlink(missing_ok=True)
     write_tables(out, [("lm_eval.csv", evals, ("run", *EVAL_COLUMNS)),
                        ("summary.csv", summary_table, SUMMARY_COLUMNS),
                        ("significance.csv", sig, SIG_COLUMNS), ("sweep.csv", sweep, SWEEP_COLUMNS),
                        ("dev_curves.csv", curves, CURVE_COLUMNS)],
-                 {"summary.csv": plot_lm_summary, "dev_curves.csv": plot_lm_curves})
+                 {name: draw for name, (draw, drawn) in plotted.items() if drawn})
     text = report_text(out, summary_table, sig, sweep, setup, lacking, baseline=baseline,
                        reference=reference, samples=samples, target_ppl=target,
                        bench=bench is not None, shifts=tau_shifts(runs), corpus=corpus,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import random
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -390,6 +391,17 @@ def test_the_figures_are_drawn_and_shown(study):
     assert "![Figure: distance to human text against ε-perplexity](summary.png)" in report
     assert "![Figure: dev loss against steps](dev_curves.png)" in report
     assert "Language models on PTB compared" in report
+
+
+def test_greedy_rows_alone_draw_no_summary_figure_and_a_stale_one_goes(study):
+    write_report(study, samples=20)
+    assert (study / "summary.png").exists()
+    shutil.rmtree(study / "seeds" / "softmax")
+    for row in study.glob("seeds/1.5-relu/seed-*/lm_eval/sample.csv"):
+        row.unlink()  # 1.5-ReLU greedy alone: nothing to draw against eps-perplexity
+    report = write_report(study, samples=20).read_text()
+    assert not (study / "summary.png").exists() and (study / "dev_curves.png").exists()
+    assert "(summary.png)" not in report and "(dev_curves.png)" in report
 
 
 def test_a_figure_someone_else_wrote_is_refused_before_anything_is_written(study):
