@@ -209,9 +209,8 @@ def speed_verdict(name: str, summary: Sequence[dict], baseline: str, reference: 
 def corpus_of(signatures: Sequence[object]) -> str | None:
     """The corpus the rows' signatures name (``data:ptb`` -> ``"ptb"``); several joined by
     ``+``; None where none names one."""
-    found = [signature_field(s, "data") for s in signatures]
-    names = list(dict.fromkeys(name for name in found if name))
-    return "+".join(sorted(names)) if names else None
+    names = sorted({name for s in signatures if (name := signature_field(s, "data"))})
+    return "+".join(names) if names else None
 
 
 def corpus_label(corpus: str | None) -> str:

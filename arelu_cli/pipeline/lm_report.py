@@ -61,8 +61,7 @@ from arelu_cli.pipeline.core import finished
 from arelu_cli.pipeline.lm_claims import HUMAN, TARGETS, UNKNOWN, corpus_of, report_text
 from arelu_cli.pipeline.scoring import again, summary
 from arelu_cli.registry import get_transform
-from arelu_cli.report.plots import plot_lm_curves, plot_lm_summary
-from arelu_cli.report.section import missing
+from arelu_cli.report.plots import lm_summary_points, plot_lm_curves, plot_lm_summary
 from arelu_cli.report.seeds import spread
 from arelu_cli.results import read_json, read_table, write_tables
 from arelu_cli.signatures import signature
@@ -537,17 +536,16 @@ def write_report(out: Path, *, baseline: str = "softmax", reference: str = "samp
     lacking = missing_lines(runs, evals, selected, seeds, baseline, reference, sweep, out)
     corpus = corpus_of([row.get("signature") for row in evals])
     target = target_ppl or TARGETS.get(corpus or "")
-    plotted = {"summary.csv": (plot_lm_summary, any(
-                   r["decoding"] != "greedy" and not missing(r["eps_ppl_mean"])
-                   for r in summary_table)),
+    plotted = {"summary.csv": (plot_lm_summary, bool(summary_table) and not lm_summary_points(
+                   pd.DataFrame(summary_table, columns=SUMMARY_COLUMNS)).empty),
                "dev_curves.csv": (plot_lm_curves, bool(curves))}
-    figures = [Path(name).with_suffix(".png").name for name, (_, drawn) in plotted.items()
-               if drawn]
-    for name, (_, drawn) in plotted.items():
-        png = out / Path(name).with_suffix(".png")
+    pngs = {name: out / Path(name).with_suffix(".png") for name in plotted}
+    for png in pngs.values():
         check_ours(png, png_ours)
+    for name, (_, drawn) in plotted.items():
         if not drawn:  # a figure of nothing: an earlier one is stale
-            png.unlink(missing_ok=True)
+            pngs[name].unlink(missing_ok=True)
+    figures = [pngs[name].name for name, (_, drawn) in plotted.items() if drawn]
     write_tables(out, [("lm_eval.csv", evals, ("run", *EVAL_COLUMNS)),
                        ("summary.csv", summary_table, SUMMARY_COLUMNS),
                        ("significance.csv", sig, SIG_COLUMNS), ("sweep.csv", sweep, SWEEP_COLUMNS),

@@ -365,6 +365,12 @@ MARKERS = {"greedy": "s", "sample": "o", "sample-top_p0.9": "^", "sample-tau_dev
 """The LM study's decodings' markers (others: ``x``)."""
 
 
+def lm_summary_points(frame: pd.DataFrame) -> pd.DataFrame:
+    """The rows of an LM study's ``summary.csv`` that :func:`plot_lm_summary` draws: sampling
+    decodings with an eps-perplexity."""
+    return frame[(frame["decoding"] != "greedy") & frame["eps_ppl_mean"].notna()]
+
+
 def plot_lm_summary(csv: str | Path, png: str | Path) -> Path:
     """``arelu lm-study``: per model x sampling decoding (greedy, far off on every axis, only
     squeezes them together), distinct-2 and Zipf distances to human against eps-perplexity
@@ -374,8 +380,7 @@ def plot_lm_summary(csv: str | Path, png: str | Path) -> Path:
     frame = _read_command_csv(csv, ("transform", "label", "decoding", "eps_ppl_mean",
                                      "eps_ppl_std", *(f"{s}_{m}" for s in stats
                                                       for m in ("mean", "std"))))
-    frame = frame.dropna(subset=["eps_ppl_mean"])
-    frame = frame[frame["decoding"] != "greedy"]
+    frame = lm_summary_points(frame)
     if frame.empty:
         raise UserError(f"{csv} has no sampling row with an ε-perplexity; run arelu lm-eval "
                         "first")
