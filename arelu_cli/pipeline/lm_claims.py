@@ -12,7 +12,8 @@
   sample std over seeds: a difference within the larger of the two stds is **not resolved**
   at that many seeds; the claim **holds** when all three are better, **does not hold** when
   one is worse, and is otherwise not resolved, "no metric worse by more than the larger std"
-  (no margin of non-inferiority is assumed);
+  (no margin of non-inferiority is assumed); a study whose transforms include no 1.5-entmax
+  says it does not ask;
 * (c) **speed**: quiet ms per generated token of the full model at the batch size of
   ``bench_generate.csv``'s rows (``arelu bench lm-study``), against softmax's;
 * (d) **a real LM**: the softmax model's test perplexity (pure sampling's distribution, the
@@ -144,12 +145,18 @@ def _seed_word(mine: dict, theirs: dict, metric: str, better: int) -> str:
     return "better" if diff * better > 0 else "worse"
 
 
-def cost_verdict(name: str, summary: Sequence[dict]) -> str:
-    """(b) of the module docstring for alpha-ReLU model ``name``."""
+def cost_verdict(name: str, summary: Sequence[dict],
+                 planned: Sequence[str] | None = None) -> str:
+    """(b) of the module docstring for alpha-ReLU model ``name``; ``planned``: the readable
+    names of the study's ``[lm_study] transforms`` where known (a study without 1.5-entmax
+    never answers (b), and says so instead of "not measured yet")."""
     entmax = [r for r in summary if r["label"] == "1.5-entmax" and r["decoding"] == SAMPLE]
     mine = _find(summary, transform=name, decoding=SAMPLE)
     ask = (f"(b) Is {_system(name, summary)} sampling's perplexity-like cost no worse than "
            "1.5-entmax sampling's?")
+    if not entmax and planned is not None and "1.5-entmax" not in planned:
+        return (f"{ask} Not asked by this study: its transforms ({', '.join(planned)}) "
+                "include no 1.5-entmax.")
     if not entmax or not mine or any(missing(r[f"{m}_mean"]) for r in (entmax[0], mine[0])
                                      for m, _, _ in COST):
         return f"{ask} Not measured yet: needs both models' lm-eval rows for {SAMPLE}."
@@ -253,9 +260,10 @@ def tuned_verdict(name: str, sig: Sequence[dict], summary: Sequence[dict], basel
 
 def verdicts(summary: Sequence[dict], sig: Sequence[dict], *, baseline: str, reference: str,
              target_ppl: tuple[float, str] | None, bench: bool,
-             shifts: dict[str, float] | None = None, corpus: str | None = None) -> list[str]:
+             shifts: dict[str, float] | None = None, corpus: str | None = None,
+             planned: Sequence[str] | None = None) -> list[str]:
     """Every verdict, (a)-(c) per alpha-ReLU model; ``shifts``: the tau shift each one's
-    sweep on dev selected, where known."""
+    sweep on dev selected, where known; ``planned``: :func:`cost_verdict`'s."""
     shifts = shifts or {}
     names = _relu_names(summary)
     if not names:
@@ -266,7 +274,7 @@ def verdicts(summary: Sequence[dict], sig: Sequence[dict], *, baseline: str, ref
         degeneracy_verdict(name, sig, summary, baseline, reference),
         *(tuned_verdict(n, sig, summary, baseline, reference, shifts.get(n)) for n, _ in tuned
           if n == name),
-        cost_verdict(name, summary),
+        cost_verdict(name, summary, planned),
         speed_verdict(name, summary, baseline, reference, bench))] + [
         perplexity_verdict(summary, baseline, target_ppl, corpus)]
 
@@ -313,7 +321,7 @@ def report_text(out, summary: Sequence[dict], sig: Sequence[dict], sweep: Sequen
                 setup: Sequence[str], lacking: Sequence[str], *, baseline: str, reference: str,
                 samples: int, target_ppl: tuple[float, str] | None, bench: bool,
                 shifts: dict[str, float] | None = None, corpus: str | None = None,
-                figures: Sequence[str] = ()) -> str:
+                figures: Sequence[str] = (), planned: Sequence[str] | None = None) -> str:
     """``REPORT.md``: setup, what is missing, the answer, then every table."""
     intro = "\n\n".join(part for part in [
         f"Language models on {corpus_label(corpus)} compared as issue 35 asks: every model × "
@@ -326,7 +334,7 @@ def report_text(out, summary: Sequence[dict], sig: Sequence[dict], sweep: Sequen
     return document("Language-model study report", intro, [
         Section("Answer", "summary.csv, significance.csv", verdicts=verdicts(
             summary, sig, baseline=baseline, reference=reference, target_ppl=target_ppl,
-            bench=bench, shifts=shifts, corpus=corpus)),
+            bench=bench, shifts=shifts, corpus=corpus, planned=planned)),
         Section("Per model and decoding (mean ± sample std over seeds)", "summary.csv",
                 summary_table(summary) if summary else "No lm-eval rows yet."),
         Section("Paired bootstrap over test prompts", "significance.csv",

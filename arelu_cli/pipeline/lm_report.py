@@ -496,8 +496,8 @@ def missing_lines(runs: list[SeedRun], evals: list[dict], selected: dict,
 
 def report_settings(out: Path) -> dict | None:
     """:func:`write_report`'s settings for the study folder ``out`` as its seed runs'
-    ``config.json`` records them (``[lm_study]`` baseline, reference and bootstrap samples,
-    ``[study] seeds``), so that ``arelu report`` rewrites a committed study's report from its
+    ``config.json`` records them (``[lm_study]`` baseline, reference, bootstrap samples and
+    transforms, ``[study] seeds``), so that ``arelu report`` rewrites a committed study's report from its
     files alone; None where ``out`` is no language-model study (no ``human.tokens.json``)."""
     if not (Path(out) / HUMAN).is_file():
         return None
@@ -508,18 +508,21 @@ def report_settings(out: Path) -> dict | None:
             return {"baseline": s.get("baseline", "softmax"),
                     "reference": s.get("reference", "sample-top_p0.9"),
                     "samples": s.get("bootstrap_samples", RESAMPLES),
-                    "seeds": list(seeds) if seeds else None}
+                    "seeds": list(seeds) if seeds else None,
+                    "transforms": list(s["transforms"]) if s.get("transforms") else None}
     return {}
 
 
 def write_report(out: Path, *, baseline: str = "softmax", reference: str = "sample-top_p0.9",
                  samples: int = RESAMPLES, seeds: list[int] | None = None,
-                 target_ppl: tuple[float, str] | None = None) -> Path:
+                 target_ppl: tuple[float, str] | None = None,
+                 transforms: list[str] | None = None) -> Path:
     """Every CSV and figure of the study folder ``out`` and ``REPORT.md`` (module docstring);
     returns the report's path. ``seeds``: the seeds the study trains (missing ones are
     reported); None: those found. ``target_ppl``: (test perplexity, its source) the softmax
     model is held to; None: its corpus's (:data:`~arelu_cli.pipeline.lm_claims.TARGETS`), if
-    any."""
+    any. ``transforms``: the study's ``[lm_study] transforms`` (None: unknown), so that the
+    report tells a question the study does not ask from one not measured yet."""
     out = Path(out)
     # every input read and checked before any output is written
     selected = read_json(out / SELECTED, "restore it, or delete the study's runs/ to sweep "
@@ -554,5 +557,6 @@ def write_report(out: Path, *, baseline: str = "softmax", reference: str = "samp
     text = report_text(out, summary_table, sig, sweep, setup, lacking, baseline=baseline,
                        reference=reference, samples=samples, target_ppl=target,
                        bench=bench is not None, shifts=tau_shifts(runs), corpus=corpus,
-                       figures=figures)
+                       figures=figures,
+                       planned=None if transforms is None else [label(t) for t in transforms])
     return write_markdown(out / "REPORT.md", text)

@@ -276,7 +276,8 @@ def _report(config: Config, out: Path) -> Path:
 
     s = config.lm_study
     return write_report(out, baseline=s.baseline, reference=s.reference,
-                        samples=s.bootstrap_samples, seeds=list(config.study.seeds))
+                        samples=s.bootstrap_samples, seeds=list(config.study.seeds),
+                        transforms=list(s.transforms))
 
 
 def lm_study(config: Config, out: Path, console: Console | None = None,

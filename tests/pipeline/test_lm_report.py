@@ -328,6 +328,17 @@ def test_the_verdicts_carry_the_computed_numbers(tmp_path):
     assert "Selected on dev loss: 1.5-entmax (`1.5-entmax-k100`) lr 0.4" in report
 
 
+@pytest.mark.parametrize("transforms, line", [
+    (["softmax", "1.5-relu"], "1.5-entmax sampling's? Not asked by this study: its transforms "
+                              "(softmax, 1.5-ReLU) include no 1.5-entmax."),
+    (["softmax", "1.5-relu", "1.5-entmax-k100"], "1.5-entmax sampling's? Not measured yet"),
+    (None, "1.5-entmax sampling's? Not measured yet")])
+def test_a_study_without_entmax_does_not_ask_the_cost_question(tmp_path, transforms, line):
+    out = make_study(tmp_path, BASIC)
+    report = write_report(out, samples=20, transforms=transforms).read_text()
+    assert line in report
+
+
 def test_cost_with_one_entmax_seed_is_not_resolved(tmp_path):
     out = make_study(tmp_path, BASIC)
     write_system(out, "1.5-entmax-k100", "sample", 1, texts(41))
@@ -492,13 +503,15 @@ def test_arelu_report_rewrites_a_study_from_its_files_with_the_recorded_settings
     config = json.loads((study / "seeds/softmax/seed-1/config.json").read_text())
     config |= {"data": {**config["data"], "task": "lm"},
                "lm_study": {"baseline": "softmax", "reference": "sample-top_p0.9",
-                            "bootstrap_samples": 20}, "study": {"seeds": [1, 2, 3]}}
+                            "bootstrap_samples": 20, "transforms": ["softmax", "1.5-relu"]},
+               "study": {"seeds": [1, 2, 3]}}
     for name in ("1.5-relu", "softmax"):  # the first seed run's record is read
         write_json(study / f"seeds/{name}/seed-1/config.json", config)
     ran = cli("report", study)
     assert ran.code == 0, ran.err
     report = (study / "REPORT.md").read_text()
     assert "(20 resamples)" in report and "1.5-ReLU seed 3: not trained" in report
+    assert "Not asked by this study: its transforms (softmax, 1.5-ReLU)" in report
     assert pd.read_csv(study / "significance.csv")["samples"].eq(20).all()
     refused = cli("report", study, "--gpu-watts", "300")
     assert refused.code == 2 and "is a language-model study, whose report takes no " \

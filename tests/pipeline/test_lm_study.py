@@ -179,7 +179,8 @@ def test_sweep_seeds_and_evaluation_end_to_end_then_nothing_again(
                 assert len(tokens) == len(lines) == 5 == row["prompts"][0]
                 assert all(len(t) <= 4 for t in tokens)
     assert report_spy[-1][1] == {"baseline": "softmax", "reference": "sample-top_p0.9",
-                                 "samples": 10, "seeds": [1, 2]}
+                                 "samples": 10, "seeds": [1, 2],
+                                 "transforms": ["softmax", "1.5-relu"]}
     made = {p: p.stat().st_mtime_ns for p in out.rglob("*") if p.is_file()
             and "lm_eval" in p.parts}
     trained.clear()
