@@ -498,7 +498,8 @@ def report_settings(out: Path) -> dict | None:
     """:func:`write_report`'s settings for the study folder ``out`` as its seed runs'
     ``config.json`` records them (``[lm_study]`` baseline, reference, bootstrap samples and
     transforms, ``[study] seeds``), so that ``arelu report`` rewrites a committed study's
-    report from its files alone; None where ``out`` is no language-model study (no ``human.tokens.json``)."""
+    report from its files alone; None where ``out`` is no language-model study (no
+    ``human.tokens.json``)."""
     if not (Path(out) / HUMAN).is_file():
         return None
     for run in seed_runs(Path(out)):
