@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU checklist in one call (README "GPU"): the CUDA tests, then the GPU benchmarks.
 # Writes a log and the CSVs under $OUT (default results/bench/gpu); every step has its own
-# time limit inside an overall deadline (GPU_DEADLINE seconds, default 420), so a slow step
+# time limit inside an overall deadline (GPU_DEADLINE seconds, default 480), so a slow step
 # cannot cost the others; the steps run in order of priority (the d = 4096 fused cases before
 # the loss variants; the chunked-PyTorch "eager" loss variants, a CPU fallback, not at all).
 # Wheels in .whl/ (liger-kernel, cut-cross-entropy, entmax) are installed first where
@@ -12,7 +12,7 @@ set -u
 OUT=${OUT:-results/bench/gpu}
 mkdir -p "$OUT"
 LOG="$OUT/gpu-checks.log"
-END=$(( $(date +%s) + ${GPU_DEADLINE:-420} ))
+END=$(( $(date +%s) + ${GPU_DEADLINE:-480} ))
 export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 if compgen -G ".whl/*.whl" >/dev/null; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
@@ -41,7 +41,7 @@ want() { [[ "$WANT" == *" $1 "* ]]; }
 want tests && step tests 75 python3 -m pytest -m cuda -q -p no:cacheprovider -rfE \
   tests/transforms/test_cuda_kernels.py
 # alpha-ReLU's rows first (the first two runs ran out of time before them, or nearly).
-want loss && step loss 130 python3 -m arelu_cli.cli bench loss --device cuda --max-seconds 1 \
+want loss && step loss 240 python3 -m arelu_cli.cli bench loss --device cuda --max-seconds 1 \
   --repeats 5 --transforms 1.5-relu,softmax --variants default,reuse_logits,liger \
   --out "$OUT/loss.csv"
 # The fused layer's default (cuBLAS) path against unfused, Liger and CCE at d = 4096.
