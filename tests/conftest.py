@@ -61,7 +61,7 @@ TOY_TRANSFORMS = ("softmax", "1.5-entmax", "1.5-relu")
 def toy_runs(tiny_corpus, tmp_path_factory) -> dict[str, Path]:
     """Run folders of tiny models trained for 30 steps on ``tiny_corpus``, by transform
     (softmax, 1.5-entmax, 1.5-relu with tau from the first batch: its outputs have zeros)."""
-    from arelu_cli.nmt.train import train
+    from arelu_cli.train.loop import train
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
@@ -112,7 +112,7 @@ LM_TRANSFORMS = ("softmax", "1.5-entmax", "1.5-relu")
 @pytest.fixture(scope="session")
 def lm_runs(tiny_lm_corpus, tmp_path_factory) -> dict[str, Path]:
     """Run folders of tiny language models trained for 40 steps on ``tiny_lm_corpus``."""
-    from arelu_cli.nmt.train import train
+    from arelu_cli.train.loop import train
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from arelu_cli.config import Config, from_dict, load_config, parse_override
-from arelu_cli.errors import UserError
+from arelu_cli.util.errors import UserError
 
 RECIPES = sorted(Path(__file__).resolve().parents[1].glob("recipes/*.toml"))
 
@@ -168,7 +168,7 @@ def test_saved_tables_give_a_renormalized_run_without_eps_the_eps_it_was_trained
     the key keeps 1e-6; every other saved table is read as it is, and the input is not
     changed."""
     from arelu_cli.config import LEGACY_ATTENTION_EPS, ModelConfig, saved_tables
-    from arelu_cli.nmt.attention import RENORM_EPS
+    from arelu_cli.model.attention import RENORM_EPS
 
     assert ModelConfig().attention_eps == RENORM_EPS != LEGACY_ATTENTION_EPS
     old = {"model": {"attention": "1.5-relu", "attention_relu": "renormalized"}}

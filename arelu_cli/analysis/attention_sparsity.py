@@ -1,6 +1,6 @@
 """``arelu sparsity --attention``: how many attention weights are exactly zero, per layer and
 kind, and where the cross-attention looks (beyond the paper: its Conclusion's open question
-of alpha-ReLU as the attention transform; :mod:`arelu_cli.nmt.attention`).
+of alpha-ReLU as the attention transform; :mod:`arelu_cli.model.attention`).
 
 The steps are those of :mod:`arelu_cli.analysis.steps`: along the best beam hypothesis
 (decoded with the key/value cache, then teacher-forced, which gives the same weights) or
@@ -17,7 +17,7 @@ teacher-forced on the reference. Per checkpoint, split, walk, kind (``encoder`` 
 
 NaN weights (a checkpoint whose weights are not finite) are never counted as non-zero: they
 are a one-line :class:`UserError` (:func:`refuse_nan`), as NaN output logits are
-(:func:`arelu_cli.nmt.decode.refuse_nan`).
+(:func:`arelu_cli.decode.search.refuse_nan`).
 
 :func:`heatmap_rows` gives the head-averaged cross-attention of a few sentences, target
 step x source token, per layer, for :func:`arelu_cli.report.plots.plot_attention_heatmaps`;
@@ -38,13 +38,13 @@ from torch import nn
 from arelu_cli.analysis.steps import Along, split_batches, split_indices, step_targets
 from arelu_cli.config import DecodeConfig
 from arelu_cli.data.batching import Batch
-from arelu_cli.errors import UserError
-from arelu_cli.nmt.model import Transformer
-from arelu_cli.results import write_rows
-from arelu_cli.nmt.inference import Decoder, decode_config, open_checkpoint
+from arelu_cli.util.errors import UserError
+from arelu_cli.model.transformer import Transformer
+from arelu_cli.util.results import write_rows
+from arelu_cli.decode.translate import Decoder, decode_config, open_checkpoint
 
 Layer = tuple[str, int, nn.Module]
-"""(kind, layer index, the attention module of :mod:`arelu_cli.nmt.model`)."""
+"""(kind, layer index, the attention module of :mod:`arelu_cli.model.transformer`)."""
 
 
 def attention_layers(model: Transformer) -> list[Layer]:

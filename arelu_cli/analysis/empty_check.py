@@ -3,7 +3,7 @@ and Byrne 2019 and Peters and Martins 2021).
 
 For each sentence of a split, the model score of the empty translation (eos as the first
 token) is compared with the score of the beam search hypothesis, both with the scores
-decoding uses (:func:`arelu_cli.nmt.decode.step_log_scores`: for alpha-ReLU the log of its
+decoding uses (:func:`arelu_cli.decode.search.step_log_scores`: for alpha-ReLU the log of its
 unnormalized output, or renormalized with ``renormalize``). The summary counts the
 sentences where the empty string scores strictly higher than the hypothesis (the table's
 percentage), those where the empty string has non-zero probability at all, and those where
@@ -19,8 +19,8 @@ import numpy as np
 
 from arelu_cli.analysis.steps import split_batches, split_indices
 from arelu_cli.config import DecodeConfig
-from arelu_cli.nmt.decode import Hypothesis, sequence_scores, target_tensors
-from arelu_cli.nmt.inference import Decoder, decode_batch
+from arelu_cli.decode.search import Hypothesis, sequence_scores, target_tensors
+from arelu_cli.decode.translate import Decoder, decode_batch
 
 
 @dataclass(frozen=True)

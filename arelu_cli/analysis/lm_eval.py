@@ -7,7 +7,7 @@ Per checkpoint, one CSV row per (model, decoding, split):
   ``[data] block_size``; with ``stride`` less than it, sliding windows that score each token
   once with at least ``block_size - stride`` tokens of context), from the distribution the
   decoding samples from
-  (:func:`arelu_cli.nmt.sampling.sampling_probs`: softmax after top-k / top-p / temperature;
+  (:func:`arelu_cli.decode.sampling.sampling_probs`: softmax after top-k / top-p / temperature;
   sparsemax and entmax's own ``p``; alpha-ReLU's ``p`` divided by its sum on its support, the
   arg-max's point mass where it is empty; a one-hot for greedy): ``ppl`` (softmax only, empty
   where a target gets probability 0), ``eps_ppl`` at ``eps`` tuned on ``dev_split`` (the best
@@ -16,7 +16,7 @@ Per checkpoint, one CSV row per (model, decoding, split):
   size (mean, quantiles) and ``zero_share`` (targets of probability 0), by
   :mod:`arelu_cli.analysis.lm_metrics`;
 * **on generated text**: continuations of the split's prompts (the first ``prefix_tokens``
-  tokens of every longer line, :func:`arelu_cli.nmt.generate.split_prompts`, the same for
+  tokens of every longer line, :func:`arelu_cli.decode.generate.split_prompts`, the same for
   every system) written to ``generations`` with their ``.json`` record, their distinct-1..4,
   looping share, Zipf coefficient, self-BLEU and length, and each one's distance to the same
   statistic of the human continuations (``<name>_gap``; the human values are ``human_<name>``).
@@ -33,13 +33,13 @@ import torch
 
 from arelu_cli.analysis import lm_metrics as M
 from arelu_cli.data.blocks import window_batches
-from arelu_cli.errors import UserError
-from arelu_cli.nmt.generate import (Generated, check_out, generate, split_prompts,
+from arelu_cli.util.errors import UserError
+from arelu_cli.decode.generate import (Generated, check_out, generate, split_prompts,
                                     write_generation)
-from arelu_cli.nmt.inference import Decoder
-from arelu_cli.nmt.sampling import Decoding
-from arelu_cli.atomic import atomic_write_text
-from arelu_cli.ownership import csv_header
+from arelu_cli.decode.translate import Decoder
+from arelu_cli.decode.sampling import Decoding
+from arelu_cli.util.atomic import atomic_write_text
+from arelu_cli.util.ownership import csv_header
 
 TEXT_STATS = ("distinct_1", "distinct_2", "distinct_3", "distinct_4", "loop", "zipf",
               "self_bleu", "length")

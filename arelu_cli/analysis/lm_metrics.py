@@ -3,7 +3,7 @@
 beside theirs).
 
 **Teacher-forced**, from each step's distribution ``probs (N, V)`` (the one sampled from,
-:func:`arelu_cli.nmt.sampling.sampling_probs`: alpha-ReLU's output divided by its sum on its
+:func:`arelu_cli.decode.sampling.sampling_probs`: alpha-ReLU's output divided by its sum on its
 support, the arg-max's point mass where the support is empty), its targets ``(N,)`` and the
 previous gold tokens of the same item (:func:`previous_tokens`; :func:`batch_step_values` does
 all of it for an LM batch of logits and padded targets). :func:`step_values` reduces
@@ -25,7 +25,7 @@ from collections.abc import Hashable, Mapping, Sequence
 
 import torch
 
-from arelu_cli.nmt.sampling import Decoding, sampling_probs
+from arelu_cli.decode.sampling import Decoding, sampling_probs
 from arelu_cli.registry import OutputTransform
 
 WINDOWS = (16, 32, 128)
@@ -104,7 +104,7 @@ def batch_step_values(logits: torch.Tensor, targets: torch.Tensor, transform: Ou
                       scored: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
     """:func:`step_values` of one teacher-forced LM batch, ``logits (B, T, V)`` and
     ``targets (B, T)`` (``ignore_index`` where padded), under the distribution sampled from
-    (:func:`arelu_cli.nmt.sampling.sampling_probs`), with each row's previous gold tokens as
+    (:func:`arelu_cli.decode.sampling.sampling_probs`), with each row's previous gold tokens as
     context; ``item`` is each counted step's row ``b`` (add the batch's offset for
     :func:`per_item`). ``scored (B, T)``, if given, counts only those steps (a sliding
     window's context positions are context for rep/wrep, not counted)."""

@@ -1,6 +1,6 @@
 """``arelu score``: detokenized, case-sensitive corpus BLEU and chrF with sacrebleu.
 
-BLEU is the paper's (:func:`arelu_cli.nmt.bleu.paper_bleu`, the one the training's validation
+BLEU is the paper's (:func:`arelu_cli.decode.bleu.paper_bleu`, the one the training's validation
 uses): one reference, mixed case, the 13a tokenizer, exponential smoothing; its signature
 (``nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:...``) is printed and stored with
 the score, as is chrF's. The references are a plain text file, or, for an output of
@@ -26,13 +26,13 @@ from pathlib import Path
 import pandas as pd
 
 from arelu_cli.data.prepared import META, Prepared, load_prepared
-from arelu_cli.errors import UserError
-from arelu_cli.nmt.bleu import bleu_chrf
-from arelu_cli.atomic import atomic_write_text
-from arelu_cli.ownership import csv_header
-from arelu_cli.signatures import signature
+from arelu_cli.util.errors import UserError
+from arelu_cli.decode.bleu import bleu_chrf
+from arelu_cli.util.atomic import atomic_write_text
+from arelu_cli.util.ownership import csv_header
+from arelu_cli.util.signatures import signature
 from arelu_cli.data.textio import read_text_lines
-from arelu_cli.nmt.inference import meta_path
+from arelu_cli.decode.translate import meta_path
 
 
 @dataclass(frozen=True)
@@ -154,7 +154,7 @@ def compare_files(systems: list[str | Path], baselines: list[str | Path],
     joined, resampling test sentences with all their runs' translations. References: ``ref``,
     else each file's split (``FILE.json``), which must be the same text for all of them."""
     from arelu_cli.analysis.significance import bootstrap_signature, compare_to_baseline
-    from arelu_cli.nmt.bleu import corpus_bleu, paper_bleu
+    from arelu_cli.decode.bleu import corpus_bleu, paper_bleu
 
     if not systems or len(systems) != len(baselines):
         raise UserError(f"give one --baseline per --hyp (the same runs, e.g. seeds, in the same "

@@ -13,8 +13,8 @@ import numpy as np
 
 from arelu_cli.analysis.steps import Along, split_indices, step_probs
 from arelu_cli.config import DecodeConfig
-from arelu_cli.errors import UserError
-from arelu_cli.nmt.inference import Decoder
+from arelu_cli.util.errors import UserError
+from arelu_cli.decode.translate import Decoder
 
 QUANTILES = (0.01, 0.05, 0.25, 0.5, 0.75, 0.95, 0.99)
 

@@ -26,8 +26,8 @@ from dataclasses import dataclass
 import numpy as np
 from sacrebleu.metrics import BLEU
 
-from arelu_cli.errors import UserError
-from arelu_cli.nmt.bleu import paper_bleu
+from arelu_cli.util.errors import UserError
+from arelu_cli.decode.bleu import paper_bleu
 
 RESAMPLES = 1000
 """sacrebleu's default number of paired bootstrap resamples."""

@@ -13,7 +13,7 @@ import pandas as pd
 
 from arelu_cli.analysis.steps import Along, split_indices, step_probs
 from arelu_cli.config import DecodeConfig
-from arelu_cli.nmt.inference import Decoder
+from arelu_cli.decode.translate import Decoder
 
 
 def zero_counts(decoder: Decoder, split: str, along: Along, cfg: DecodeConfig, *,

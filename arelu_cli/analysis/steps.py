@@ -21,9 +21,9 @@ import torch
 
 from arelu_cli.config import DecodeConfig
 from arelu_cli.data.batching import Batch, batch_indices, collate, example_sizes
-from arelu_cli.nmt.decode import refuse_nan, target_tensors
-from arelu_cli.errors import UserError
-from arelu_cli.nmt.inference import Decoder, decode_batch
+from arelu_cli.decode.search import refuse_nan, target_tensors
+from arelu_cli.util.errors import UserError
+from arelu_cli.decode.translate import Decoder, decode_batch
 
 Along = Literal["reference", "beam"]
 ALONG = ("reference", "beam")

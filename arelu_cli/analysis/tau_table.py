@@ -4,7 +4,7 @@ One row per (d_vocab, alpha, rule): the analytic estimate of :mod:`arelu_cli.tra
 and/or the Monte Carlo mean and spread of the exact alpha-entmax threshold of Gaussian logits
 (:func:`tau_rows`), or the empirical tau of a real corpus through the untrained model of a
 recipe, beside the analytic one (:func:`empirical_rows`, the paper's tau-tilde), ready for
-:func:`arelu_cli.results.write_rows` and :func:`print_table`.
+:func:`arelu_cli.util.results.write_rows` and :func:`print_table`.
 """
 
 from __future__ import annotations
@@ -20,10 +20,10 @@ from rich.table import Table
 from arelu_cli.transforms import tau as tau_lib
 from arelu_cli.config import Config
 from arelu_cli.data.prepared import load_prepared
-from arelu_cli.errors import UserError
-from arelu_cli.nmt.lm_model import build_model
-from arelu_cli.nmt.output_stats import first_batch_taus
-from arelu_cli.signatures import signature
+from arelu_cli.util.errors import UserError
+from arelu_cli.model.lm import build_model
+from arelu_cli.model.output_stats import first_batch_taus
+from arelu_cli.util.signatures import signature
 
 METHODS = ("analytic", "monte-carlo", "empirical", "both", "all")
 """``both`` is empirical beside analytic (the paper's Table 3); ``all`` is analytic beside
@@ -103,7 +103,7 @@ def tau_rows(method: str, d_vocabs: Sequence[int], alphas: Sequence[float],
 
 def _first_batch_taus(config: Config, alphas: Sequence[float], batches: int):
     """tau-tilde per alpha of the recipe's untrained model (seeded as training seeds it) on
-    the first ``batches`` training batches (:func:`arelu_cli.nmt.output_stats.first_batch_taus`,
+    the first ``batches`` training batches (:func:`arelu_cli.model.output_stats.first_batch_taus`,
     what ``tau = "auto"`` trains with); the prepared corpus and the number of positions."""
     data = load_prepared(config.data.path)
     torch.manual_seed(config.train.seed)

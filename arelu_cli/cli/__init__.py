@@ -1,8 +1,9 @@
 """The ``arelu`` command line: thin Typer commands that parse, call the library, print.
 
 One module per command group; nothing outside this package imports it. Each command's work
-lives in a library module (:mod:`arelu_cli.nmt`, :mod:`arelu_cli.analysis`,
-:mod:`arelu_cli.report`, :mod:`arelu_cli.pipeline`, :mod:`arelu_cli.data`).
+lives in a library module (:mod:`arelu_cli.train`, :mod:`arelu_cli.decode`,
+:mod:`arelu_cli.analysis`, :mod:`arelu_cli.bench`, :mod:`arelu_cli.report`,
+:mod:`arelu_cli.pipeline`, :mod:`arelu_cli.data`).
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import shlex
 import sys
 
-from arelu_cli.nmt import openmp
+from arelu_cli.train import openmp
 
 openmp.short_spin()  # before any module below imports torch (libgomp reads it once)
 
@@ -20,11 +21,11 @@ from rich.markup import escape  # noqa: E402
 # Each module registers its commands on `app` when imported, in the order `arelu --help` lists them.
 from arelu_cli.cli import data, train, lm, pipeline, human_eval, analysis, bench  # noqa: F401,E402
 from arelu_cli.cli.app import app  # noqa: E402
-from arelu_cli.errors import UserError  # noqa: E402
+from arelu_cli.util.errors import UserError  # noqa: E402
 
 __all__ = ["app", "main"]
 # Modules whose ValueError is an argument error by contract (library code raises no UserError).
-LIBRARY = ("arelu_cli.transforms", "arelu_cli.registry", "arelu_cli.tau", "arelu_cli.nmt.sampling",
+LIBRARY = ("arelu_cli.transforms", "arelu_cli.registry", "arelu_cli.transforms.tau", "arelu_cli.decode.sampling",
            "arelu_cli.analysis.lm_metrics")
 
 
@@ -40,7 +41,7 @@ def main() -> None:
     """Console entry point: user errors (and the library's ValueErrors) become one line on
     stderr and exit status 2; a stop signal in a multi-step command (``arelu train`` says its
     own) one line with the command that continues, and 128 + the signal's number."""
-    from arelu_cli.nmt.stop_signals import Interrupted
+    from arelu_cli.train.stop_signals import Interrupted
 
     err = Console(stderr=True)
     try:

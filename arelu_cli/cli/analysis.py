@@ -13,7 +13,7 @@ from rich.markup import escape
 from arelu_cli.cli.app import (CHECKPOINT, CHECKPOINTS, app, checkpoint_paths, console, decoding,
                                progress, stdin_is_piped)
 from arelu_cli.data.textio import STDIO, read_text_lines
-from arelu_cli.errors import UserError
+from arelu_cli.util.errors import UserError
 
 
 @app.command()
@@ -37,7 +37,7 @@ def translate(
     Scores: the transform's own log outputs; zero-probability tokens are pruned from the beam.
     Lines longer than the model's positions are cut (a warning names them; OUT.json counts them).
     """
-    from arelu_cli.nmt import inference as tr
+    from arelu_cli.decode import translate as tr
 
     if input is None and split is None and stdin_is_piped():
         input = Path(STDIO)  # `cat x.de | arelu translate > x.en`
@@ -135,8 +135,8 @@ def empty_check(
 ) -> None:
     """Paper Table 2: % of sentences whose empty translation outscores the beam hypothesis."""
     from arelu_cli.analysis import empty_check as check
-    from arelu_cli.results import write_rows
-    from arelu_cli.nmt.inference import decode_config, open_checkpoint
+    from arelu_cli.util.results import write_rows
+    from arelu_cli.decode.translate import decode_config, open_checkpoint
 
     summaries, details = [], []
     for path in checkpoint_paths(checkpoint):
@@ -182,8 +182,8 @@ def sparsity(
     from arelu_cli.report import plots
     from arelu_cli.analysis import sparsity as sp
     from arelu_cli.analysis.steps import parse_along
-    from arelu_cli.results import write_rows
-    from arelu_cli.nmt.inference import decode_config, open_checkpoint
+    from arelu_cli.util.results import write_rows
+    from arelu_cli.decode.translate import decode_config, open_checkpoint
 
     alongs, rows = parse_along(along), []
     if attention:
@@ -233,8 +233,8 @@ def self_norm(
     from arelu_cli.report import plots
     from arelu_cli.analysis import self_norm as sn
     from arelu_cli.analysis.steps import parse_along
-    from arelu_cli.results import write_rows
-    from arelu_cli.nmt.inference import decode_config, open_checkpoint
+    from arelu_cli.util.results import write_rows
+    from arelu_cli.decode.translate import decode_config, open_checkpoint
 
     alongs, summaries, histograms = parse_along(along), [], []
     for path in checkpoint_paths(checkpoint):

@@ -106,7 +106,7 @@ def checkpoint_paths(given: list[Path]) -> list[Path]:
     (named on stderr, so that stdout keeps only what the command writes there)."""
     if given:
         return given
-    from arelu_cli.nmt.inference import RUNS, latest_run
+    from arelu_cli.decode.translate import RUNS, latest_run
 
     run = latest_run()
     Console(stderr=True).print(f"using {escape(str(run))}, the most recently trained run under "

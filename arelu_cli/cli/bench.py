@@ -9,11 +9,11 @@ from typing import Optional
 import typer
 
 from arelu_cli.cli.app import DATA, DEVICE, MAX_TOKENS, bench_app, checkpoint_paths, console
-from arelu_cli.errors import UserError
+from arelu_cli.util.errors import UserError
 
 
 def _warn_if_busy(rows: list[dict]) -> None:
-    from arelu_cli.analysis.timing import warn_if_busy
+    from arelu_cli.bench.timing import warn_if_busy
 
     warn_if_busy(rows, console)
 
@@ -38,8 +38,8 @@ def bench_loss(
     max_seconds: float = typer.Option(90.0, help="Time budget per case; fewer repeats beyond it."),
 ) -> None:
     """Time forward+backward and forward-only of every loss against F.cross_entropy; write CSV."""
-    from arelu_cli.analysis import bench_loss as bench
-    from arelu_cli.analysis.timing import device_path
+    from arelu_cli.bench import loss as bench
+    from arelu_cli.bench.timing import device_path
 
     plan = bench.make_plan(quick=quick, transforms=transforms, sizes=sizes, repeats=repeats,
                            dtypes=dtype, device=device, threads=threads,
@@ -69,8 +69,8 @@ def bench_fused_linear(
         None, help="Tokens per chunk of the fused loss (default: the library's rule)."),
 ) -> None:
     """Time and peak memory of the fused linear + alpha-ReLU loss against Linear + loss; write CSV."""
-    from arelu_cli.analysis import bench_fused as bench
-    from arelu_cli.analysis.timing import device_path
+    from arelu_cli.bench import fused as bench
+    from arelu_cli.bench.timing import device_path
 
     plan = bench.make_plan(quick=quick, sizes=sizes, width=d, dtype=dtype, alpha=alpha,
                            repeats=repeats, device=device, methods=methods, chunk=chunk)
@@ -114,11 +114,11 @@ def bench_train(
 ) -> None:
     """Time whole training steps (tokens/s, peak memory) of each transform on one model and batch;
     with --under-load, training speed quiet and beside a competing process instead."""
-    from arelu_cli.analysis import bench_train as bench
-    from arelu_cli.options import parse_list, parse_per_name
+    from arelu_cli.bench import train as bench
+    from arelu_cli.util.options import parse_list, parse_per_name
     from arelu_cli.config import load_config
     from arelu_cli.config import resolve_recipe
-    from arelu_cli.results import write_rows
+    from arelu_cli.util.results import write_rows
 
     config = load_config(resolve_recipe(recipe), {("train", "precision"): precision,
                                   ("data", "max_tokens"): max_tokens})
@@ -130,8 +130,8 @@ def bench_train(
         raise UserError(f"{given[0]} applies only with --under-load; add --under-load or drop "
                         f"{given[0]}")
     if under_load:
-        from arelu_cli.analysis import bench_load
-        from arelu_cli.ownership import check_replaceable
+        from arelu_cli.bench import load as bench_load
+        from arelu_cli.util.ownership import check_replaceable
 
         if fused or label_smoothing is not None:
             raise UserError(f"{'--fused' if fused else '--label-smoothing'} does not apply to "
@@ -152,7 +152,7 @@ def bench_train(
                                     "--label-smoothing"))
         rows = bench.bench_train(config, names, repeats, device, warmup=warmup, console=console,
                                  fused=fused, label_smoothing=smoothing)
-        from arelu_cli.analysis.timing import device_path
+        from arelu_cli.bench.timing import device_path
         out = device_path(out, rows[0]["device"])  # the GPU's name in it on CUDA
         bench.print_table(write_rows(rows, out), console)
         _warn_if_busy(rows)
@@ -175,13 +175,13 @@ def bench_hf(
 ) -> None:
     """A training step of a small Llama-style transformers model: softmax (its own loss),
     1.5-ReLU and 1.5-ReLU with the fused output layer, time and peak memory; write CSV."""
-    from arelu_cli.analysis.timing import device_path
-    from arelu_cli.options import parse_list
-    from arelu_cli.results import write_rows
+    from arelu_cli.bench.timing import device_path
+    from arelu_cli.util.options import parse_list
+    from arelu_cli.util.results import write_rows
 
     try:
         import arelu_cli.hf  # noqa: F401
-        from arelu_cli.analysis import bench_hf as bench
+        from arelu_cli.bench import hf as bench
     except ImportError as err:
         raise UserError(str(err)) from None
     plan = bench.make_plan(quick=quick, vocabs=parse_list(vocabs, int, "--vocabs") if vocabs
@@ -216,9 +216,9 @@ def bench_translate(
     """Paper Fig. infTime: translation time per model and beam size, normalized by the fastest,
     and its ratio to the first softmax checkpoint's (else the first's) at each beam."""
     from arelu_cli.report import plots
-    from arelu_cli.analysis import bench_translate as bench
-    from arelu_cli.options import parse_list
-    from arelu_cli.results import write_rows
+    from arelu_cli.bench import translate as bench
+    from arelu_cli.util.options import parse_list
+    from arelu_cli.util.results import write_rows
 
     paths = checkpoint_paths(parse_list(checkpoints or "", Path, "--checkpoints", empty_ok=True))
     rows = bench.bench_translate(paths, bench.parse_beams(beams), split, data=data, device=device,
@@ -251,8 +251,8 @@ def bench_generate(
 ) -> None:
     """Time per generated token of pure alpha-ReLU sampling vs softmax sampling, top-k,
     top-p, sparsemax and entmax sampling on the same output layer; write CSV."""
-    from arelu_cli.analysis import bench_generate as bench
-    from arelu_cli.analysis.timing import device_path
+    from arelu_cli.bench import generate as bench
+    from arelu_cli.bench.timing import device_path
 
     plan = bench.make_plan(quick=quick, vocabs=vocabs, batches=batches, width=d, steps=steps,
                            repeats=repeats, top_k=top_k, top_p=top_p, alpha=alpha,
@@ -284,8 +284,8 @@ def bench_lm_study(
     """Time per generated token of the study's own models, every decoding it runs: the full
     model (incremental generation) and its output layer alone, with paired ratios to the
     softmax model's pure and nucleus sampling; write CSV. Run it on a quiet machine."""
-    from arelu_cli.analysis.bench_lm import print_table
-    from arelu_cli.options import parse_list
+    from arelu_cli.bench.lm import print_table
+    from arelu_cli.util.options import parse_list
     from arelu_cli.pipeline.lm_bench import BenchPlan, bench_study, parse_weights
     from arelu_cli.pipeline.lm_report import BENCH
 
@@ -323,10 +323,10 @@ def bench_support(
     """How wide a trained model's entmax support is on its own rows, and the exact entmax
     loss's time (forward + backward) at each partial-sort k against F.cross_entropy: which
     k to train 1.5-entmax-k<k> or 2-entmax-k<k> with; write CSV. Run it on a quiet machine."""
-    from arelu_cli.analysis import bench_support as bench
-    from arelu_cli.analysis.timing import device_path
-    from arelu_cli.nmt.distributed import pick_device
-    from arelu_cli.options import parse_list
+    from arelu_cli.bench import support as bench
+    from arelu_cli.bench.timing import device_path
+    from arelu_cli.model.device import pick_device
+    from arelu_cli.util.options import parse_list
 
     plan = bench.SupportPlan(checkpoint=checkpoint, data=data, split=split, rows=rows,
                              ks=tuple(parse_list(k, int, "--k", example="256,1024")),

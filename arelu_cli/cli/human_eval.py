@@ -8,7 +8,7 @@ from typing import Optional
 import typer
 
 from arelu_cli.cli.app import console, human_eval_app
-from arelu_cli.errors import UserError
+from arelu_cli.util.errors import UserError
 
 
 @human_eval_app.command("export")
@@ -27,7 +27,7 @@ def human_eval_export(
     seed: int = typer.Option(0, help="Seed of the sample and of the candidate shuffles."),
 ) -> None:
     """Write one blind sheet per annotator (candidates incl. the reference, shuffled) and a key."""
-    from arelu_cli.options import parse_list
+    from arelu_cli.util.options import parse_list
     from arelu_cli.data.textio import read_aligned, read_lines
     from arelu_cli.report import human_eval
 
@@ -64,7 +64,7 @@ def human_eval_score(
     """Mean and std per system, Cohen's kappa on the shared items; write CSV."""
     from arelu_cli.report import human_eval
     from arelu_cli.report.columns import COLUMNS
-    from arelu_cli.results import write_rows
+    from arelu_cli.util.results import write_rows
 
     systems, agreement = human_eval.score_sheets(sheets, key)
     folder = out or key.parent.parent

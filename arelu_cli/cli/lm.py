@@ -11,12 +11,12 @@ from rich.console import Console
 from rich.markup import escape
 
 from arelu_cli.cli.app import CHECKPOINT, DATA, DEVICE, app, checkpoint_paths, stdin_is_piped
-from arelu_cli.errors import UserError
+from arelu_cli.util.errors import UserError
 
 
 def _decoding(method: str, top_k: Optional[int], top_p: Optional[float], temperature: float,
               tau: float):
-    from arelu_cli.nmt.sampling import Decoding
+    from arelu_cli.decode.sampling import Decoding
 
     try:
         return Decoding(method, top_k, top_p, temperature, tau)
@@ -59,8 +59,8 @@ def generate(
     many; OUT.json counts them).
     """
     from arelu_cli.data.textio import STDIO, read_text_lines
-    from arelu_cli.nmt import generate as gen
-    from arelu_cli.nmt.inference import open_checkpoint
+    from arelu_cli.decode import generate as gen
+    from arelu_cli.decode.translate import open_checkpoint
 
     if prompts is None and split is None and unconditional is None and stdin_is_piped():
         prompts = Path(STDIO)
@@ -130,7 +130,7 @@ def lm_eval(
     forced) and distinct-n, looping, Zipf, self-BLEU, length vs the human text (generated),
     one CSV row per checkpoint for one decoding (Martins et al., 2020)."""
     from arelu_cli.analysis import lm_eval as ev
-    from arelu_cli.nmt.inference import open_checkpoint
+    from arelu_cli.decode.translate import open_checkpoint
 
     chosen = _decoding(decoding, top_k, top_p, temperature, tau)
     for option, value in (("--prefix-tokens", prefix_tokens), ("--max-tokens", max_tokens),

@@ -161,7 +161,7 @@ def report(
     language-model study's folder (`arelu lm-study`), its tables and REPORT.md from its files."""
     import shlex
 
-    from arelu_cli.errors import UserError
+    from arelu_cli.util.errors import UserError
     from arelu_cli.pipeline.lm_report import report_settings, write_report
     from arelu_cli.report.build import regenerate
 

@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from arelu_cli.cli.app import app, console
-from arelu_cli.errors import UserError
+from arelu_cli.util.errors import UserError
 
 
 @app.command("estimate-tau")
@@ -42,10 +42,10 @@ def estimate_tau(
     and the corpus's target vocabulary.
     """
     from arelu_cli.analysis import tau_table
-    from arelu_cli.options import parse_list
+    from arelu_cli.util.options import parse_list
     from arelu_cli.config import load_config
     from arelu_cli.config import resolve_recipe
-    from arelu_cli.results import write_rows
+    from arelu_cli.util.results import write_rows
 
     if method in ("empirical", "both"):
         if recipe is None and data is None:
@@ -125,9 +125,9 @@ def train(
     """
     from arelu_cli.config import load_config, parse_override
     from arelu_cli.config import resolve_recipe
-    from arelu_cli.nmt.train import train as run_training
-    from arelu_cli.nmt.run_folder import read_last
-    from arelu_cli.nmt.stop_signals import Interrupted
+    from arelu_cli.train.loop import train as run_training
+    from arelu_cli.train.run_dir import read_last
+    from arelu_cli.train.stop_signals import Interrupted
 
     recipe = recipe and resolve_recipe(recipe)
     overrides = {(sec, key): value for sec, key, value in map(parse_override, set_)}

@@ -6,7 +6,7 @@ study``), ``[attention_study]`` (``arelu attention-study``), whose keys are the 
 declared). Defaults are the paper's IWSLT'14 settings (Appendix "Optimization": Transformer
 Base with FFN 1024, Adam (0.9, 0.998), Noam decay with lr 2.0 and 4000 warmup steps, dropout
 0.3, no label smoothing). Unknown keys and wrong types (:mod:`.load`) and impossible values
-(:mod:`.checks`) raise :class:`~arelu_cli.errors.UserError` saying what to do; command-line
+(:mod:`.checks`) raise :class:`~arelu_cli.util.errors.UserError` saying what to do; command-line
 flags override recipe values (:func:`load_config`). Standard library only.
 
 - :mod:`.schema`: the dataclasses, one per table;

@@ -10,7 +10,7 @@ import dataclasses
 import math
 
 from arelu_cli.config.schema import SECTIONS, Config
-from arelu_cli.errors import UserError
+from arelu_cli.util.errors import UserError
 
 
 def _positive(where: str, value: float) -> None:

@@ -14,7 +14,7 @@ from typing import Literal, Mapping
 
 from arelu_cli.config.checks import check_config
 from arelu_cli.config.schema import LEGACY_ATTENTION_EPS, SECTIONS, Config
-from arelu_cli.errors import UserError
+from arelu_cli.util.errors import UserError
 
 
 def _coerce(section: str, key: str, hint: object, value: object) -> object:

@@ -24,7 +24,7 @@ class DataConfig:
     """Split used for validation loss and BLEU (a language model's: loss and perplexity)."""
     task: Literal["translation", "lm"] = "translation"
     """``translation``: the encoder-decoder on sentence pairs; ``lm``: a decoder-only language
-    model (:mod:`arelu_cli.nmt.lm_model`) on a language-modelling folder (``arelu prepare
+    model (:mod:`arelu_cli.model.lm`) on a language-modelling folder (``arelu prepare
     ptb|tinyshakespeare|text|toy-lm``), trained on fixed-length blocks of its token stream."""
     block_size: int = 128
     """``lm`` only: tokens per training and evaluation block (:mod:`arelu_cli.data.blocks`);
@@ -53,7 +53,7 @@ class ModelConfig:
     """Longest sequence the sinusoidal position table covers."""
     attention: str = "softmax"
     """Transform of the attention scores, by registry name (softmax, sparsemax, 1.5-entmax,
-    <a>-relu...), for every kind not set below; see :mod:`arelu_cli.nmt.attention`."""
+    <a>-relu...), for every kind not set below; see :mod:`arelu_cli.model.attention`."""
     attention_encoder: str = ""
     """Encoder self-attention's transform; empty: ``attention``."""
     attention_decoder: str = ""
@@ -69,7 +69,7 @@ class ModelConfig:
     attention_eps: float = 0.01
     """The constant added to the sum of ``renormalized`` alpha-ReLU attention (> 0): the
     weight of a lone key rises from 0 to 1 within ``sqrt(eps)`` of the threshold, so a small
-    one makes steep gradients; see :data:`arelu_cli.nmt.attention.RENORM_EPS`. Runs saved
+    one makes steep gradients; see :data:`arelu_cli.model.attention.RENORM_EPS`. Runs saved
     before this key existed used :data:`LEGACY_ATTENTION_EPS`."""
 
 
@@ -120,7 +120,7 @@ class TrainConfig:
     device: Device = "auto"
     precision: Precision = "auto"
     """``auto``: bf16 autocast where the hardware computes bf16 natively (CUDA; a CPU with
-    AVX512-BF16 or AMX), fp32 elsewhere (:mod:`arelu_cli.nmt.precision`); loss math is always
+    AVX512-BF16 or AMX), fp32 elsewhere (:mod:`arelu_cli.train.precision`); loss math is always
     fp32."""
     compile: bool = False
     """Run the model through ``torch.compile``."""
@@ -131,7 +131,7 @@ class TrainConfig:
     decoder's output without gradients."""
     threads: str | int = "auto"
     """torch intra-op CPU threads of training: ``auto`` starts at torch's count and lets
-    :mod:`arelu_cli.nmt.threads` switch to fewer while another process competes for the cores
+    :mod:`arelu_cli.train.threads` switch to fewer while another process competes for the cores
     (and back when it leaves), from measured tokens/s; single-process CPU training only,
     elsewhere torch's count stays. An integer fixes the count (bitwise-identical reruns:
     a switch changes the rounding of sums)."""

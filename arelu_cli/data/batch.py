@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from arelu_cli.errors import UserError
+from arelu_cli.util.errors import UserError
 
 
 @dataclass(frozen=True)

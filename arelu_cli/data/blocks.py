@@ -26,7 +26,7 @@ import torch
 
 from arelu_cli.data.batch import Batch, batch_indices
 from arelu_cli.data.prepared import Prepared
-from arelu_cli.errors import UserError
+from arelu_cli.util.errors import UserError
 
 
 def stream(ids: np.ndarray, offsets: np.ndarray, eos_id: int) -> np.ndarray:

@@ -14,7 +14,7 @@ import unicodedata
 from collections import Counter
 from dataclasses import dataclass
 
-from arelu_cli.errors import UserError
+from arelu_cli.util.errors import UserError
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from typing import Literal
 from arelu_cli.data import iwslt
 from arelu_cli.data.clean import CleanRules
 from arelu_cli.data.textio import check_aligned, read_lines
-from arelu_cli.errors import UserError
+from arelu_cli.util.errors import UserError
 
 SPLITS = ("train", "dev", "test")
 Format = Literal["text", "xml", "tags"]

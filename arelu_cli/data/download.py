@@ -17,7 +17,7 @@ from urllib.parse import urlparse
 
 from arelu_cli.data.corpora import CorpusSpec, HubSource
 from arelu_cli.data.prepared import atomic_dir, clean_leftovers
-from arelu_cli.errors import UserError
+from arelu_cli.util.errors import UserError
 
 HUB_HOST = "huggingface.co"
 

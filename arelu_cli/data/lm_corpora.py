@@ -29,7 +29,7 @@ from arelu_cli.data import toy
 from arelu_cli.data.clean import normalize_all
 from arelu_cli.data.corpora import SPLITS
 from arelu_cli.data.textio import read_lines
-from arelu_cli.errors import UserError
+from arelu_cli.util.errors import UserError
 
 Tokens = Literal["words", "bpe"]
 SHARES = (0.90, 0.05)

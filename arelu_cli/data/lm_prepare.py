@@ -28,8 +28,8 @@ from arelu_cli.data.prepared import (FORMAT, atomic_dir, clean_leftovers, read_m
                                      write_meta, write_text)
 from arelu_cli.data.textio import sha256_file
 from arelu_cli.data.words import train_words, unknown_count
-from arelu_cli.errors import UserError
-from arelu_cli.signatures import versions
+from arelu_cli.util.errors import UserError
+from arelu_cli.util.signatures import versions
 
 LANG = "txt"
 """The "language" of an LM folder's files: ``SPLIT.txt``."""

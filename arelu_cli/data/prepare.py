@@ -36,8 +36,8 @@ from arelu_cli.data.prepare_request import Log, PrepareRequest, PrepareResult, c
 from arelu_cli.data.prepared import (FORMAT, atomic_dir, clean_leftovers, read_meta, write_ids,
                                      write_meta, write_text)
 from arelu_cli.data.textio import sha256_file
-from arelu_cli.errors import UserError
-from arelu_cli.signatures import versions
+from arelu_cli.util.errors import UserError
+from arelu_cli.util.signatures import versions
 
 Texts = dict[str, tuple[list[str], list[str]]]
 

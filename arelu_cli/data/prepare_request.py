@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from arelu_cli.data.prepared import foreign_files, read_meta
-from arelu_cli.errors import UserError
+from arelu_cli.util.errors import UserError
 
 Log = Callable[[str], None]
 

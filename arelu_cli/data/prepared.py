@@ -45,8 +45,8 @@ from tokenizers import Tokenizer
 
 from arelu_cli.data import bpe
 from arelu_cli.data.textio import sha256_file
-from arelu_cli.errors import UserError
-from arelu_cli.atomic import cannot_write
+from arelu_cli.util.errors import UserError
+from arelu_cli.util.atomic import cannot_write
 
 FORMAT = 1
 META = "meta.json"

@@ -11,7 +11,7 @@ import hashlib
 import sys
 from pathlib import Path
 
-from arelu_cli.errors import UserError
+from arelu_cli.util.errors import UserError
 
 SNIPPET = 40
 STDIO = "-"

@@ -31,7 +31,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from itertools import accumulate
 
-from arelu_cli.errors import UserError
+from arelu_cli.util.errors import UserError
 
 GENERATOR = 3
 """Version of the rules and defaults below; part of a prepared toy folder's fingerprint.

@@ -3,7 +3,7 @@
 ``transformers``' beam search adds ``log_softmax`` of the raw logits before any logits
 processor, and alpha-ReLU with a fixed tau is not shift-invariant, so no processor can make
 its scores exact. Instead greedy and beam search here are arelu's own
-(:func:`arelu_cli.nmt.decode.greedy` / :func:`~arelu_cli.nmt.decode.beam_search`, as
+(:func:`arelu_cli.decode.search.greedy` / :func:`~arelu_cli.decode.search.beam_search`, as
 ``arelu translate`` runs them) on the model's logits (:mod:`arelu_cli.hf.search`): a
 hypothesis' score is the sum of the transform's ``log_scores`` (``-inf`` where p = 0, so
 a zero-probability token never enters a beam; ``renormalize=True`` divides alpha-ReLU by
@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import torch
 
 from arelu_cli.hf.search import CausalSearch, Seq2SeqSearch
-from arelu_cli.nmt.decode import Hypothesis, beam_search, greedy, step_log_scores
+from arelu_cli.decode.search import Hypothesis, beam_search, greedy, step_log_scores
 from arelu_cli.registry import OutputTransform
 
 

@@ -1,4 +1,4 @@
-"""arelu's own greedy and beam search (:mod:`arelu_cli.nmt.decode`) driven by a Hugging Face
+"""arelu's own greedy and beam search (:mod:`arelu_cli.decode.search`) driven by a Hugging Face
 model: the search needs ``encode(src) -> (memory, mask)``, ``start(memory, mask) -> state``,
 ``step(tokens, state) -> logits (R, V)`` of the next position, and ``state.select(rows)``.
 

@@ -32,18 +32,18 @@ import pandas as pd
 
 from arelu_cli.config import Config
 from arelu_cli.data.prepared import load_prepared
-from arelu_cli.errors import UserError
-from arelu_cli.nmt.bleu import bleu_chrf
-from arelu_cli.nmt.divergence import DIVERGED
-from arelu_cli.nmt.train_log import read_log
-from arelu_cli.ownership import write_markdown
+from arelu_cli.util.errors import UserError
+from arelu_cli.decode.bleu import bleu_chrf
+from arelu_cli.train.divergence import DIVERGED
+from arelu_cli.train.log import read_log
+from arelu_cli.util.ownership import write_markdown
 from arelu_cli.pipeline.core import Run, diverged, finished
 from arelu_cli.pipeline.scoring import (TEST, again, bootstrap_rows, dev_log, summary,
                                         translation_lines, translation_path)
 from arelu_cli.report.section import Section, delta_text, document, fmt, md_table
 from arelu_cli.report.plots import (plot_attention_curves, plot_attention_heatmaps,
                                     plot_attention_sparsity)
-from arelu_cli.results import read_json, read_table, write_tables
+from arelu_cli.util.results import read_json, read_table, write_tables
 
 BENCH = "bench_train.csv"
 DECODE = "bench_decode.csv"

@@ -4,12 +4,12 @@ learns with, measured (beyond the paper), resumable.
 The paper's Conclusion leaves alpha-ReLU "as a replacement for softmax in the attention
 layers" open and expects the risk that an unnormalized transform stops the model from
 learning. This trains one model per ``[attention_study] variants`` entry -- the attention
-transform of every kind (:mod:`arelu_cli.nmt.attention`), everything else of the recipe fixed,
+transform of every kind (:mod:`arelu_cli.model.attention`), everything else of the recipe fixed,
 the output transform ``[train] transform`` included -- for ``[train] max_steps`` optimizer
 steps (never against the clock: no other process can change a result), then:
 
 1. **train** each variant into ``runs/VARIANT/``; a run whose loss, gradient or weights stop
-   being finite ends there with ``diverged.json`` (:mod:`arelu_cli.nmt.divergence`): that
+   being finite ends there with ``diverged.json`` (:mod:`arelu_cli.train.divergence`): that
    is a finding, recorded and reported, and never retrained (delete the folder to try again);
 2. **evaluate** each run that did not diverge at its last step's kept weights: the test
    translation (``[decode]`` beam) into ``translations/``, and the share of exactly-zero
@@ -18,7 +18,7 @@ steps (never against the clock: no other process can change a result), then:
    ``[attention_study] heatmaps`` sentences (``attention_heatmaps.csv``);
 3. **timing** (``[attention_study] timing``; the one stage that wants an idle machine): the
    optimizer-step time of every variant paired with the baseline's
-   (:mod:`arelu_cli.analysis.bench_attention`, ``bench_train.csv``) and the decoding time of
+   (:mod:`arelu_cli.bench.attention`, ``bench_train.csv``) and the decoding time of
    the trained models at ``timing_beams`` (``arelu bench translate``, ``bench_decode.csv``),
    each measured once (delete the file to measure again);
 4. **report** (:mod:`arelu_cli.pipeline.attention_report`): the CSVs, the figures and
@@ -43,12 +43,12 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
-from arelu_cli.analysis.bench_attention import bench_attention
+from arelu_cli.bench.attention import bench_attention
 from arelu_cli.config import Config, ModelConfig
-from arelu_cli.errors import UserError
-from arelu_cli.nmt.attention import RENORM_EPS, VARIANTS
-from arelu_cli.nmt.train import snapshot_path
-from arelu_cli.nmt.divergence import DIVERGED, Diverged
+from arelu_cli.util.errors import UserError
+from arelu_cli.model.attention import RENORM_EPS, VARIANTS
+from arelu_cli.train.loop import snapshot_path
+from arelu_cli.train.divergence import DIVERGED, Diverged
 from arelu_cli.pipeline.attention_report import (BENCH, DECODE, HEATMAPS, SPARSITY,
                                                  write_report)
 from arelu_cli.pipeline.core import (Output, Run, Trainer, check_budget, check_runs, diverged,
@@ -57,7 +57,7 @@ from arelu_cli.pipeline.grid import check_outputs, results_folder
 from arelu_cli.pipeline.scoring import TEST, translation
 from arelu_cli.pipeline.timings import precision, timed_once
 from arelu_cli.registry import get_transform
-from arelu_cli.results import write_rows
+from arelu_cli.util.results import write_rows
 
 OUTPUTS = {"results.csv": "variant", "curves.csv": "variant", "sparsity.csv": "variant",
            "heatmaps.csv": "checkpoint", BENCH: "variant", DECODE: "variant"}
@@ -132,7 +132,7 @@ def outputs(run: Run) -> list[Output]:
     attention counts along the beam output, the cross-attention of a few sentences."""
     from arelu_cli.analysis.attention_sparsity import heatmap_rows, measure
     from arelu_cli.analysis.steps import split_indices
-    from arelu_cli.nmt.inference import open_checkpoint
+    from arelu_cli.decode.translate import open_checkpoint
 
     a, decode, step = run.config.attention_study, run.config.decode, run.steps
     weights = snapshot_path(run.folder, step)
@@ -172,7 +172,7 @@ def tolerant(train: Trainer, console: Console) -> Trainer:
 def timing(config: Config, out: Path, runs: list[Run], console: Console) -> None:
     """Stage 3: step times of every variant and decoding times of every trained model that
     did not diverge, each file measured once (:func:`~arelu_cli.pipeline.timings.timed_once`)."""
-    from arelu_cli.analysis.bench_translate import bench_translate
+    from arelu_cli.bench.translate import bench_translate
 
     a = config.attention_study
     if not a.timing:

@@ -30,10 +30,10 @@ from pathlib import Path
 from rich.console import Console
 
 from arelu_cli.config import Config
-from arelu_cli.errors import UserError
-from arelu_cli.nmt import checkpoint
-from arelu_cli.nmt.train import SUMMARY
-from arelu_cli.nmt.divergence import DIVERGED
+from arelu_cli.util.errors import UserError
+from arelu_cli.model import checkpoint
+from arelu_cli.train.loop import SUMMARY
+from arelu_cli.train.divergence import DIVERGED
 from arelu_cli.pipeline.reuse import LONGER, reuse
 
 Trainer = Callable[[Config, Path, bool], object]
@@ -86,8 +86,8 @@ def run_config(config: Config, **train: object) -> Config:
 
 
 def trainer(recipe: str | None, console: Console, allow_data_change: bool = False) -> Trainer:
-    """The real :data:`Trainer`: :func:`arelu_cli.nmt.train.train`, recording ``recipe``."""
-    from arelu_cli.nmt.train import train
+    """The real :data:`Trainer`: :func:`arelu_cli.train.loop.train`, recording ``recipe``."""
+    from arelu_cli.train.loop import train
 
     return lambda config, folder, resume: train(config, folder, resume=resume, recipe=recipe,
                                                 console=console,

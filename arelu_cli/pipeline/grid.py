@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from arelu_cli.config import Config
-from arelu_cli.errors import UserError
-from arelu_cli.ownership import check_ours, csv_starting_with, markdown_ours
+from arelu_cli.util.errors import UserError
+from arelu_cli.util.ownership import check_ours, csv_starting_with, markdown_ours
 
 TEST, DEV = "test", "dev"
 
@@ -79,7 +79,7 @@ def results_folder(out: Path) -> Path:
 def check_outputs(out: Path, tables: Mapping[str, str]) -> None:
     """Refuse, before any work, a file in ``out`` of the name of an output of the pipeline
     that it did not write: each CSV of ``tables`` (``{name: its first column}``) and
-    ``REPORT.md`` (:func:`~arelu_cli.ownership.markdown_ours`), so that hours of training
+    ``REPORT.md`` (:func:`~arelu_cli.util.ownership.markdown_ours`), so that hours of training
     never end on a user's file that cannot be replaced."""
     advice = "move that file away or give another --out"
     for name, first in tables.items():

@@ -10,7 +10,7 @@ study runs for it (:func:`arelu_cli.pipeline.lm_study.decodings_of`; for alpha-R
 ``sample-tau_dev`` once the tau sweep on dev exists), on the first test prompts of the
 study's ``prefix_tokens``, at each batch size: the full model and the output layer alone,
 interleaved, with paired ratios to the softmax model's pure and nucleus sampling
-(:mod:`arelu_cli.analysis.bench_lm`).
+(:mod:`arelu_cli.bench.lm`).
 """
 
 from __future__ import annotations
@@ -20,14 +20,14 @@ from pathlib import Path
 
 import pandas as pd
 
-from arelu_cli.errors import UserError
-from arelu_cli.nmt.train import snapshot_path
+from arelu_cli.util.errors import UserError
+from arelu_cli.train.loop import snapshot_path
 from arelu_cli.pipeline.lm_claims import SAMPLE, TUNED
 from arelu_cli.pipeline.lm_report import BENCH, SELECTED, seed_runs
 from arelu_cli.pipeline.lm_study import TAU_SWEEP, decoding, decodings_of, selected_shift
 from arelu_cli.pipeline.scoring import again
 from arelu_cli.registry import get_transform
-from arelu_cli.results import read_json, write_rows
+from arelu_cli.util.results import read_json, write_rows
 
 TRAIN = "arelu lm-study RECIPE --out {out}"
 
@@ -75,10 +75,10 @@ def parse_weights(items: list[str]) -> tuple[tuple[str, Path], ...]:
 def given_weights(out: Path, name: str, path: Path) -> tuple[int, Path]:
     """``(seed, path)`` for weights given for transform ``name``: a checkpoint of the study's
     seed run ``seeds/NAME/seed-S/`` retrained (its settings but where and how fast it ran,
-    :data:`~arelu_cli.nmt.run_record.NOT_SHAPING`; its last step), e.g. after the run's own
+    :data:`~arelu_cli.train.run_record.NOT_SHAPING`; its last step), e.g. after the run's own
     checkpoints were deleted; anything else is refused in one line."""
-    from arelu_cli.nmt import checkpoint
-    from arelu_cli.nmt.run_record import NOT_SHAPING, differences, read_record, show
+    from arelu_cli.model import checkpoint
+    from arelu_cli.train.run_record import NOT_SHAPING, differences, read_record, show
 
     ckpt = checkpoint.load(path)
     if not isinstance(ckpt.get("config"), dict):
@@ -136,8 +136,8 @@ def tuned_shift(out: Path, name: str) -> float | None:
 
 def _open(weights: Path, device: str, first):
     """``weights`` opened for decoding; a vocabulary other than ``first``'s is refused."""
-    from arelu_cli.nmt.checkpoint import vocab_checksum
-    from arelu_cli.nmt.inference import open_checkpoint
+    from arelu_cli.model.checkpoint import vocab_checksum
+    from arelu_cli.decode.translate import open_checkpoint
 
     decoder = open_checkpoint(weights, None, device, task="lm")
     if first is not None and vocab_checksum(decoder.data) != vocab_checksum(first.data):
@@ -148,10 +148,10 @@ def _open(weights: Path, device: str, first):
 
 
 def models(out: Path, device: str, given: tuple[tuple[str, Path], ...] = ()):
-    """Every model x decoding to time (:class:`arelu_cli.analysis.bench_lm.Timed`), the
+    """Every model x decoding to time (:class:`arelu_cli.bench.lm.Timed`), the
     first model's decoder first."""
-    from arelu_cli.analysis.bench_lm import Timed
-    from arelu_cli.nmt.sampling import Decoding
+    from arelu_cli.bench.lm import Timed
+    from arelu_cli.decode.sampling import Decoding
 
     timed, first = [], None
     for name, (seed, weights) in sorted(trained_weights(out, given).items()):
@@ -168,7 +168,7 @@ def models(out: Path, device: str, given: tuple[tuple[str, Path], ...] = ()):
 def prompts_and_steps(timed, plan: BenchPlan) -> tuple[list[list[int]], int]:
     """The study's test prompts (token ids) and the new tokens per timing, checked against
     the models' positions."""
-    from arelu_cli.nmt.generate import split_prompts
+    from arelu_cli.decode.generate import split_prompts
 
     decoder = timed[0].decoder
     s = decoder.config.lm_study
@@ -185,7 +185,7 @@ def prompts_and_steps(timed, plan: BenchPlan) -> tuple[list[list[int]], int]:
 def bench_study(out: Path, plan: BenchPlan, csv: Path | None = None, log=None) -> pd.DataFrame:
     """Time every model x decoding of the study ``out`` at every batch size of ``plan``;
     the CSV (default ``out/bench_generate.csv``) is written once, atomically, at the end."""
-    from arelu_cli.analysis.bench_lm import Measure, batch_rows
+    from arelu_cli.bench.lm import Measure, batch_rows
 
     check_plan(plan)
     out = Path(out)

@@ -31,7 +31,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from arelu_cli.report.section import Section, document, fmt, md_table, missing, signed
-from arelu_cli.signatures import signature_field
+from arelu_cli.util.signatures import signature_field
 
 DEGENERACY = (("distinct_2", "distinct-2", 1), ("loop", "loop share", -1),
               ("zipf_gap", "Zipf gap to human", -1))

@@ -54,17 +54,17 @@ from arelu_cli.analysis import lm_metrics as M
 from arelu_cli.analysis.lm_eval import COLUMNS as EVAL_COLUMNS
 from arelu_cli.analysis.significance import (RESAMPLES, SEED, bootstrap_chunks, interval95,
                                              p_value)
-from arelu_cli.errors import UserError
-from arelu_cli.nmt.train_log import read_log
-from arelu_cli.ownership import check_ours, png_ours, write_markdown
+from arelu_cli.util.errors import UserError
+from arelu_cli.train.log import read_log
+from arelu_cli.util.ownership import check_ours, png_ours, write_markdown
 from arelu_cli.pipeline.core import finished
 from arelu_cli.pipeline.lm_claims import HUMAN, TARGETS, UNKNOWN, corpus_of, report_text
 from arelu_cli.pipeline.scoring import again, summary
 from arelu_cli.registry import get_transform
 from arelu_cli.report.plots import lm_summary_points, plot_lm_curves, plot_lm_summary
 from arelu_cli.report.seeds import spread
-from arelu_cli.results import read_json, read_table, write_tables
-from arelu_cli.signatures import signature
+from arelu_cli.util.results import read_json, read_table, write_tables
+from arelu_cli.util.signatures import signature
 
 SELECTED, BENCH, TAU_SWEEP = "selected.json", "bench_generate.csv", "tau_sweep.csv"
 STATS = ("distinct_2", "loop", "zipf")

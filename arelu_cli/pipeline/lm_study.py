@@ -41,10 +41,10 @@ from pathlib import Path
 
 from rich.console import Console
 
-from arelu_cli.atomic import atomic_write_text
+from arelu_cli.util.atomic import atomic_write_text
 from arelu_cli.config import Config
-from arelu_cli.errors import UserError
-from arelu_cli.nmt.train import snapshot_path
+from arelu_cli.util.errors import UserError
+from arelu_cli.train.loop import snapshot_path
 from arelu_cli.pipeline.attention_study import tolerant
 from arelu_cli.pipeline.core import (Output, Run, Trainer, check_budget, check_runs, done,
                                      run_config, train_and_make, trainer as real_trainer)
@@ -55,15 +55,15 @@ from arelu_cli.pipeline.study import continue_copy, record_selection, sweep
 from arelu_cli.pipeline.study_runs import study_run
 from arelu_cli.pipeline.sweep import Point
 from arelu_cli.registry import get_transform
-from arelu_cli.results import read_json
+from arelu_cli.util.results import read_json
 
 HUMAN = "human.tokens.json"
 _DECODING = re.compile(r"^(?:greedy|sample(?:-top_p(?P<p>[0-9.]+)|-top_k(?P<k>\d+))?)$")
 
 
 def decoding(label: str):
-    """The :class:`~arelu_cli.nmt.sampling.Decoding` of a ``[lm_study] decodings`` entry."""
-    from arelu_cli.nmt.sampling import Decoding
+    """The :class:`~arelu_cli.decode.sampling.Decoding` of a ``[lm_study] decodings`` entry."""
+    from arelu_cli.decode.sampling import Decoding
 
     match = _DECODING.match(label)
     if not match:
@@ -167,7 +167,7 @@ def tau_sweep_rows(decoder, shifts, measured) -> list[dict]:
     """Dev epsilon-perplexity (and support) of alpha-ReLU sampling at each decode-time shift
     of tau, eps tuned on dev for each (:func:`arelu_cli.analysis.lm_metrics.tune_eps`)."""
     from arelu_cli.analysis import lm_eval, lm_metrics as M
-    from arelu_cli.nmt.sampling import Decoding
+    from arelu_cli.decode.sampling import Decoding
 
     vocab, t, rows = decoder.data.vocab_size, decoder.transform, []
     for shift in shifts:
@@ -187,7 +187,7 @@ def check_made(run: Run) -> None:
     ``[lm_study]`` settings than the recipe's now: its row would be reported as made with
     them."""
     from arelu_cli.pipeline.scoring import again
-    from arelu_cli.results import read_table
+    from arelu_cli.util.results import read_table
 
     s = run.config.lm_study
     stride = s.stride or run.config.data.block_size
@@ -217,10 +217,10 @@ def outputs(run: Run, tuning: Path | None = None) -> list[Output]:
     ``tuning`` (the ``[train] seed`` run's folder, whose tau sweep this run makes if it is that
     run)."""
     from arelu_cli.analysis import lm_eval
-    from arelu_cli.nmt.generate import write_generation
-    from arelu_cli.nmt.inference import open_checkpoint
-    from arelu_cli.nmt.sampling import Decoding
-    from arelu_cli.results import write_rows
+    from arelu_cli.decode.generate import write_generation
+    from arelu_cli.decode.translate import open_checkpoint
+    from arelu_cli.decode.sampling import Decoding
+    from arelu_cli.util.results import write_rows
 
     weights = snapshot_path(run.folder, run.steps)
     measured = settings(run.config)
@@ -253,7 +253,7 @@ def outputs(run: Run, tuning: Path | None = None) -> list[Output]:
 def human_tokens(config: Config, out: Path) -> None:
     """``human.tokens.json``: the human continuations of the prompts every model continues."""
     from arelu_cli.data.prepared import load_prepared
-    from arelu_cli.nmt.generate import split_prompts
+    from arelu_cli.decode.generate import split_prompts
 
     path = out / HUMAN
     if path.is_file():

@@ -43,16 +43,16 @@ from rich.console import Console
 from arelu_cli.config import Config, load_config, parse_override
 from arelu_cli.data import toy
 from arelu_cli.data.prepared import data_fingerprint, read_meta
-from arelu_cli.errors import UserError
-from arelu_cli.nmt.data_version import recorded_fingerprint
-from arelu_cli.ownership import check_ours, json_with_keys, lines_start_with
+from arelu_cli.util.errors import UserError
+from arelu_cli.train.data_version import recorded_fingerprint
+from arelu_cli.util.ownership import check_ours, json_with_keys, lines_start_with
 from arelu_cli.pipeline import reproduce_steps as rs
 from arelu_cli.pipeline.core import Run, Trainer, done, run_config, train_if_needed, trainer
 from arelu_cli.pipeline.grid import TEST, Grid, Step, results_folder
 from arelu_cli.registry import get_transform
 from arelu_cli.report.build import regenerate
 from arelu_cli.report.provenance import SHORT, scope_of
-from arelu_cli.atomic import atomic_write_text
+from arelu_cli.util.atomic import atomic_write_text
 
 
 @dataclass(frozen=True)

@@ -17,25 +17,25 @@ from pathlib import Path
 from rich.console import Console
 
 from arelu_cli.analysis import empty_check, self_norm, sparsity
-from arelu_cli.analysis.bench_translate import bench_translate
+from arelu_cli.bench.translate import bench_translate
 from arelu_cli.analysis.steps import split_indices
 from arelu_cli.analysis.tau_table import empirical_rows
 from arelu_cli.config import Config
 from arelu_cli.data.prepare import PrepareRequest, prepare
 from arelu_cli.data.prepared import load_prepared
 from arelu_cli.data.textio import read_text_lines
-from arelu_cli.nmt.bleu import bleu_chrf
+from arelu_cli.decode.bleu import bleu_chrf
 from arelu_cli.report import human_eval, tables
 from arelu_cli.report.columns import COLUMNS, read_csv
-from arelu_cli.signatures import signature_field
+from arelu_cli.util.signatures import signature_field
 from arelu_cli.report.distributions import self_norm_rows, sparsity_rows
 from arelu_cli.report.examples import translation_examples_rows
 from arelu_cli.pipeline.core import Output, Run, fresh, make, run_config
 from arelu_cli.pipeline.grid import DEV, TEST, Grid, Step
 from arelu_cli.pipeline.scoring import bootstrap_rows, seed_groups, translation
-from arelu_cli.results import write_rows
-from arelu_cli.signatures import signature
-from arelu_cli.nmt.inference import Decoder, open_checkpoint, resolve_checkpoint
+from arelu_cli.util.results import write_rows
+from arelu_cli.util.signatures import signature
+from arelu_cli.decode.translate import Decoder, open_checkpoint, resolve_checkpoint
 
 SPARSE_FIRST = ("1.5-relu", "1.5-entmax")
 """The pair the paper compares in its sparsity figures and translation examples."""

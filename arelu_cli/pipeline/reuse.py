@@ -2,7 +2,7 @@
 run folder it trained before: only for the settings the run was trained with.
 
 Every setting that shapes a run is in its ``config.json``
-(:mod:`arelu_cli.nmt.run_record`). A run whose recorded settings are the ones the plan now
+(:mod:`arelu_cli.train.run_record`). A run whose recorded settings are the ones the plan now
 asks for is reused (or resumed, if unfinished); one that differs only in a larger
 ``[train] max_steps`` is continued from its ``last.pt``; any other difference is refused
 in one line that names the setting and says what to do, before the run is used: a report
@@ -14,12 +14,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from arelu_cli.config import Config
-from arelu_cli.errors import UserError
-from arelu_cli.nmt import checkpoint
-from arelu_cli.nmt.run_record import (CONFIG, NOT_SHAPING, changed_while_resumed,
+from arelu_cli.util.errors import UserError
+from arelu_cli.model import checkpoint
+from arelu_cli.train.run_record import (CONFIG, NOT_SHAPING, changed_while_resumed,
                                       differences, read_record, show)
-from arelu_cli.nmt.train import SUMMARY
-from arelu_cli.nmt.divergence import DIVERGED
+from arelu_cli.train.loop import SUMMARY
+from arelu_cli.train.divergence import DIVERGED
 
 NEW, SAME, LONGER = "new", "same", "longer"
 """What :func:`reuse` says of a run folder: nothing trained there yet; trained (or being

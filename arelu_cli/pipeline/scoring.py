@@ -14,12 +14,12 @@ import pandas as pd
 
 from arelu_cli.analysis.significance import RESAMPLES, bootstrap_signature, compare_to_baseline
 from arelu_cli.data.textio import read_text_lines
-from arelu_cli.errors import UserError
-from arelu_cli.nmt.bleu import paper_bleu
-from arelu_cli.nmt.train import SUMMARY, snapshot_path
-from arelu_cli.nmt.train_log import read_log
+from arelu_cli.util.errors import UserError
+from arelu_cli.decode.bleu import paper_bleu
+from arelu_cli.train.loop import SUMMARY, snapshot_path
+from arelu_cli.train.log import read_log
 from arelu_cli.pipeline.core import FIRST, Output, Run
-from arelu_cli.results import read_json
+from arelu_cli.util.results import read_json
 
 TEST = "test"
 
@@ -62,7 +62,7 @@ def translation(run: Run, step: int | None = None, path: Path | None = None) -> 
     """The test translation of ``run`` (``[decode]``) with its weights kept at ``step``, into
     its ``translations/``; without ``step``, with its best weights (``best.pt``, else
     ``last.pt``), into ``path``."""
-    from arelu_cli.nmt.inference import (open_checkpoint, resolve_checkpoint, translate,
+    from arelu_cli.decode.translate import (open_checkpoint, resolve_checkpoint, translate,
                                          write_translation)
 
     if step is None:

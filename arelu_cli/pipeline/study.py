@@ -48,9 +48,9 @@ from rich.console import Console
 from rich.markup import escape
 
 from arelu_cli.config import Config
-from arelu_cli.errors import UserError
-from arelu_cli.nmt import checkpoint
-from arelu_cli.nmt.train import SUMMARY
+from arelu_cli.util.errors import UserError
+from arelu_cli.model import checkpoint
+from arelu_cli.train.loop import SUMMARY
 from arelu_cli.pipeline.core import (FIRST, Output, Run, Trainer, check_budget, check_runs, done,
                                      trainer as real_trainer, train_and_make, train_if_needed)
 from arelu_cli.pipeline.grid import check_outputs, results_folder
@@ -62,7 +62,7 @@ from arelu_cli.pipeline.study_runs import (BENCH, Evaluation, axes, borrowed, co
 from arelu_cli.pipeline.sweep import Point, plan
 from arelu_cli.registry import get_transform
 from arelu_cli.pipeline.timings import precision, timed_once
-from arelu_cli.atomic import atomic_write_text
+from arelu_cli.util.atomic import atomic_write_text
 
 SELECTED = "selected.json"
 OUTPUTS = {"sweep.csv": "transform", "test_bleu.csv": "comparison",
@@ -263,7 +263,7 @@ def bench(config: Config, out: Path, console: Console,
     warmup do not change a step's time), measured once into ``bench_train.csv``
     (:func:`~arelu_cli.pipeline.timings.timed_once`). A file timed with other label
     smoothing is refused."""
-    from arelu_cli.analysis.bench_train import bench_train
+    from arelu_cli.bench.train import bench_train
 
     path, names = out / BENCH, compared(config)
     smoothing = {name: p.label_smoothing for name, p in configurations(config, selected).items()}

@@ -31,8 +31,8 @@ import pandas as pd
 
 from arelu_cli.config import Config
 from arelu_cli.data.prepared import load_prepared
-from arelu_cli.nmt.bleu import bleu_chrf
-from arelu_cli.ownership import write_markdown
+from arelu_cli.decode.bleu import bleu_chrf
+from arelu_cli.util.ownership import write_markdown
 from arelu_cli.pipeline.core import Run, finished
 from arelu_cli.pipeline.scoring import (TEST, bootstrap_rows, dev_log, first_summary, seed_groups,
                                         summary, translation_lines, translation_path)
@@ -44,7 +44,7 @@ from arelu_cli.pipeline.sweep import Point, visited
 from arelu_cli.report.columns import STUDY_CATALOG
 from arelu_cli.report.section import Section, delta_text, document, fmt, md_table
 from arelu_cli.report.plots import plot_study_curves, plot_study_sweep
-from arelu_cli.results import read_json, write_tables
+from arelu_cli.util.results import read_json, write_tables
 
 
 

@@ -12,9 +12,9 @@ import pandas as pd
 from rich.console import Console
 
 from arelu_cli.config import Config
-from arelu_cli.errors import UserError
-from arelu_cli.nmt.precision import resolve as resolve_precision
-from arelu_cli.results import read_table, write_rows
+from arelu_cli.util.errors import UserError
+from arelu_cli.train.precision import resolve as resolve_precision
+from arelu_cli.util.results import read_table, write_rows
 
 
 def precision(config: Config) -> str:
@@ -27,7 +27,7 @@ def timed_once(path: Path, what: str, measure: Callable[[], list[dict]], console
     """The rows of ``path``, measured by ``measure`` when the file is not there yet (a
     warning says how busy the machine was), refused where a column of ``settings`` holds
     another value than the recipe's now."""
-    from arelu_cli.analysis.timing import warn_if_busy
+    from arelu_cli.bench.timing import warn_if_busy
 
     if not path.is_file():
         console.rule(f"bench: {what} (wants an idle machine)")

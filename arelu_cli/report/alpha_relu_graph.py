@@ -10,8 +10,8 @@ from collections.abc import Sequence
 
 import torch
 
-from arelu_cli.errors import UserError
-from arelu_cli.signatures import signature
+from arelu_cli.util.errors import UserError
+from arelu_cli.util.signatures import signature
 from arelu_cli.transforms import alpha_relu
 
 ALPHAS = (1.25, 1.5, 1.75, 2.0)

@@ -25,11 +25,11 @@ from typing import Optional
 
 import pandas as pd
 
-from arelu_cli.errors import UserError
+from arelu_cli.util.errors import UserError
 from arelu_cli.report import plots, provenance, reproduction_report, runs, seeds, tables
 from arelu_cli.report.columns import COLUMNS, read_csv
 from arelu_cli.report.alpha_relu_graph import alpha_relu_curve_rows
-from arelu_cli.results import write_rows
+from arelu_cli.util.results import write_rows
 
 COMMANDS_FILE = "commands.txt"
 
@@ -140,7 +140,7 @@ def regenerate(folder: str | Path, commands: Sequence[str] = (), runs_dir: Optio
 
     ``folder`` must exist: a mistyped name is an error, not a new, empty report. A
     REPORT.md or figure PNG there that arelu did not write is refused before anything is
-    written (:mod:`arelu_cli.ownership`).
+    written (:mod:`arelu_cli.util.ownership`).
     """
     folder = Path(folder)
     if not folder.is_dir():

@@ -1,9 +1,9 @@
 """The catalog of the reproduction's CSVs: fixed file names, the paper item each redraws, and
 every column documented. Writers hand :data:`COLUMNS` of their file to
-:func:`arelu_cli.results.write_rows`, which refuses rows whose columns differ from it.
+:func:`arelu_cli.util.results.write_rows`, which refuses rows whose columns differ from it.
 
 Every CSV has one row per measurement and ends with ``signature`` (transform, alpha, tau,
-data, recipe, seed, versions: :func:`arelu_cli.signatures.signature`) unless said otherwise.
+data, recipe, seed, versions: :func:`arelu_cli.util.signatures.signature`) unless said otherwise.
 A grid trained with several seeds has one row per (transform, seed) -- the ``seed``
 column -- and ``seed_summary.csv`` aggregates them (mean, std, n). The section below is generated from :data:`CATALOG`.
 """
@@ -17,7 +17,7 @@ from typing import Optional
 
 import pandas as pd
 
-from arelu_cli.errors import UserError
+from arelu_cli.util.errors import UserError
 
 SIGNATURE = "run signature: transform, alpha, tau, data, recipe, seed, package versions"
 SEED = "training seed of the run (empty when unknown)"

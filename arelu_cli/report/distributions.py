@@ -16,8 +16,8 @@ from typing import Optional
 
 import numpy as np
 
-from arelu_cli.errors import UserError
-from arelu_cli.signatures import signature
+from arelu_cli.util.errors import UserError
+from arelu_cli.util.signatures import signature
 
 
 def _shared_edges(values: Mapping[str, np.ndarray], bins: int) -> np.ndarray:

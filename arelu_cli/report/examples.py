@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 
-from arelu_cli.errors import UserError
-from arelu_cli.nmt.bleu import paper_bleu
+from arelu_cli.util.errors import UserError
+from arelu_cli.decode.bleu import paper_bleu
 
 
 def _check_lengths(**lists: Sequence[str]) -> int:

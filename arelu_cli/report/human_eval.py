@@ -31,9 +31,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from arelu_cli.errors import UserError
-from arelu_cli.atomic import atomic_write_text
-from arelu_cli.results import write_rows
+from arelu_cli.util.errors import UserError
+from arelu_cli.util.atomic import atomic_write_text
+from arelu_cli.util.results import write_rows
 
 REFERENCE = "reference"
 SCALE = (1, 2, 3, 4)

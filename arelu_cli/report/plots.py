@@ -28,8 +28,8 @@ import matplotlib.pyplot as plt  # noqa: E402  (the backend is chosen before pyp
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from arelu_cli.errors import UserError  # noqa: E402
-from arelu_cli.ownership import check_ours, png_metadata, png_ours  # noqa: E402
+from arelu_cli.util.errors import UserError  # noqa: E402
+from arelu_cli.util.ownership import check_ours, png_metadata, png_ours  # noqa: E402
 from arelu_cli.report.columns import read_csv  # noqa: E402
 from arelu_cli.report.layout import cell_name  # noqa: E402
 from arelu_cli.report.seeds import groups  # noqa: E402
@@ -39,7 +39,7 @@ LINESTYLES = {"reference": "-", "beam": "--"}
 
 
 def _save(fig, png: str | Path) -> Path:
-    """Write the figure; replace only a PNG arelu drew (:func:`arelu_cli.ownership.png_ours`)."""
+    """Write the figure; replace only a PNG arelu drew (:func:`arelu_cli.util.ownership.png_ours`)."""
     png = Path(png)
     png.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
@@ -433,7 +433,7 @@ FIGURES: dict[str, Callable[[Path, Path], Path]] = {
 
 def check_pngs(folder: str | Path) -> None:
     """Refuse, before anything is written, a figure's PNG in ``folder`` that arelu did not
-    draw (:func:`arelu_cli.ownership.png_ours`)."""
+    draw (:func:`arelu_cli.util.ownership.png_ours`)."""
     for name in FIGURES:
         check_ours((Path(folder) / name).with_suffix(".png"), png_ours)
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from arelu_cli.ownership import check_ours, markdown_ours, write_markdown
+from arelu_cli.util.ownership import check_ours, markdown_ours, write_markdown
 from arelu_cli.report import compare_figures as figs
 from arelu_cli.report import compare_tables as tables
 from arelu_cli.report.columns import CATALOG, catalog_markdown, read_csv
@@ -121,7 +121,7 @@ def check_report(folder: str | Path) -> None:
 def write_report(folder: str | Path, commands: Sequence[str], title: str | None = None,
                  notes: Sequence[str] = ()) -> Path:
     """Write ``folder/REPORT.md`` atomically and return its path; a REPORT.md that arelu did
-    not write is refused (:mod:`arelu_cli.ownership`)."""
+    not write is refused (:mod:`arelu_cli.util.ownership`)."""
     text = render_report(folder, commands, title, notes=notes)
     return write_markdown(Path(folder) / "REPORT.md", text)
 

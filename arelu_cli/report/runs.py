@@ -2,7 +2,7 @@
 
 A run folder is what ``arelu train`` writes: ``config.json`` (the config plus the resolved
 tau, world size and the fingerprint of the data it was trained on) and ``log.csv``
-(:data:`arelu_cli.nmt.train_log.COLUMNS`); a grid trained with several seeds keeps one per seed
+(:data:`arelu_cli.train.log.COLUMNS`); a grid trained with several seeds keeps one per seed
 (:mod:`arelu_cli.report.layout`). Every row carries its run's seed. Builders:
 
 * :func:`training_dynamics_rows` -- Figs. train_dyn_rel / train_dyn_abs (BLEU, loss vs step
@@ -24,11 +24,11 @@ from typing import Optional
 import pandas as pd
 
 from arelu_cli.config import from_dict, saved_tables
-from arelu_cli.nmt.attention import describe as describe_attention
-from arelu_cli.errors import UserError
-from arelu_cli.signatures import signature_field
+from arelu_cli.model.attention import describe as describe_attention
+from arelu_cli.util.errors import UserError
+from arelu_cli.util.signatures import signature_field
 from arelu_cli.report.layout import find_run_dirs
-from arelu_cli.nmt.train_log import COLUMNS as LOG_COLUMNS, read_log
+from arelu_cli.train.log import COLUMNS as LOG_COLUMNS, read_log
 
 
 @dataclass(frozen=True)
@@ -54,7 +54,7 @@ class Run:
     """That folder's :func:`~arelu_cli.data.prepared.data_fingerprint` when training began
     (config ``resolved.data_fingerprint``); None when the config records none."""
     attention: Optional[str] = None
-    """Its attention (:func:`arelu_cli.nmt.attention.describe`): None for softmax everywhere."""
+    """Its attention (:func:`arelu_cli.model.attention.describe`): None for softmax everywhere."""
 
 
 def load_run(folder: str | Path, name: Optional[str] = None) -> Run:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from arelu_cli.signatures import signature_field
+from arelu_cli.util.signatures import signature_field
 from arelu_cli.report.layout import cell_name
 from arelu_cli.report.section import fmt
 

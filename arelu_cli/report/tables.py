@@ -20,10 +20,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Optional
 
 from arelu_cli.analysis import tau_table
-from arelu_cli.errors import UserError
+from arelu_cli.util.errors import UserError
 from arelu_cli.report import paper
 from arelu_cli.report.columns import COLUMNS
-from arelu_cli.signatures import signature
+from arelu_cli.util.signatures import signature
 
 
 def _sig(given: Optional[str], transform: str, corpus: str) -> str:

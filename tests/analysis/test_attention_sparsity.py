@@ -12,8 +12,8 @@ from typer.testing import CliRunner
 
 from arelu_cli.analysis import attention_sparsity as att
 from arelu_cli.cli import app
-from arelu_cli.errors import UserError
-from arelu_cli.nmt.inference import decode_config, open_checkpoint
+from arelu_cli.util.errors import UserError
+from arelu_cli.decode.translate import decode_config, open_checkpoint
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -22,7 +22,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 def relu_run(tiny_corpus, tiny_config, tmp_path_factory):
     """A tiny model trained 6 steps with 1.5-ReLU attention (estimated tau) everywhere but
     the encoder (1.5-entmax)."""
-    from arelu_cli.nmt.train import train
+    from arelu_cli.train.loop import train
 
     config = tiny_config(tiny_corpus, max_steps=6)
     model = dataclasses.replace(config.model, attention="1.5-relu", attention_relu="estimated",
@@ -134,7 +134,7 @@ def test_nan_weights_at_counted_pairs_are_refused():
 
 def _nan_checkpoint(run, path):
     """A copy of ``run``'s last.pt with every floating-point weight NaN (a run that diverged)."""
-    from arelu_cli.nmt import checkpoint
+    from arelu_cli.model import checkpoint
 
     ckpt = checkpoint.load(run)
     for key in ("model", "average"):

@@ -8,11 +8,11 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from arelu_cli.nmt import checkpoint
+from arelu_cli.model import checkpoint
 from arelu_cli.analysis.empty_check import check_split, measure
 from arelu_cli.cli import app, main
-from arelu_cli.errors import UserError
-from arelu_cli.nmt.inference import decode_config, decode_sources, open_checkpoint, resolve_checkpoint
+from arelu_cli.util.errors import UserError
+from arelu_cli.decode.translate import decode_config, decode_sources, open_checkpoint, resolve_checkpoint
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

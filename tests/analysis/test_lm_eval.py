@@ -12,9 +12,9 @@ import pytest
 
 from arelu_cli.analysis import lm_metrics as M
 from arelu_cli.analysis.lm_eval import COLUMNS, EvalSettings, run, step_values
-from arelu_cli.nmt.evaluate import split_loss
-from arelu_cli.nmt.inference import open_checkpoint
-from arelu_cli.nmt.sampling import Decoding
+from arelu_cli.train.evaluate import split_loss
+from arelu_cli.decode.translate import open_checkpoint
+from arelu_cli.decode.sampling import Decoding
 
 SETTINGS = EvalSettings(prefix_tokens=3, max_prompts=8, max_tokens=6, seed=1, batch_size=4,
                         eval_tokens=64)

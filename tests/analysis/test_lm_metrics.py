@@ -217,7 +217,7 @@ def test_bounds_on_random_sparse_distributions(seed, sparsity):
 
 
 def test_batch_step_values_flatten_the_counted_steps_with_their_item():
-    from arelu_cli.nmt.sampling import sampling_probs
+    from arelu_cli.decode.sampling import sampling_probs
     from arelu_cli.registry import get_transform
 
     gen = torch.Generator().manual_seed(2)

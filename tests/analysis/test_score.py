@@ -11,7 +11,7 @@ import sacrebleu
 
 from arelu_cli.analysis.score import (COLUMNS, SIGNIFICANCE_COLUMNS, append_row, score_files,
                                       score_row)
-from arelu_cli.errors import UserError
+from arelu_cli.util.errors import UserError
 
 HYPS = ["The cat sat on the mat .", "", "Ein Haus , zwei Häuser", "it rains"]
 REFS = ["The cat sat on the mat.", "Nothing here", "Ein Haus, zwei Häuser", "It rains today"]
@@ -133,7 +133,7 @@ def test_a_translation_of_a_corpus_prepared_again_is_refused(monkeypatch, capsys
                                                             tiny_config, one_thread):
     """translate records the split's checksum; score refuses references that changed since."""
     from arelu_cli.data.prepare import PrepareRequest, prepare
-    from arelu_cli.nmt.train import train
+    from arelu_cli.train.loop import train
 
     data = tmp_path / "data"
     prepare(PrepareRequest("custom", data, source=_corpus(tmp_path / "a", 0), merges=30))

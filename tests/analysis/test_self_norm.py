@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 
 from arelu_cli.analysis.self_norm import histogram_rows, output_sums, summary_row
 from arelu_cli.cli import app
-from arelu_cli.nmt.inference import decode_config, open_checkpoint
+from arelu_cli.decode.translate import decode_config, open_checkpoint
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

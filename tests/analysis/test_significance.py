@@ -8,8 +8,8 @@ import pytest
 from sacrebleu.significance import PairedTest
 
 from arelu_cli.analysis import significance as sig
-from arelu_cli.nmt.bleu import bleu_chrf, paper_bleu
-from arelu_cli.errors import UserError
+from arelu_cli.decode.bleu import bleu_chrf, paper_bleu
+from arelu_cli.util.errors import UserError
 
 REFS = ["the cat sat on the mat", "a red car drove by the house", "hello world how are you",
         "good morning to you all", "it is raining again today", "we went to the beach",

@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 from arelu_cli.analysis.sparsity import distribution_rows, summary, zero_counts
 from arelu_cli.analysis.steps import sample_indices, split_indices
 from arelu_cli.cli import app
-from arelu_cli.nmt.inference import decode_config, decode_sources, open_checkpoint
+from arelu_cli.decode.translate import decode_config, decode_sources, open_checkpoint
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -80,7 +80,7 @@ def test_cli_writes_csv_and_png(toy_runs, tmp_path):
 def test_nan_weights_are_refused_not_counted(toy_runs, name):
     """Teacher-forced on the references no decoding runs first to notice NaN logits: the
     steps refuse them themselves instead of counting NaN outputs as non-zero."""
-    from arelu_cli.errors import UserError
+    from arelu_cli.util.errors import UserError
 
     decoder = open_checkpoint(toy_runs[name], device="cpu")
     with torch.no_grad():

@@ -34,7 +34,7 @@ def _main_raising(monkeypatch, error, argv):
 
 def test_a_study_stopped_in_a_training_run_says_to_run_the_study_again(monkeypatch, capsys,
                                                                         tmp_path):
-    from arelu_cli.nmt.stop_signals import interrupted
+    from arelu_cli.train.stop_signals import interrupted
 
     run = tmp_path / "runs" / "1.5-relu" / "lr-0.3"
     error = interrupted("stopped by SIGINT after step 638", 130, run, 638, 0)
@@ -51,7 +51,7 @@ def test_a_study_stopped_in_a_training_run_says_to_run_the_study_again(monkeypat
 
 
 def test_a_run_stopped_before_its_first_save_and_other_ranks(monkeypatch, capsys, tmp_path):
-    from arelu_cli.nmt.stop_signals import interrupted
+    from arelu_cli.train.stop_signals import interrupted
 
     first = interrupted("stopped by SIGTERM after step 3", 143, tmp_path, None, 0)
     assert _main_raising(monkeypatch, first, ["arelu", "reproduce", "toy"]) == 143

@@ -9,8 +9,8 @@ import json
 
 import pytest
 
-from arelu_cli.nmt import checkpoint
-from arelu_cli.signatures import machine
+from arelu_cli.model import checkpoint
+from arelu_cli.util.signatures import machine
 
 
 def _cli_ok(cli, *args):

@@ -8,10 +8,10 @@ import pandas as pd
 import pytest
 import torch
 
-from arelu_cli.nmt import checkpoint
+from arelu_cli.model import checkpoint
 from arelu_cli.cli import main
 from arelu_cli.cli.train import check_tau_given
-from arelu_cli.errors import UserError
+from arelu_cli.util.errors import UserError
 
 
 def _run(monkeypatch, capsys, *args):
@@ -107,7 +107,7 @@ def test_impossible_alpha_and_tau_are_refused_before_any_model(monkeypatch, caps
     def no_model(*_, **__):
         raise AssertionError("a model was built")
 
-    monkeypatch.setattr("arelu_cli.nmt.train.build_model", no_model)
+    monkeypatch.setattr("arelu_cli.train.loop.build_model", no_model)
     code, captured = _run(monkeypatch, capsys, "train", "--recipe", _recipe(tmp_path, tiny_corpus),
                           "--out", tmp_path / "x", *args)
     _one_line_error(code, captured, message)

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from arelu_cli.data.batching import batch_indices, collate, example_sizes
 from arelu_cli.data.prepared import EncodedSplit
-from arelu_cli.errors import UserError
+from arelu_cli.util.errors import UserError
 
 sizes_st = st.lists(st.integers(1, 60), min_size=1, max_size=300).map(np.array)
 

@@ -12,7 +12,7 @@ from arelu_cli.data.blocks import (block_batches, block_lengths, collate_blocks,
                                    window_batches, window_count)
 from arelu_cli.data.batching import token_batches
 from arelu_cli.data.prepared import load_prepared
-from arelu_cli.errors import UserError
+from arelu_cli.util.errors import UserError
 
 EOS, PAD = 2, 0
 

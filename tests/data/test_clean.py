@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from arelu_cli.data.clean import CleanRules, clean_train, drop_reason, normalize
-from arelu_cli.errors import UserError
+from arelu_cli.util.errors import UserError
 
 
 @pytest.mark.parametrize("raw, clean", [

@@ -13,7 +13,7 @@ from arelu_cli.data import download
 from arelu_cli.data.corpora import get_spec
 from arelu_cli.data.prepare import PrepareRequest, prepare
 from arelu_cli.data.prepared import load_prepared
-from arelu_cli.errors import UserError
+from arelu_cli.util.errors import UserError
 
 from .corpus_files import write_pair
 

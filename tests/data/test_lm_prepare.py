@@ -13,7 +13,7 @@ from arelu_cli.data.blocks import split_stream
 from arelu_cli.data.lm_corpora import document_split, speaker_cut
 from arelu_cli.data.prepare import PrepareRequest, prepare
 from arelu_cli.data.prepared import load_prepared
-from arelu_cli.errors import UserError
+from arelu_cli.util.errors import UserError
 
 from .corpus_files import write_lines
 

@@ -10,7 +10,7 @@ import pytest
 from arelu_cli.data import bpe
 from arelu_cli.data.prepare import PrepareRequest, prepare
 from arelu_cli.data.prepared import load_prepared
-from arelu_cli.errors import UserError
+from arelu_cli.util.errors import UserError
 
 from .corpus_files import write_lines, write_pair
 

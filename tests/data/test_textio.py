@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from arelu_cli.data.textio import read_aligned, read_lines, read_text_lines
-from arelu_cli.errors import UserError
+from arelu_cli.util.errors import UserError
 
 
 @pytest.mark.parametrize("raw, lines", [

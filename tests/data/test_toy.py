@@ -10,7 +10,7 @@ import pytest
 
 from arelu_cli.data.toy import (IRREGULAR_RATE, IRREGULAR_TOP, MAX_WORDS, MIN_WORDS, SHIFT,
                                 TGT_ADJ, TGT_FN, ToyConfig, build_lexicon, generate, render)
-from arelu_cli.errors import UserError
+from arelu_cli.util.errors import UserError
 
 SMALL = ToyConfig(vocab=2000, train=3000, dev=200, test=200, seed=7)
 

@@ -1,5 +1,5 @@
 """model.generate after use_transform (arelu_cli.hf.generate and .search): the tokens and
-scores of arelu's own greedy and beam search (arelu_cli.nmt.decode) driven by a reference
+scores of arelu's own greedy and beam search (arelu_cli.decode.search) driven by a reference
 adapter that reruns the whole sequence at every step (no cache), so the cached adapter's
 positions, padding and reordering are checked against a plain forward; greedy equals
 transformers' own greedy; sampling never draws a token of probability zero."""
@@ -16,7 +16,7 @@ import torch  # noqa: E402
 
 from arelu_cli.hf import use_transform
 from arelu_cli.hf.generate import pack_hypotheses
-from arelu_cli.nmt.decode import beam_search, greedy
+from arelu_cli.decode.search import beam_search, greedy
 from arelu_cli.registry import get_transform
 
 from .conftest import EOS, FAMILIES, PAD, TAU, make_model, tokens

@@ -13,9 +13,9 @@ import pytest
 from rich.console import Console
 
 from arelu_cli.config import ModelConfig, load_config
-from arelu_cli.errors import UserError
-from arelu_cli.nmt.train import train
-from arelu_cli.nmt.divergence import DIVERGED, Diverged
+from arelu_cli.util.errors import UserError
+from arelu_cli.train.loop import train
+from arelu_cli.train.divergence import DIVERGED, Diverged
 from arelu_cli.pipeline.attention_report import answer
 from arelu_cli.pipeline.attention_study import attention_study, variant_model
 
@@ -179,7 +179,7 @@ def test_the_answer_names_each_outcome():
 
 @pytest.mark.parametrize("allow", [False, True])
 def test_allow_data_change_reaches_the_trainer(tmp_path, monkeypatch, allow):
-    import arelu_cli.nmt.train as module
+    import arelu_cli.train.loop as module
 
     seen = []
 

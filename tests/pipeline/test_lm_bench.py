@@ -10,7 +10,7 @@ import pytest
 import torch
 from rich.console import Console
 
-from arelu_cli.errors import UserError
+from arelu_cli.util.errors import UserError
 from arelu_cli.pipeline import lm_bench as B
 from arelu_cli.pipeline.core import trainer
 from arelu_cli.pipeline.lm_study import TAU_SWEEP, TUNED, lm_study, selected_shift
@@ -114,7 +114,7 @@ def test_errors_are_one_line(study, tmp_path):
 def test_a_model_of_another_vocabulary_is_refused(study, tmp_path, tiny_lm_config):
     """A seed run trained on another corpus (another tokenizer): refused, nothing written."""
     from arelu_cli.data.prepare import PrepareRequest, prepare
-    from arelu_cli.nmt.train import train
+    from arelu_cli.train.loop import train
 
     _, out = study
     copy = tmp_path / "study"

@@ -17,8 +17,8 @@ import pytest
 from arelu_cli.analysis import lm_metrics as M
 from arelu_cli.analysis.lm_eval import COLUMNS
 from arelu_cli.analysis.significance import interval95, p_value
-from arelu_cli.errors import UserError
-from arelu_cli.ownership import png_ours
+from arelu_cli.util.errors import UserError
+from arelu_cli.util.ownership import png_ours
 from arelu_cli.pipeline.lm_claims import TUNED
 from arelu_cli.pipeline.lm_report import resample_counts, write_report, label
 from arelu_cli.pipeline.lm_study import TAU_SWEEP

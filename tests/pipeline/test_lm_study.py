@@ -11,7 +11,7 @@ import pytest
 
 from arelu_cli.analysis.lm_eval import COLUMNS
 from arelu_cli.config import load_config
-from arelu_cli.errors import UserError
+from arelu_cli.util.errors import UserError
 from arelu_cli.pipeline import lm_study as L
 from arelu_cli.pipeline.core import trainer
 
@@ -201,7 +201,7 @@ def test_a_diverged_sweep_run_loses_and_the_study_goes_on(tiny_lm_corpus, tiny_l
     """A sweep run that diverges is a finding: scored minus infinity, never retrained."""
     from rich.console import Console
 
-    from arelu_cli.nmt.divergence import DIVERGED, Diverged
+    from arelu_cli.train.divergence import DIVERGED, Diverged
 
     config = _config(tiny_lm_corpus, tiny_lm_config, transforms=("softmax",),
                      decodings=("sample", "sample-top_p0.9"))

@@ -18,7 +18,7 @@ from arelu_cli.cli import main
 from arelu_cli.config import RECIPES, load_config, resolve_recipe
 from arelu_cli.data.prepare import PrepareRequest, prepare
 from arelu_cli.data.prepared import data_fingerprint, read_meta
-from arelu_cli.errors import UserError
+from arelu_cli.util.errors import UserError
 from arelu_cli.report.columns import COLUMNS
 from arelu_cli.report.layout import find_run_dirs
 from arelu_cli.pipeline import reproduce_steps as rs
@@ -26,7 +26,7 @@ from arelu_cli.pipeline.grid import Grid
 from arelu_cli.pipeline.reproduce import (Request, load_request_config,
                                           move_aside, recorded_fingerprint,
                                           reproduce, stale_data)
-from arelu_cli.nmt.train import SUMMARY
+from arelu_cli.train.loop import SUMMARY
 
 SCORED_BY_HAND = {"table_human_eval.csv", "human_eval_kappa.csv"}  # need filled sheets
 

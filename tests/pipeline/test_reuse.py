@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from arelu_cli.config import load_config
-from arelu_cli.errors import UserError
-from arelu_cli.nmt import checkpoint
-from arelu_cli.nmt.train import SUMMARY
+from arelu_cli.util.errors import UserError
+from arelu_cli.model import checkpoint
+from arelu_cli.train.loop import SUMMARY
 from arelu_cli.pipeline.reuse import LONGER, NEW, SAME, reuse
 
 BASE = load_config(None, {("train", "max_steps"): 6, ("train", "lr"): 0.5,
@@ -23,7 +23,7 @@ BASE = load_config(None, {("train", "max_steps"): 6, ("train", "lr"): 0.5,
 @pytest.fixture(autouse=True)
 def cpu_without_bf16(monkeypatch):
     """This CPU has no native bf16 (as an AVX2-only machine): ``auto`` means fp32."""
-    from arelu_cli.nmt import precision
+    from arelu_cli.train import precision
 
     monkeypatch.setattr(precision, "cpu_has_bf16", lambda: False)
 
@@ -106,7 +106,7 @@ def test_a_run_without_a_readable_record_is_refused(tmp_path):
 def test_precision_is_compared_as_what_the_run_trains_in(tmp_path, monkeypatch):
     """A run recorded "fp32" serves a recipe saying "auto" where auto means fp32 (a recipe
     moved to auto changes nothing there) and is refused where auto means bf16."""
-    from arelu_cli.nmt import precision
+    from arelu_cli.train import precision
 
     run = _run(tmp_path / "run", _with(BASE, "train", precision="fp32"))
     assert reuse(run, BASE) == SAME

@@ -13,9 +13,9 @@ import pandas as pd
 import pytest
 from rich.console import Console
 
-from arelu_cli.nmt import checkpoint
+from arelu_cli.model import checkpoint
 from arelu_cli.config import load_config
-from arelu_cli.errors import UserError
+from arelu_cli.util.errors import UserError
 from arelu_cli.pipeline.core import Output, done, make
 from arelu_cli.pipeline.scoring import translation, translation_path
 from arelu_cli.pipeline.study import (bench, continue_copy, equal_time_steps, record_selection,
@@ -23,8 +23,8 @@ from arelu_cli.pipeline.study import (bench, continue_copy, equal_time_steps, re
 from arelu_cli.pipeline.study_report import _sweep_table, machines_sentence, sweep_rows
 from arelu_cli.pipeline.study_runs import run_folder, study_run
 from arelu_cli.pipeline.sweep import Point
-from arelu_cli.nmt.train import SUMMARY
-from arelu_cli.signatures import machine
+from arelu_cli.train.loop import SUMMARY
+from arelu_cli.util.signatures import machine
 
 QUIET = Console(quiet=True)
 
@@ -274,7 +274,7 @@ def test_bench_times_each_transform_at_its_selected_label_smoothing(tmp_path, mo
         asked.append(dict(label_smoothing))
         return [{"transform": name, "fused_output": False, "ms_per_step": 2.0 + i,
                  "label_smoothing": label_smoothing[name]} for i, name in enumerate(names)]
-    monkeypatch.setattr("arelu_cli.analysis.bench_train.bench_train", bench_train)
+    monkeypatch.setattr("arelu_cli.bench.train.bench_train", bench_train)
     selected = {"softmax": Point(1.0, 4, 0.0), "1.5-relu": Point(2.0, 4, 0.1)}
     times = bench(config, tmp_path, QUIET, selected)
     assert asked == [{"softmax": 0.0, "1.5-relu": 0.1, "sparsemax": 0.1}]
@@ -293,7 +293,7 @@ def test_bench_times_each_transform_at_its_selected_label_smoothing(tmp_path, mo
 def test_step_times_of_another_model_or_precision_are_refused(tmp_path, monkeypatch):
     """Issue 30, a case of BAD 1's kind: bench_train.csv timed with the recipe's earlier
     [model] or precision was reused for equal time without a word."""
-    from arelu_cli.nmt import precision
+    from arelu_cli.train import precision
 
     monkeypatch.setattr(precision, "cpu_has_bf16", lambda: False)
     config = _config(train={"device": "cpu"})
@@ -449,7 +449,7 @@ def _bad_inputs_are_named_before_any_output_is_written(config, out: Path, bleu) 
 
 @pytest.mark.parametrize("allow", [False, True])
 def test_allow_data_change_reaches_the_trainer(tmp_path, monkeypatch, allow):
-    import arelu_cli.nmt.train as module
+    import arelu_cli.train.loop as module
 
     seen = []
 

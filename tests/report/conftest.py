@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from arelu_cli.nmt.train_log import append_row
+from arelu_cli.train.log import append_row
 
 
 def write_run(folder: Path, transform: str, tau: float | None = None, steps: int = 40,
@@ -72,7 +72,7 @@ def write_all_csvs(folder: Path, seeds: tuple[int, ...] = (1,)) -> Path:
     seed, or several (runs in ``seed-S`` folders, numbers that change a little per seed)."""
     from arelu_cli.report import build, distributions, examples, runs, tables
     from arelu_cli.report.columns import COLUMNS
-    from arelu_cli.results import write_rows
+    from arelu_cli.util.results import write_rows
     from arelu_cli.report.alpha_relu_graph import alpha_relu_curve_rows
 
     corpus, built = "iwslt14", {name: [] for name in (

@@ -2,7 +2,7 @@
 
 import pytest
 
-from arelu_cli.errors import UserError
+from arelu_cli.util.errors import UserError
 from arelu_cli.report.columns import COLUMNS
 from arelu_cli.report.alpha_relu_graph import alpha_relu_curve_rows
 

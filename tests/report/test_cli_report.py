@@ -152,7 +152,7 @@ def test_a_figure_beside_arelus_csv_is_refused_without_arelus_mark(monkeypatch, 
 
 
 def test_report_replaces_its_own_outputs(monkeypatch, capsys, tmp_path):
-    from arelu_cli.ownership import MD_MARK, png_text
+    from arelu_cli.util.ownership import MD_MARK, png_text
 
     assert _run(monkeypatch, capsys, "report", tmp_path)[0] == 0
     report, png = tmp_path / "REPORT.md", tmp_path / "fig_alpha_relu_curves.png"

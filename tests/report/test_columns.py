@@ -4,10 +4,10 @@ import pandas as pd
 import pytest
 
 from arelu_cli.analysis import tau_table
-from arelu_cli.errors import UserError
+from arelu_cli.util.errors import UserError
 from arelu_cli.report import columns, reproduction_report
 from arelu_cli.report.columns import CATALOG, COLUMNS, columns_of, read_csv
-from arelu_cli.results import write_rows
+from arelu_cli.util.results import write_rows
 
 FIXED_NAMES = {"table1_bleu.csv", "table2_empty.csv", "table3_tau.csv", "training_time.csv",
                "fig_alpha_relu_curves.csv", "fig_training_dynamics.csv", "fig_inference_time.csv",

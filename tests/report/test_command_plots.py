@@ -4,8 +4,8 @@ import pandas as pd
 import pytest
 
 from arelu_cli.report import plots
-from arelu_cli.errors import UserError
-from arelu_cli.ownership import png_ours
+from arelu_cli.util.errors import UserError
+from arelu_cli.util.ownership import png_ours
 
 
 def _timing_csv(path):

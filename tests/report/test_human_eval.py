@@ -5,7 +5,7 @@ import math
 import pandas as pd
 import pytest
 
-from arelu_cli.errors import UserError
+from arelu_cli.util.errors import UserError
 from arelu_cli.report import human_eval as he
 from arelu_cli.report.columns import COLUMNS
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from arelu_cli.errors import UserError
+from arelu_cli.util.errors import UserError
 from arelu_cli.report import plots
 
 PNG = b"\x89PNG\r\n\x1a\n"

@@ -12,7 +12,7 @@ from arelu_cli.data.prepared import data_fingerprint, read_meta
 from arelu_cli.report import provenance, runs, tables
 from arelu_cli.report.build import regenerate
 from arelu_cli.report.columns import COLUMNS, read_csv
-from arelu_cli.results import write_rows
+from arelu_cli.util.results import write_rows
 
 
 def _prepared(folder, version: str, corpus: str = "toy"):
@@ -178,7 +178,7 @@ def test_scope_of_a_reproduce_config_and_of_a_results_folder(tmp_path):
 
 
 def test_train_records_the_fingerprint_a_report_checks(tmp_path, tiny_corpus, tiny_config):
-    from arelu_cli.nmt.train import train
+    from arelu_cli.train.loop import train
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)

@@ -4,7 +4,7 @@ import pandas as pd
 
 from arelu_cli.report import quality, reproduction_report, tables
 from arelu_cli.report.columns import COLUMNS
-from arelu_cli.results import write_rows
+from arelu_cli.util.results import write_rows
 from arelu_cli.report.section import Section, claim
 
 

@@ -2,11 +2,11 @@
 
 import pytest
 
-from arelu_cli.errors import UserError
+from arelu_cli.util.errors import UserError
 from arelu_cli.report import reproduction_report, tables
 from arelu_cli.report.build import regenerate
 from arelu_cli.report.columns import CATALOG, COLUMNS
-from arelu_cli.results import write_rows
+from arelu_cli.util.results import write_rows
 
 
 def _table1(folder, relu_bleu):

@@ -2,10 +2,10 @@
 
 import pytest
 
-from arelu_cli.errors import UserError
+from arelu_cli.util.errors import UserError
 from arelu_cli.report import runs
 from arelu_cli.report.columns import COLUMNS, read_csv
-from arelu_cli.results import write_rows
+from arelu_cli.util.results import write_rows
 
 
 def test_load_run_reads_config_and_log(tmp_path, run_folder):

@@ -2,10 +2,10 @@
 
 import pytest
 
-from arelu_cli.errors import UserError
+from arelu_cli.util.errors import UserError
 from arelu_cli.report import distributions, examples, tables
 from arelu_cli.report.columns import COLUMNS
-from arelu_cli.results import write_rows
+from arelu_cli.util.results import write_rows
 
 
 def test_table1_rows_keep_order_and_signatures(tmp_path):

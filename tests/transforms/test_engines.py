@@ -32,7 +32,7 @@ def fresh(engine):
 
 T = fresh(None)
 os.environ["ARELU_ENGINE"] = "cpp"
-later = [m for m in ("arelu_cli.cli", "arelu_cli.errors", "arelu_cli.config", "typer", "rich",
+later = [m for m in ("arelu_cli.cli", "arelu_cli.util.errors", "arelu_cli.config", "typer", "rich",
                      "pandas", "scipy", "entmax") if m in sys.modules]
 print(json.dumps({"read_once": [T.get_engine(), later]}))
 T = fresh("fast")  # the import itself works

@@ -137,7 +137,7 @@ def test_second_backward_is_an_error():
 
 _PEAK_SCRIPT = """
 import torch, torch.nn.functional as F
-from arelu_cli.analysis.timing import peak_extra_bytes
+from arelu_cli.bench.timing import peak_extra_bytes
 from arelu_cli.transforms import alpha_relu_loss, linear_alpha_relu_loss
 gen = torch.Generator().manual_seed(8)
 hidden = torch.randn(512, 32, generator=gen)

@@ -173,7 +173,7 @@ def test_rows_that_are_not_finite_have_a_nan_threshold(alpha):
 
 # --- the estimate as the former scipy implementation computed it ----------------------------
 
-# arelu_cli.tau.analytic_tau before it moved here (scipy's quad and brentq, commit ad20252):
+# arelu_cli.transforms.tau.analytic_tau before it moved here (scipy's quad and brentq, commit ad20252):
 # (alpha, rule, d_vocab, sigma or d_model, tau).
 PREVIOUS = [
     (1.1, 'paper', 460, 'd_model=512', -0.46452049664591016),

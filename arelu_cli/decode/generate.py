@@ -1,0 +1,198 @@
+"""Open-ended generation with a trained language model (``arelu generate``).
+
+A continuation is generated after the context ``[eos] + prompt`` (a line of the training
+stream starts after an end-of-sentence token, :mod:`arelu_cli.data.blocks`), one token at a
+time with the model's key/value cache, each chosen by :func:`arelu_cli.decode.sampling.next_tokens`
+from the logits and the checkpoint's output transform (``sample``: the transform's own
+distribution, alpha-ReLU's divided by its sum on its support; softmax's top-k / top-p /
+temperature; alpha-ReLU's ``tau_shift``; or ``greedy``). It stops at the end-of-sentence
+token (not written) or after ``max_tokens`` new tokens, or when the context reaches
+``[model] max_positions``. An empty prompt is an unconditional sample. A prompt longer than
+``max_positions - 1`` tokens keeps its last tokens (the context nearest the continuation);
+the cut prompts are counted in the record.
+
+Prompts of a batch are fed together, position by position: a row still inside its prompt is
+given its next prompt token, the others their sampled one, so every row keeps its own
+positions without padding. Draws come from one ``torch.Generator`` seeded with ``seed``:
+the same checkpoint, prompts, decoding, seed and batch size give the same text.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+
+from arelu_cli.data import bpe
+from arelu_cli.data.clean import normalize
+from arelu_cli.data.prepared import Prepared
+from arelu_cli.data.textio import STDIO
+from arelu_cli.util.errors import UserError
+from arelu_cli.decode.translate import Decoder, cut, meta_path, one_line
+from arelu_cli.model.lm import LanguageModel
+from arelu_cli.decode.sampling import Decoding, next_tokens
+from arelu_cli.util.ownership import check_ours, json_with_keys
+from arelu_cli.registry import OutputTransform
+from arelu_cli.util.signatures import machine
+from arelu_cli.util.atomic import atomic_write_text
+
+
+@dataclass(frozen=True)
+class Generated:
+    """What :func:`generate` made: one continuation per prompt (text and ids), how long it
+    took, which prompts were cut (1-based) and the run's record."""
+
+    lines: list[str]
+    tokens: list[list[int]]
+    seconds: float
+    truncated: list[int]
+    meta: dict
+
+
+def prompt_limit(model: LanguageModel) -> int:
+    """The longest prompt kept: the positions less one for the leading end-of-sentence."""
+    return model.cfg.max_positions - 1
+
+
+def encode_prompts(data: Prepared, lines: Sequence[str]) -> list[list[int]]:
+    """Prompt ids of raw lines, normalized like prepared text."""
+    return bpe.encode_lines(data.tgt_tokenizer, [normalize(line) for line in lines])
+
+
+def keep_last(prompts: Sequence[Sequence[int]], limit: int) -> tuple[list[list[int]], list[int]]:
+    """Each prompt cut to its last ``limit`` tokens, and the 0-based indices of those cut."""
+    _, cut_rows = cut(prompts, limit)
+    return [list(p[len(p) - limit:]) if len(p) > limit else list(p) for p in prompts], cut_rows
+
+
+def split_prompts(data: Prepared, split: str, prefix_tokens: int
+                  ) -> tuple[list[list[int]], list[list[int]]]:
+    """The test-style prompts of a split (Martins et al., 2020): each line longer than
+    ``prefix_tokens`` gives its first ``prefix_tokens`` tokens as a prompt and the rest as the
+    human continuation; shorter lines are skipped."""
+    if prefix_tokens < 1:
+        raise UserError(f"--prefix-tokens must be at least 1, got {prefix_tokens}")
+    ids, offsets = data.text_ids(split)
+    prompts, humans = [], []
+    for i in range(len(offsets) - 1):
+        line = ids[offsets[i]:offsets[i + 1]].tolist()
+        if len(line) > prefix_tokens:
+            prompts.append(line[:prefix_tokens])
+            humans.append(line[prefix_tokens:])
+    if not prompts:
+        raise UserError(f"no line of {split} is longer than --prefix-tokens {prefix_tokens}; "
+                        "give fewer prefix tokens")
+    return prompts, humans
+
+
+@torch.no_grad()
+def sample_batch(model: LanguageModel, prompts: Sequence[Sequence[int]],
+                 transform: OutputTransform, decoding: Decoding, generator: torch.Generator,
+                 max_tokens: int, eos_id: int, device: torch.device) -> list[list[int]]:
+    """The continuations (ids, no end-of-sentence) of a batch of prompts (module docstring)."""
+    contexts = [[eos_id, *p] for p in prompts]
+    width = max(len(c) for c in contexts)
+    forced = torch.full((len(contexts), width), -1, dtype=torch.int64)
+    for row, context in enumerate(contexts):
+        forced[row, :len(context)] = torch.tensor(context, dtype=torch.int64)
+    forced = forced.to(device)
+    out: list[list[int]] = [[] for _ in contexts]
+    done = [False] * len(contexts)
+    state, current = model.start(), forced[:, 0]
+    for position in range(model.cfg.max_positions):
+        logits = model.step(current, state)  # (B, V): the token at position + 1
+        try:
+            chosen = next_tokens(logits, transform, decoding, generator)
+        except ValueError as err:  # NaN logits, or a decoding the transform does not take
+            raise UserError(str(err)) from None
+        prompting = forced[:, position + 1] >= 0 if position + 1 < width else None
+        for row, token in enumerate(chosen.tolist()):
+            if done[row] or (prompting is not None and bool(prompting[row])):
+                continue
+            if token == eos_id:
+                done[row] = True
+            else:
+                out[row].append(token)
+                done[row] = len(out[row]) >= max_tokens
+        if all(done):
+            break
+        current = chosen if prompting is None else torch.where(prompting, forced[:, position + 1],
+                                                               chosen)
+    return out
+
+
+def generate(decoder: Decoder, prompts: Sequence[Sequence[int]], decoding: Decoding, *,
+             seed: int, batch_size: int, max_tokens: int, source: dict) -> Generated:
+    """Continuations of every prompt, in order, ``batch_size`` at a time; ``source`` says
+    where the prompts came from (recorded)."""
+    if not prompts:
+        raise UserError("no prompts to continue (an empty file?): give one prompt a line, an "
+                        "empty line for an unconditional sample, or --unconditional N")
+    if batch_size < 1:
+        raise UserError(f"--batch-size must be at least 1, got {batch_size}")
+    if max_tokens < 1:
+        raise UserError(f"--max-tokens must be at least 1, got {max_tokens}")
+    try:
+        decoding.check(decoder.transform)
+    except ValueError as err:
+        raise UserError(str(err)) from None
+    kept, cut_rows = keep_last(prompts, prompt_limit(decoder.model))
+    generator = torch.Generator(device=decoder.device).manual_seed(seed)
+    start, found = time.perf_counter(), []
+    for first in range(0, len(kept), batch_size):
+        found += sample_batch(decoder.model, kept[first:first + batch_size], decoder.transform,
+                              decoding, generator, max_tokens, decoder.data.eos_id,
+                              decoder.device)
+    seconds = time.perf_counter() - start
+    lines = [one_line(text) for text in decoder.data.tgt_tokenizer.decode_batch(found)]
+    t = decoder.transform
+    meta = {"checkpoint": str(decoder.path), "data": str(decoder.data.path), **source,
+            "transform": t.name, "alpha": t.alpha, "tau": t.tau,
+            "decoding": {**asdict(decoding), "label": decoding.label()}, "seed": seed,
+            "batch_size": batch_size, "max_tokens": max_tokens, "prompts": len(kept),
+            "generated_tokens": sum(map(len, found)),
+            "hit_max_tokens": sum(len(ids) >= max_tokens for ids in found),
+            "truncated_prompts": len(cut_rows), "truncated_to_tokens": prompt_limit(decoder.model),
+            "truncated_prompt_numbers": [i + 1 for i in cut_rows], "seconds": seconds,
+            "machine": machine(decoder.device),
+            "signature": decoder.signature(decoding=decoding.label(), seed=seed,
+                                           batch_size=batch_size)}
+    return Generated(lines, found, seconds, [i + 1 for i in cut_rows], meta)
+
+
+META_KEYS = ("checkpoint", "decoding", "seed", "signature")
+"""Keys every ``OUT.json`` of ``arelu generate`` has: what tells it from a user's JSON file."""
+
+
+def check_out(out: Path | None, prompts: str | None) -> None:
+    """Refuse an output that would lose data: the prompts file, or an existing ``OUT`` /
+    ``OUT.json`` that ``arelu generate`` did not write. Stdout (None or ``-``) is fine."""
+    if out is None or str(out) == STDIO:
+        return
+    for path in (out, meta_path(out)):
+        if prompts not in (None, STDIO) and path.exists() and Path(prompts).exists() \
+                and path.samefile(prompts):
+            raise UserError(f"--out {out} would overwrite the --prompts file; choose another --out")
+    ours = json_with_keys(*META_KEYS)
+    for path, mine in ((meta_path(out), ours), (out, lambda p: ours(meta_path(p)))):
+        check_ours(path, mine, writer="arelu generate", advice="move it away or choose another --out")
+
+
+def write_generation(generated: Generated, out: Path | None) -> None:
+    """One continuation per line to ``out`` (atomically, with ``OUT.json``), or to stdout."""
+    text = "".join(line + "\n" for line in generated.lines)
+    if out is None or str(out) == STDIO:
+        sys.stdout.flush()
+        sys.stdout.buffer.write(text.encode("utf-8"))
+        sys.stdout.buffer.flush()
+        return
+    check_out(out, generated.meta.get("prompts_file"))
+    atomic_write_text(out, text)
+    meta = {**generated.meta, "tokens_per_s": generated.meta["generated_tokens"]
+            / max(generated.seconds, 1e-9)}
+    atomic_write_text(meta_path(out), json.dumps(meta, indent=2, ensure_ascii=False) + "\n")
