@@ -107,7 +107,9 @@ def optimizer_step(s: Session, batches: list[Batch], with_stats: bool) -> dict |
     tgt = sum(b.n_tgt_tokens for b in batches)
     tokens = tgt + sum(int((b.src != pad).sum()) for b in batches)
     tgt, tokens = distributed.all_sum(s.ctx, [float(tgt), float(tokens)])
-    scale = s.ctx.world_size / tgt  # DDP averages gradients over processes
+    # DDP averages gradients over processes; a step with no target token has loss 0 and zero
+    # gradients (the losses' convention, transforms.reduction), not a division by zero.
+    scale = s.ctx.world_size / max(tgt, 1.0)
     stats, loss_sum = None, torch.zeros((), dtype=torch.float64, device=s.ctx.device)
     for i, batch in enumerate(batches):
         batch = batch.to(s.ctx.device)

@@ -5,12 +5,12 @@ smoothed target, ``e_y`` without smoothing) come from one kernel
 (``_triton_kernels._loss_kernel``) that reads each row of the logits once and, when a
 gradient is wanted, writes ``p - q`` in the same pass, into the logits' own memory
 (``reuse_logits``) or into a new buffer. For ``mean`` the kernel already writes ``(p - q) /
-n`` (``n`` the counted rows, counted and read on the device), so that backward only
+n`` (``n`` the counted rows, at least 1, counted and read on the device), so that backward only
 multiplies by the upstream gradient (per row for ``reduction='none'``, one factor for
 ``sum``/``mean``), a multiplication the device skips where the factor is 1: in training
 (upstream 1, any reduction but ``none``) the logits are read once and the gradient written
 once, nothing more. Targets equal to ``ignore_index`` are handled inside the kernel; a
-``mean`` over no counted row is NaN, its gradient too. No step reads a tensor's value on the
+``mean`` over no counted row is 0 with zero gradients (``reduction``'s convention). No step reads a tensor's value on the
 host, so none synchronizes with the GPU, and the host issues no ATen compute op: a training
 call (``mean``) is three launches in forward (the count of ``n``, the pass, the reduced
 loss) and one in backward. That shortens a call the host waits for (8192 x 32768 on an
@@ -44,7 +44,7 @@ class _SinglePassLossFunction(torch.autograd.Function):
         if want:
             grad = logits if reuse else torch.empty_like(logits)
             if reduction == "mean":
-                scale = kernels.count_(target, ignore_index)  # [1 / max(n, 1), NaN guard]
+                scale = kernels.count_(target, ignore_index)  # [1 / max(n, 1)]
         # Per-row losses of ``none`` are written in the logits' dtype, ready to return.
         rows = torch.empty(target.shape[0], device=logits.device,
                            dtype=logits.dtype if reduction == "none" else torch.float32)
@@ -55,7 +55,7 @@ class _SinglePassLossFunction(torch.autograd.Function):
             # which saved these logits for its backward raises instead of reading p - q.
             torch.autograd.graph.increment_version(logits)
         ctx.reduction, ctx.used = reduction, False
-        ctx.save_for_backward(grad, scale)
+        ctx.save_for_backward(grad)
         if reduction == "none":
             return rows.reshape(shape)
         return kernels.total(rows, target, ignore_index, reduction == "mean",
@@ -71,11 +71,10 @@ class _SinglePassLossFunction(torch.autograd.Function):
                                "triton engine its gradient is written in forward and scaled "
                                "in place in backward")
         ctx.used = True
-        grad, scale = ctx.saved_tensors
+        (grad,) = ctx.saved_tensors
+        # mean: 1 / max(n, 1) is in grad already
         factor = grad_out.reshape(-1) if ctx.reduction == "none" else grad_out
-        # mean: 1 / n is in grad already; the guard makes a mean over no counted row NaN.
-        guard = scale[1:] if ctx.reduction == "mean" else None
-        return (_triton_kernels.scale_(grad, factor, guard), None, None, None, None, None,
+        return (_triton_kernels.scale_(grad, factor), None, None, None, None, None,
                 None, None, None, None)
 
 

@@ -120,15 +120,13 @@ def _loss_kernel(z_ptr, y_ptr, rows_ptr, g_ptr, scale_ptr, flags_ptr, vocab, z_s
 
 
 @triton.jit
-def _scale_kernel(x_ptr, scale_ptr, guard_ptr, cols, blocks, x_stride, scale_stride,
-                  GUARD: tl.constexpr, BLOCK: tl.constexpr, ITERS: tl.constexpr):
-    """``x[row, span] *= scale[row] (* guard[0])`` for program ``row * blocks + span``, a span
-    of ``ITERS`` blocks; skipped at 1 (a NaN factor is applied)."""
+def _scale_kernel(x_ptr, scale_ptr, cols, blocks, x_stride, scale_stride,
+                  BLOCK: tl.constexpr, ITERS: tl.constexpr):
+    """``x[row, span] *= scale[row]`` for program ``row * blocks + span``, a span of ``ITERS``
+    blocks; skipped at 1 (a NaN factor is applied)."""
     pid = tl.program_id(0).to(tl.int64)
     row = pid // blocks
     s = tl.load(scale_ptr + row * scale_stride).to(tl.float32)
-    if GUARD:
-        s = s * tl.load(guard_ptr).to(tl.float32)
     if s != 1.0:
         first = (pid % blocks) * (BLOCK * ITERS)
         for i in range(ITERS):
@@ -142,8 +140,8 @@ def _scale_kernel(x_ptr, scale_ptr, guard_ptr, cols, blocks, x_stride, scale_str
 @triton.jit
 def _count_kernel(y_ptr, n, ignore_index, out_ptr, BLOCK: tl.constexpr):
     """With ``c`` the targets of ``y[:n]`` not equal to ``ignore_index``: ``out[0] = 1 /
-    max(c, 1)`` (the gradient's scale for ``mean``) and ``out[1] = 1`` if ``c`` else NaN
-    (the backward factor's guard: a mean over no counted row has a NaN gradient)."""
+    max(c, 1)``, the gradient's scale for ``mean`` (``reduction.reduce_rows``' rule: no
+    counted row, zero gradients)."""
     counts = tl.full([BLOCK], 0, tl.int64)
     for start in range(0, n, BLOCK):
         offs = start + tl.arange(0, BLOCK)
@@ -151,14 +149,14 @@ def _count_kernel(y_ptr, n, ignore_index, out_ptr, BLOCK: tl.constexpr):
         counts += (y != ignore_index).to(tl.int64)
     c = tl.reduce(counts, 0, _add).to(tl.float32)
     tl.store(out_ptr, 1.0 / tl.maximum(c, 1.0))
-    tl.store(out_ptr + 1, tl.where(c > 0.0, 1.0, float("nan")))
 
 
 @triton.jit
 def _total_kernel(rows_ptr, y_ptr, n, ignore_index, out_ptr, MEAN: tl.constexpr,
                   BLOCK: tl.constexpr):
     """``out[0]`` = the sum of ``rows[:n]`` (zero at ignored rows), divided for ``MEAN`` by
-    the number of targets not equal to ``ignore_index`` (0 / 0: NaN), in ``out``'s dtype."""
+    the number of targets not equal to ``ignore_index``, at least 1 (no counted row: 0, the
+    rule of ``reduction.reduce_rows``), in ``out``'s dtype."""
     acc = tl.full([BLOCK], 0.0, tl.float32)
     counts = tl.full([BLOCK], 0, tl.int64)
     for start in range(0, n, BLOCK):
@@ -170,7 +168,7 @@ def _total_kernel(rows_ptr, y_ptr, n, ignore_index, out_ptr, MEAN: tl.constexpr,
             counts += (y != ignore_index).to(tl.int64)
     total = tl.reduce(acc, 0, _add)
     if MEAN:
-        total = total / tl.reduce(counts, 0, _add).to(tl.float32)
+        total = total / tl.maximum(tl.reduce(counts, 0, _add).to(tl.float32), 1.0)
     tl.store(out_ptr, total.to(out_ptr.dtype.element_ty))
 
 
@@ -250,12 +248,10 @@ def loss_pass(z: torch.Tensor, y: torch.Tensor, alpha: float, tau: float, eps: f
     return rows
 
 
-def scale_(x: torch.Tensor, scale: torch.Tensor,
-           guard: torch.Tensor | None = None) -> torch.Tensor:
+def scale_(x: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
     """``x *= scale`` in place, in fp32: ``scale`` (any float dtype, cast on the device) 0-d
     (any contiguous ``x``) or ``(N,)`` (one factor per row of ``x (N, V)``, unit stride along
-    V); ``guard``: a 1-element factor applied on top (the ``mean``'s NaN guard of
-    :func:`count_`). Rows whose factor is 1 are left untouched by the device itself."""
+    V). Rows whose factor is 1 are left untouched by the device itself."""
     if x.numel() == 0:
         return x
     scale = scale.to(device=x.device)
@@ -265,18 +261,16 @@ def scale_(x: torch.Tensor, scale: torch.Tensor,
     iters = min(64, triton.next_power_of_2(triton.cdiv(spans, _SCALE_PROGRAMS)))
     blocks = triton.cdiv(cols, _SCALE_BLOCK * iters)
     with on_device(x):
-        _scale_kernel[(n * blocks,)](view, scale, scale if guard is None else guard, cols,
-                                    blocks, view.stride(0),
+        _scale_kernel[(n * blocks,)](view, scale, cols, blocks, view.stride(0),
                                     0 if scale.dim() == 0 else scale.stride(0),
-                                    GUARD=guard is not None, BLOCK=_SCALE_BLOCK, ITERS=iters,
-                                    num_warps=4)
+                                    BLOCK=_SCALE_BLOCK, ITERS=iters, num_warps=4)
     return x
 
 
 def count_(y: torch.Tensor, ignore_index: int) -> torch.Tensor:
-    """fp32 ``[1 / max(c, 1), 1 if c else NaN]`` for the ``c`` targets of ``y (N,)`` not
-    equal to ``ignore_index``, computed on the device in one launch (no host sync)."""
-    out = torch.empty(2, dtype=torch.float32, device=y.device)
+    """fp32 ``[1 / max(c, 1)]`` for the ``c`` targets of ``y (N,)`` not equal to
+    ``ignore_index``, computed on the device in one launch (no host sync)."""
+    out = torch.empty(1, dtype=torch.float32, device=y.device)
     with on_device(y):
         _count_kernel[(1,)](y, y.numel(), ignore_index, out, BLOCK=_REDUCE_BLOCK, num_warps=4)
     return out
@@ -285,7 +279,7 @@ def count_(y: torch.Tensor, ignore_index: int) -> torch.Tensor:
 def total(rows: torch.Tensor, y: torch.Tensor, ignore_index: int, mean: bool,
           dtype: torch.dtype) -> torch.Tensor:
     """The 0-d ``dtype`` sum of ``rows (N,)`` (zero at ignored rows), for ``mean`` divided by
-    the targets of ``y`` not equal to ``ignore_index`` (none: NaN), in one launch."""
+    the targets of ``y`` not equal to ``ignore_index`` (at least 1), in one launch."""
     out = torch.empty((), dtype=dtype, device=rows.device)
     with on_device(rows):
         _total_kernel[(1,)](rows, y, rows.numel(), ignore_index, out, MEAN=mean,

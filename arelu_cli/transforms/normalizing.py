@@ -92,19 +92,17 @@ def _reduced(row_loss, logits, target, ignore_index, reduction,
 
 def cross_entropy_loss(logits: torch.Tensor, target: torch.Tensor, ignore_index: int = -100,
                        reduction: str = "mean", label_smoothing: float = 0.0) -> torch.Tensor:
-    """Softmax cross-entropy (``F.cross_entropy``) on ``(..., V)`` logits, to the smoothed
-    target ``q`` when ``label_smoothing > 0``; a reduced loss of half-precision logits is
-    their rows' float32 sum (:func:`~arelu_cli.transforms.reduction.loss_dtype`)."""
+    """Softmax cross-entropy (``F.cross_entropy``'s rows) on ``(..., V)`` logits, to the
+    smoothed target ``q`` when ``label_smoothing > 0``, reduced by
+    :func:`~arelu_cli.transforms.reduction.reduce_rows` like every loss here (a ``mean`` over
+    no counted row is 0, not ``F.cross_entropy``'s NaN); a reduced loss of half-precision
+    logits is their rows' float32 sum (:func:`~arelu_cli.transforms.reduction.loss_dtype`)."""
     eps = check_label_smoothing(label_smoothing)
     check_reduction(reduction)
     flat, flat_target = flatten_logits(logits, target)
-    if loss_dtype(logits.dtype, reduction) != logits.dtype:
-        rows = F.cross_entropy(flat, flat_target, ignore_index=ignore_index, reduction="none",
-                               label_smoothing=eps)
-        return reduce_rows(rows.float(), flat_target != ignore_index, reduction, target.shape)
-    loss = F.cross_entropy(flat, flat_target, ignore_index=ignore_index, reduction=reduction,
-                           label_smoothing=eps)
-    return loss.reshape(target.shape) if reduction == "none" else loss
+    rows = F.cross_entropy(flat, flat_target, ignore_index=ignore_index, reduction="none",
+                           label_smoothing=eps).to(loss_dtype(logits.dtype, reduction))
+    return reduce_rows(rows, flat_target != ignore_index, reduction, target.shape)
 
 
 def sparsemax_loss(logits: torch.Tensor, target: torch.Tensor, k: int | None = None,

@@ -3,6 +3,14 @@
 ``none``/``sum``/``mean`` reduction of the per-row losses and, for a hand-written backward,
 the factor each row's gradient is scaled by. Shapes and Python values are checked, never
 tensor contents, so no loss forces a host-device synchronization.
+
+The convention of every loss here (softmax, sparsemax, entmax, alpha-ReLU on every engine,
+the fused linear loss): ``mean`` is the sum over counted rows divided by ``max(count, 1)``,
+so a batch whose targets are all ``ignore_index`` has loss 0 and exactly zero gradients,
+not PyTorch's NaN (``F.cross_entropy``): one such batch (a padded micro-batch, a prompt-only
+example under a causal LM's label mask) must not turn every weight NaN while the reported
+loss reads 0. A loss with a hand-written backward scales each row's gradient by
+:func:`row_scale`, which follows the same rule.
 """
 
 from __future__ import annotations
@@ -54,8 +62,9 @@ def reduce_rows(rows: torch.Tensor, valid: torch.Tensor, reduction: str,
                 shape: torch.Size) -> torch.Tensor:
     """Apply ``reduction`` to per-row losses; ignored rows count as zero (and not in the mean).
 
-    ``mean`` over no counted row is NaN, as in ``F.cross_entropy``. The caller casts the
-    result to :func:`loss_dtype`.
+    ``mean`` over no counted row is 0 (the sum, 0, over ``max(count, 1)``), with zero
+    gradients (the module docstring says why). The caller casts the result to
+    :func:`loss_dtype`.
     """
     rows = rows.masked_fill(~valid, 0.0)
     if reduction == "none":
@@ -63,14 +72,22 @@ def reduce_rows(rows: torch.Tensor, valid: torch.Tensor, reduction: str,
     total = rows.sum()
     if reduction == "sum":
         return total
-    return total / valid.sum()
+    return total / counted(valid)
+
+
+def counted(valid: torch.Tensor) -> torch.Tensor:
+    """The divisor of a ``mean``: the number of counted rows, at least 1 (a 0-d tensor, so
+    that reading it never synchronizes with the device)."""
+    return valid.sum().clamp_min(1)
 
 
 def row_scale(grad: torch.Tensor, valid: torch.Tensor, reduction: str) -> torch.Tensor:
-    """The factor each row's gradient is multiplied by, given the incoming gradient."""
-    mask = valid.to(torch.float64 if grad.dtype == torch.float64 else torch.float32)
-    if reduction == "none":
-        return grad.reshape(-1).to(mask.dtype) * mask
-    if reduction == "sum":
-        return grad.to(mask.dtype) * mask
-    return grad.to(mask.dtype) * mask / valid.sum()
+    """The factor each row's gradient is multiplied by, given the incoming gradient: the
+    incoming gradient (over :func:`counted` rows for ``mean``) at counted rows and exactly 0
+    at ignored ones, whatever the incoming gradient holds (a NaN from a caller's ``0 / 0``
+    never reaches them), as autograd's own masking gives."""
+    dtype = torch.float64 if grad.dtype == torch.float64 else torch.float32
+    factor = (grad.reshape(-1) if reduction == "none" else grad).to(dtype)
+    if reduction == "mean":
+        factor = factor / counted(valid)
+    return torch.where(valid, factor, torch.zeros((), dtype=dtype, device=factor.device))

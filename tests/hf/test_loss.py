@@ -210,3 +210,27 @@ def test_a_training_forward_without_labels_warns_once(kind, fused):
 def test_the_fused_layer_refuses_label_smoothing():
     with pytest.raises(ValueError, match="no label smoothing"):
         use_transform(make_model("gpt2"), "1.5-relu", tau=TAU, fused=True, label_smoothing=0.1)
+
+
+@pytest.mark.parametrize("name", ["softmax", "1.5-relu"])
+def test_a_trainer_step_whose_labels_are_all_ignored_keeps_the_weights_finite(name, tmp_path):
+    """Every label -100 (the Trainer's num_items_in_batch is then 0): the transform's
+    gradients are exactly zero (:mod:`arelu_cli.transforms.reduction`), so Adam leaves every
+    weight as it was instead of turning it NaN, and the next real batch trains."""
+    from transformers import Trainer, TrainingArguments
+
+    ids = tokens(4, 6)
+    empty = [{"input_ids": i, "labels": torch.full_like(i, IGNORE)} for i in ids]
+    model = make_model("llama", scale=30.0)
+    use_transform(model, name, tau=_tau(name))
+    start = [p.detach().clone() for p in model.parameters()]
+    args = TrainingArguments(str(tmp_path), max_steps=1, per_device_train_batch_size=2,
+                             gradient_accumulation_steps=2, learning_rate=0.1,
+                             report_to="none", save_strategy="no", use_cpu=True, seed=0)
+    Trainer(model=model, args=args, train_dataset=empty).train()
+    for p, p0 in zip(model.parameters(), start):
+        torch.testing.assert_close(p.detach(), p0, rtol=0, atol=0)
+    real = [{"input_ids": i, "labels": i.clone()} for i in ids]
+    Trainer(model=model, args=args, train_dataset=real).train()
+    assert all(bool(torch.isfinite(p).all()) for p in model.parameters())
+    assert any(not torch.equal(p.detach(), p0) for p, p0 in zip(model.parameters(), start))
