@@ -18,7 +18,7 @@ from typing import Callable, Literal
 import torch
 
 from arelu_cli import transforms as T
-from arelu_cli.transforms.checks import check_alpha
+from arelu_cli.transforms.checks import check_alpha, check_tau
 from arelu_cli.transforms.top_scores import alpha_relu_top_log_scores, softmax_top_log_scores
 
 PAPER_TRANSFORMS = ("softmax", "sparsemax", "1.5-entmax", "1.5-entmax-k100", "1.5-relu")
@@ -147,9 +147,9 @@ def _relu(name: str, alpha: float, tau: float) -> OutputTransform:
 def get_transform(name: str, *, tau: float = 0.0, n_iter: int = 50) -> OutputTransform:
     """Look up an output transform by name (see the module docstring for the forms).
 
-    ``tau`` is alpha-ReLU's threshold (the analytic estimate: ``transforms.analytic_tau``);
-    ``n_iter`` the bisection steps of ``-bisect``. Unknown names and alpha outside
-    [1.05, 2] raise a ValueError listing what is valid.
+    ``tau`` is alpha-ReLU's threshold (the analytic estimate: ``transforms.analytic_tau``), a
+    finite number; ``n_iter`` the bisection steps of ``-bisect``. Unknown names and alpha
+    outside [1.05, 2] raise a ValueError listing what is valid.
     """
     key = name.strip().lower()
     if key == "softmax":
@@ -166,7 +166,7 @@ def get_transform(name: str, *, tau: float = 0.0, n_iter: int = 50) -> OutputTra
     if match["kind"] == "relu":
         if match["k"] or match["bisect"]:
             raise _bad_name(name, "alpha-ReLU takes no -k or -bisect suffix")
-        return _relu(key, alpha, float(tau))
+        return _relu(key, alpha, check_tau(tau))
     k = int(match["k"]) if match["k"] else None
     if k is not None and k < 1:
         raise _bad_name(name, "k must be at least 1")

@@ -23,7 +23,8 @@ from torch import nn
 from arelu_cli.transforms import alpha_relu_kernels as kernels
 from arelu_cli.transforms._single_pass_loss import single_pass_loss
 from arelu_cli.transforms.tau import tau_for
-from arelu_cli.transforms.checks import check_alpha, check_label_smoothing
+from arelu_cli.transforms.checks import (check_alpha, check_label_smoothing, check_logits,
+                                         check_tau)
 from arelu_cli.transforms.reduction import (check_reduction, flatten_logits, loss_dtype,
                                             reduce_rows, row_scale, split_ignored)
 from arelu_cli.transforms.log_scores import log_with_zeros
@@ -60,7 +61,7 @@ def alpha_relu(logits: torch.Tensor, alpha: float = 1.5, tau: float = 0.0,
     elementwise so it does not depend on it. The output does not sum to one.
     """
     del dim
-    return _AlphaReLUFunction.apply(logits, check_alpha(alpha), float(tau))
+    return _AlphaReLUFunction.apply(check_logits(logits), check_alpha(alpha), check_tau(tau))
 
 
 def alpha_relu_log_scores(logits: torch.Tensor, alpha: float = 1.5, tau: float = 0.0,
@@ -71,7 +72,8 @@ def alpha_relu_log_scores(logits: torch.Tensor, alpha: float = 1.5, tau: float =
     """
     del dim
     alpha = check_alpha(alpha)
-    return log_with_zeros(kernels.shifted(logits, alpha, float(tau))).mul_(1.0 / (alpha - 1.0))
+    shifted = kernels.shifted(check_logits(logits), alpha, check_tau(tau))
+    return log_with_zeros(shifted).mul_(1.0 / (alpha - 1.0))
 
 
 class _AlphaReLULossFunction(torch.autograd.Function):
@@ -127,17 +129,17 @@ def alpha_relu_loss(logits: torch.Tensor, target: torch.Tensor, alpha: float = 1
     The gradient with respect to ``logits`` is ``alpha_relu(logits) - q`` (times the
     reduction's weight), exactly.
     """
-    alpha = check_alpha(alpha)
+    alpha, tau = check_alpha(alpha), check_tau(tau)
     eps = check_label_smoothing(label_smoothing)
     check_reduction(reduction)
-    flat, flat_target = flatten_logits(logits, target)
+    flat, flat_target = flatten_logits(logits, target, ignore_index)
     flat = flat.contiguous()
     copied = flat.untyped_storage().data_ptr() != logits.untyped_storage().data_ptr()
     reuse = bool(reuse_logits) and (copied or _can_reuse(logits))
     if kernels.engine_for(flat) == "triton":  # loss and gradient in one pass, in forward
-        return single_pass_loss(flat, flat_target, alpha, float(tau), eps, ignore_index,
+        return single_pass_loss(flat, flat_target, alpha, tau, eps, ignore_index,
                                 reduction, target.shape, reuse)
-    return _AlphaReLULossFunction.apply(flat, flat_target, alpha, float(tau),
+    return _AlphaReLULossFunction.apply(flat, flat_target, alpha, tau,
                                         ignore_index, reduction, target.shape, reuse, eps)
 
 
@@ -146,7 +148,7 @@ class AlphaReLU(nn.Module):
 
     def __init__(self, alpha: float = 1.5, tau: float = 0.0, dim: int = -1):
         super().__init__()
-        self.alpha, self.tau, self.dim = check_alpha(alpha), float(tau), dim
+        self.alpha, self.tau, self.dim = check_alpha(alpha), check_tau(tau), dim
 
     def forward(self, logits: torch.Tensor) -> torch.Tensor:
         return alpha_relu(logits, self.alpha, self.tau, self.dim)
@@ -164,7 +166,7 @@ class AlphaReLULoss(nn.Module):
         if isinstance(tau, str) and tau != "analytic":
             raise ValueError(f"tau must be a number or 'analytic', got {tau!r}")
         self.alpha = check_alpha(alpha)
-        self.tau = None if tau == "analytic" else float(tau)
+        self.tau = None if tau == "analytic" else check_tau(tau)
         self.ignore_index, self.reduction = ignore_index, check_reduction(reduction)
         self.reuse_logits = reuse_logits
         self.label_smoothing = check_label_smoothing(label_smoothing)

@@ -1,11 +1,13 @@
-"""Argument checks shared by every transform, loss and tau: the one alpha range, label
-smoothing. They look at Python values only, never at tensor contents, so no call forces a
-host-device synchronization.
+"""Argument checks shared by every transform, loss and tau: the one alpha range, alpha-ReLU's
+threshold, label smoothing, the logits' dtype. They look at Python values and dtypes only,
+never at tensor contents, so no call forces a host-device synchronization.
 """
 
 from __future__ import annotations
 
 import math
+
+import torch
 
 MIN_ALPHA = 1.05
 
@@ -40,3 +42,27 @@ def check_label_smoothing(eps: float) -> float:
     if not 0.0 <= value < 1.0:
         raise ValueError(f"label_smoothing must lie in [0, 1) (0 is no smoothing), got {value:g}")
     return value
+
+
+def check_tau(tau: float) -> float:
+    """alpha-ReLU's threshold ``tau`` as a float if it is a finite number, else a ValueError:
+    a NaN threshold makes every output and loss NaN, an infinite one every output 0 (or 1
+    everywhere), and neither would say so."""
+    try:
+        value = float(tau)
+    except (TypeError, ValueError):
+        raise ValueError(f"tau (alpha-ReLU's threshold) must be a number, got {tau!r}") from None
+    if not math.isfinite(value):
+        raise ValueError(f"tau (alpha-ReLU's threshold) must be a finite number, got {value}")
+    return value
+
+
+def check_logits(logits: torch.Tensor) -> torch.Tensor:
+    """``logits`` if they are a floating-point tensor, else a TypeError saying so (integer
+    logits would fail inside a kernel, or round every output)."""
+    if not isinstance(logits, torch.Tensor):
+        raise TypeError(f"logits must be a torch.Tensor, got {type(logits).__name__}")
+    if not torch.is_floating_point(logits):
+        raise TypeError(f"logits must be a floating-point tensor, got {logits.dtype}; convert "
+                        "them first, e.g. logits.float()")
+    return logits

@@ -30,7 +30,7 @@ from torch.autograd.function import once_differentiable
 
 from arelu_cli.transforms import alpha_relu_kernels as kernels
 from arelu_cli.transforms._chunk_grads import add_chunk_grads
-from arelu_cli.transforms.checks import check_alpha
+from arelu_cli.transforms.checks import check_alpha, check_tau
 from arelu_cli.transforms.reduction import (check_reduction, loss_dtype, reduce_rows, row_scale,
                                             split_ignored)
 
@@ -234,7 +234,7 @@ def linear_alpha_relu_loss(hidden: torch.Tensor, weight: torch.Tensor, target: t
         # data-dependent skip: one graph break, the loss runs eagerly.
         return _eager_loss(hidden, weight, target, alpha, tau, bias, ignore_index, reduction,
                            chunk, skip_zeros)
-    alpha = check_alpha(alpha)
+    alpha, tau = check_alpha(alpha), check_tau(tau)
     check_reduction(reduction)
     _check(hidden, weight, target, bias)
     if chunk is not None and chunk < 1:

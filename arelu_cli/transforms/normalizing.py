@@ -19,7 +19,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from arelu_cli.transforms.checks import check_alpha, check_label_smoothing
+from arelu_cli.transforms.checks import check_alpha, check_label_smoothing, check_logits
 from arelu_cli.transforms.reduction import (check_reduction, flatten_logits, loss_dtype,
                                             reduce_rows, split_ignored)
 from arelu_cli.transforms.log_scores import log_with_zeros
@@ -46,24 +46,27 @@ def _check_k(k: int | None) -> int | None:
 
 def softmax(logits: torch.Tensor, dim: int = -1) -> torch.Tensor:
     """softmax (1-entmax): dense probabilities."""
-    return torch.softmax(_acc(logits), dim=dim).to(logits.dtype)
+    return torch.softmax(_acc(check_logits(logits)), dim=dim).to(logits.dtype)
 
 
 def sparsemax(logits: torch.Tensor, dim: int = -1, k: int | None = None) -> torch.Tensor:
     """sparsemax (2-entmax): Euclidean projection onto the simplex; exact sort, or top-``k``."""
-    return _entmax().sparsemax(_acc(logits), dim=dim, k=_check_k(k)).to(logits.dtype)
+    probs = _entmax().sparsemax(_acc(check_logits(logits)), dim=dim, k=_check_k(k))
+    return probs.to(logits.dtype)
 
 
 def entmax15(logits: torch.Tensor, dim: int = -1, k: int | None = None) -> torch.Tensor:
     """1.5-entmax by exact sort, or by partial sort over the top ``k`` (widened if needed)."""
-    return _entmax().entmax15(_acc(logits), dim=dim, k=_check_k(k)).to(logits.dtype)
+    probs = _entmax().entmax15(_acc(check_logits(logits)), dim=dim, k=_check_k(k))
+    return probs.to(logits.dtype)
 
 
 def entmax_bisect(logits: torch.Tensor, alpha: float = 1.5, dim: int = -1,
                   n_iter: int = 50) -> torch.Tensor:
     """alpha-entmax for any alpha in [1.05, 2] by bisection on the threshold."""
     alpha = check_alpha(alpha)
-    probs = _entmax().entmax_bisect(_acc(logits), alpha=alpha, dim=dim, n_iter=n_iter)
+    probs = _entmax().entmax_bisect(_acc(check_logits(logits)), alpha=alpha, dim=dim,
+                                    n_iter=n_iter)
     return probs.to(logits.dtype)
 
 
@@ -79,7 +82,7 @@ def _reduced(row_loss, logits, target, ignore_index, reduction,
     that term's gradient ``eps (e_y - 1/V)``, making the total ``p - q``."""
     eps = check_label_smoothing(label_smoothing)
     check_reduction(reduction)
-    flat, flat_target = flatten_logits(logits, target)
+    flat, flat_target = flatten_logits(logits, target, ignore_index)
     valid, safe_target = split_ignored(flat_target, ignore_index)
     z = _acc(flat)
     rows = row_loss(z, safe_target)
@@ -99,7 +102,7 @@ def cross_entropy_loss(logits: torch.Tensor, target: torch.Tensor, ignore_index:
     logits is their rows' float32 sum (:func:`~arelu_cli.transforms.reduction.loss_dtype`)."""
     eps = check_label_smoothing(label_smoothing)
     check_reduction(reduction)
-    flat, flat_target = flatten_logits(logits, target)
+    flat, flat_target = flatten_logits(logits, target, ignore_index)
     rows = F.cross_entropy(flat, flat_target, ignore_index=ignore_index, reduction="none",
                            label_smoothing=eps).to(loss_dtype(logits.dtype, reduction))
     return reduce_rows(rows, flat_target != ignore_index, reduction, target.shape)

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import torch
 
+from arelu_cli.transforms.checks import check_logits
+
 REDUCTIONS = ("none", "sum", "mean")
 
 
@@ -36,10 +38,11 @@ def check_reduction(reduction: str) -> str:
     return reduction
 
 
-def flatten_logits(logits: torch.Tensor, target: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Check ``logits (..., V)`` against ``target (...)`` and flatten both to ``(N, V)``, ``(N,)``."""
-    if not torch.is_floating_point(logits):
-        raise ValueError(f"logits must be a floating-point tensor, got {logits.dtype}")
+def flatten_logits(logits: torch.Tensor, target: torch.Tensor,
+                   ignore_index: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Check ``logits (..., V)`` against ``target (...)`` (:func:`check_targets` too) and
+    flatten both to ``(N, V)``, ``(N,)``."""
+    check_logits(logits)
     if logits.dim() < 1 or logits.shape[-1] < 1:
         raise ValueError(f"logits must have shape (..., V) with V >= 1, got {tuple(logits.shape)}")
     if target.dtype not in (torch.int64, torch.int32):
@@ -49,7 +52,24 @@ def flatten_logits(logits: torch.Tensor, target: torch.Tensor) -> tuple[torch.Te
             f"target shape {tuple(target.shape)} must equal logits shape without the last "
             f"(vocabulary) dimension, {tuple(logits.shape[:-1])}")
     vocab = logits.shape[-1]
-    return logits.reshape(-1, vocab), target.reshape(-1).long()
+    flat_target = target.reshape(-1).long()
+    check_targets(flat_target, vocab, ignore_index)
+    return logits.reshape(-1, vocab), flat_target
+
+
+def check_targets(target: torch.Tensor, vocab: int, ignore_index: int) -> None:
+    """A ValueError naming the first target outside ``[0, vocab)`` that is not
+    ``ignore_index``. Checked on CPU tensors only, where reading them costs no device
+    synchronization, and not inside ``torch.compile``; on a GPU such a target gives a NaN row
+    (the ``triton`` engine) or a device-side assert (an ATen gather)."""
+    if target.device.type != "cpu" or torch.compiler.is_compiling():
+        return
+    outside = (target != ignore_index) & ((target < 0) | (target >= vocab))
+    if bool(outside.any()):
+        first = int(outside.nonzero()[0, 0])
+        raise ValueError(f"target {int(target[first])} (position {first} of the flattened "
+                         f"targets) is outside the vocabulary [0, {vocab}); targets to ignore "
+                         f"must equal ignore_index ({ignore_index})")
 
 
 def split_ignored(target: torch.Tensor, ignore_index: int) -> tuple[torch.Tensor, torch.Tensor]:
