@@ -24,6 +24,7 @@ Per checkpoint, one CSV row per (model, decoding, split):
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,12 +35,12 @@ import torch
 from arelu_cli.analysis import lm_metrics as M
 from arelu_cli.data.blocks import window_batches
 from arelu_cli.util.errors import UserError
-from arelu_cli.decode.generate import (Generated, check_out, generate, split_prompts,
-                                    write_generation)
+from arelu_cli.decode.generate import (Generated, check_out, generate, meta_path,
+                                       split_prompts, write_generation)
 from arelu_cli.decode.translate import Decoder
 from arelu_cli.decode.sampling import Decoding
 from arelu_cli.util.atomic import atomic_write_text
-from arelu_cli.util.ownership import csv_header
+from arelu_cli.util.ownership import check_ours, csv_header
 
 TEXT_STATS = ("distinct_1", "distinct_2", "distinct_3", "distinct_4", "loop", "zipf",
               "self_bleu", "length")
@@ -168,14 +169,34 @@ def run(decoders: list[Decoder], decoding: Decoding, settings: EvalSettings, out
         raise UserError("two checkpoints are in run folders of the same name, so their "
                         "generations would share a file; evaluate them with different "
                         "--generations folders")
-    for path in paths:
+    for decoder, path in zip(decoders, paths):
         check_out(path, None)
+        check_same_checkpoint(path, decoder.path)
     if csv_header(out) not in (None, list(COLUMNS)):
         raise UserError(f"{out} exists and is not an arelu lm-eval CSV; choose another --out")
     results = [evaluate(d, decoding, settings, path) for d, path in zip(decoders, paths)]
     for (_, generated), path in zip(results, paths):
         write_generation(generated, path)
     return merge_rows([row for row, _ in results], out)
+
+
+def _recorded_checkpoint(path: Path) -> str | None:
+    """The checkpoint that the generations in ``path`` came from (its ``.json`` record)."""
+    try:
+        return json.loads(meta_path(path).read_text(encoding="utf-8")).get("checkpoint")
+    except (OSError, UnicodeDecodeError, ValueError, AttributeError):
+        return None
+
+
+def check_same_checkpoint(path: Path, checkpoint: Path) -> None:
+    """Refuse to replace generations of another checkpoint: an earlier call's row (of this
+    or another CSV) names ``path`` as its model's text, and two run folders of the same name
+    (``runs/sm``, ``other/sm``) map to the same file name."""
+    recorded = _recorded_checkpoint(path)
+    same = recorded is None or Path(recorded).resolve() == Path(checkpoint).resolve()
+    check_ours(path, lambda _: same, writer=f"arelu lm-eval of {checkpoint}",
+               advice=f"it holds the generations of {recorded}, which an lm-eval row names; "
+                      f"give {checkpoint} another --generations folder")
 
 
 def merge_rows(rows: list[dict], path: Path) -> pd.DataFrame:

@@ -139,3 +139,28 @@ def test_a_stride_beyond_the_block_is_refused_before_anything_runs(cli, lm_runs,
               "--generations", gens)
     assert ran.code == 2 and "--stride must be in [1, 16] (the checkpoint's block_size), got 17" in ran.err
     assert not out.exists() and not gens.exists()
+
+
+def test_a_second_call_never_replaces_another_models_generations(cli, lm_runs, tmp_path):
+    """``runs/sm`` then ``other/sm`` (two run folders of the same name) with the same --out
+    and --generations: the second call is refused in one line and the first row's
+    generation file still holds the first model's text; the first model may rerun."""
+    import shutil
+
+    first, second = tmp_path / "runs" / "sm", tmp_path / "other" / "sm"
+    shutil.copytree(lm_runs["softmax"], first)
+    shutil.copytree(lm_runs["1.5-relu"], second)
+    out, gens = _outs(tmp_path)
+    args = ("--max-prompts", "2", "--max-tokens", "4", "--out", out, "--generations", gens)
+    assert cli("lm-eval", "--checkpoint", first, *args).code == 0
+    row = pd.read_csv(out).iloc[0]
+    text = open(row["generations"], encoding="utf-8").read()
+    ran = cli("lm-eval", "--checkpoint", second, *args)
+    assert ran.code == 2 and ran.err.count("\n") == 1, ran.err
+    assert (f"was not written by arelu lm-eval of {second}" in ran.err
+            and "another --generations folder" in ran.err and str(first) in ran.err)
+    assert open(row["generations"], encoding="utf-8").read() == text
+    assert pd.read_csv(out)["checkpoint"].tolist() == [row["checkpoint"]]
+    assert cli("lm-eval", "--checkpoint", first, *args).code == 0
+    assert cli("lm-eval", "--checkpoint", second, *args[:-1], tmp_path / "gens2").code == 0
+    assert len(pd.read_csv(out)) == 2
