@@ -51,12 +51,22 @@ def merge_count(tokenizer: Tokenizer) -> int:
     return tokenizer.get_vocab_size() - BASE_SIZE
 
 
-def encode_lines(tokenizer: Tokenizer, lines: list[str], chunk: int = 20_000) -> list[list[int]]:
-    """Token ids of every line, without bos/eos (batched through the Rust encoder)."""
+def encode_lines(tokenizer: Tokenizer, lines: list[str],
+                 chunk_chars: int = 2_000_000) -> list[list[int]]:
+    """Token ids of every line, without bos/eos, batched through the Rust encoder in chunks
+    of about ``chunk_chars`` characters: the encoder's per-token records (offsets, strings)
+    take a few hundred bytes per token, so a chunk's memory follows its characters, not
+    its line count."""
     ids: list[list[int]] = []
-    for start in range(0, len(lines), chunk):
-        ids += [e.ids for e in tokenizer.encode_batch_fast(lines[start:start + chunk],
+    start = 0
+    while start < len(lines):
+        end, size = start, 0
+        while end < len(lines) and (end == start or size + len(lines[end]) <= chunk_chars):
+            size += len(lines[end])
+            end += 1
+        ids += [e.ids for e in tokenizer.encode_batch_fast(lines[start:end],
                                                            add_special_tokens=False)]
+        start = end
     return ids
 
 

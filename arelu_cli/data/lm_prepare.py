@@ -23,7 +23,8 @@ from rich.text import Text
 
 from arelu_cli.data import bpe, toy
 from arelu_cli.data.lm_corpora import LM_CORPORA, LMSpec, read_lm, source_files
-from arelu_cli.data.prepare_request import Log, PrepareRequest, PrepareResult, check_out
+from arelu_cli.data.prepare_request import (Log, PrepareRequest, PrepareResult, check_merges,
+                                            check_out, check_same_options, identical_splits)
 from arelu_cli.data.prepared import (FORMAT, atomic_dir, clean_leftovers, read_meta, write_ids,
                                      write_meta, write_text)
 from arelu_cli.data.textio import sha256_file
@@ -49,8 +50,9 @@ def _check_request(spec: LMSpec, req: PrepareRequest) -> None:
         raise UserError("the toy-lm corpus is generated; it takes no --source")
     if spec.tokens == "words" and req.merges is not None:
         raise UserError(f"{spec.name} is tokenized by words; --merges applies to BPE corpora")
-    for option, value in (("--merges", req.merges), ("--train-size", req.train_size),
-                          ("--eval-size", req.eval_size), ("--toy-vocab", req.toy_vocab)):
+    check_merges(req.merges)
+    for option, value in (("--train-size", req.train_size), ("--eval-size", req.eval_size),
+                          ("--toy-vocab", req.toy_vocab)):
         if value is not None and value < 1:
             raise UserError(f"{option} must be at least 1, got {value}; leave it out for the "
                             "corpus's default")
@@ -125,9 +127,11 @@ def prepare_lm(req: PrepareRequest, log: Log) -> PrepareResult:
             raise UserError(f"{req.out} holds a {spec.name} corpus prepared from other inputs; "
                             "pass --force to replace it (checkpoints made from it will no longer "
                             "match) or choose another --out")
+        check_same_options(req.out, old_meta, options)
     with atomic_dir(req.out) as folder:
         log(f"reading {spec.name}")
         texts, split_rule = read_lm(spec, req.source, config)
+        same = identical_splits(texts)
         if req.train_size is not None:
             texts["train"] = texts["train"][:req.train_size]
         log(f"learning the vocabulary ({spec.tokens})")
@@ -140,7 +144,8 @@ def prepare_lm(req: PrepareRequest, log: Log) -> PrepareResult:
                 "vocab": {"joint": True, "tokens": spec.tokens, "merges": options["merges"],
                           "src_size": size, "tgt_size": size, "dtype": bpe.id_dtype(size).name,
                           "specials": dict(zip(bpe.SPECIALS, range(4)))},
-                "options": options, "toy": toy_record, "sources": checksums,
+                "options": options, "toy": toy_record, "identical_splits": same,
+                "sources": checksums,
                 "fingerprint": fingerprint, "versions": versions(),
                 "source_paths": [str(p.resolve()) for p in files]}
         write_meta(folder, meta)

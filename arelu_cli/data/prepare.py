@@ -32,7 +32,8 @@ from arelu_cli.data.corpora import (SPLITS, CorpusSpec, Resolved, direction, get
                                     resolve_files)
 from arelu_cli.data.lm_corpora import LM_CORPORA, is_lm
 from arelu_cli.data.lm_prepare import lm_summary_table, prepare_lm
-from arelu_cli.data.prepare_request import Log, PrepareRequest, PrepareResult, check_out
+from arelu_cli.data.prepare_request import (Log, PrepareRequest, PrepareResult, check_merges,
+                                            check_out, check_same_options, identical_splits)
 from arelu_cli.data.prepared import (FORMAT, atomic_dir, clean_leftovers, read_meta, write_ids,
                                      write_meta, write_text)
 from arelu_cli.data.textio import sha256_file
@@ -66,8 +67,7 @@ def _check_request(spec: CorpusSpec, req: PrepareRequest) -> None:
         raise UserError("--eval-size and --toy-vocab apply to the toy corpus only")
     if spec.name == "toy" and (req.source or req.split_files):
         raise UserError("the toy corpus is generated; it takes no --source or --split-file")
-    if req.merges is not None and req.merges < 1:
-        raise UserError(f"--merges must be at least 1, got {req.merges}")
+    check_merges(req.merges)
     for option, value in (("--train-size", req.train_size), ("--eval-size", req.eval_size),
                           ("--toy-vocab", req.toy_vocab), ("--max-words", req.max_words)):
         if value is not None and value < 1:
@@ -237,14 +237,18 @@ def prepare(req: PrepareRequest, log: Log = _quiet) -> PrepareResult:
         if old_meta.get("fingerprint") == fingerprint:
             return PrepareResult(req.out, old_meta, False, time.perf_counter() - start)
         _check_same_source(req.out, old_meta, inputs)
+        check_same_options(req.out, old_meta, options)
     with atomic_dir(req.out) as folder:  # made first: an unwritable --out fails before the work
         log(f"reading {spec.name}")
-        texts, dropped = _clean(_read(spec, inputs, src, tgt), rules, req.train_size)
+        raw = _read(spec, inputs, src, tgt)
+        same = identical_splits(raw)
+        texts, dropped = _clean(raw, rules, req.train_size)
+        del raw
         vocab, splits = _encode_all(folder, texts, (src, tgt), merges, req.joint, log)
         splits["train"]["dropped"] = dropped
         meta = {"format": FORMAT, "corpus": spec.name, "src_lang": src, "tgt_lang": tgt,
                 "splits": splits, "vocab": vocab, "options": options,
-                "toy": _toy_record(inputs),
+                "toy": _toy_record(inputs), "identical_splits": same,
                 "sources": inputs.checksums, "fingerprint": fingerprint, "versions": versions(),
                 "source_paths": _source_paths(inputs)}
         write_meta(folder, meta)
@@ -253,9 +257,15 @@ def prepare(req: PrepareRequest, log: Log = _quiet) -> PrepareResult:
 
 def warnings(meta: dict, merges_given: bool = True) -> list[str]:
     """What a prepared folder's ``meta.json`` shows to be probably not what was meant: a
-    split read from one file as both sides, fewer BPE merges learned than ``--merges`` asked
-    for (``merges_given``; a corpus's default count is a ceiling, not a request)."""
+    split read from one file as both sides, splits of the same text (one file as train, dev
+    and test), fewer BPE merges learned than ``--merges`` asked for (``merges_given``; a
+    corpus's default count is a ceiling, not a request)."""
     found = []
+    for group in meta.get("identical_splits") or []:
+        why = ("scores on it measure memorization, not generalization" if "train" in group
+               else "test scores are on the text that dev chose the settings on")
+        found.append(f"the {' and '.join(group)} splits hold the same text, so {why}; give "
+                     "each split its own text")
     pairs = meta.get("source_paths") if meta.get("task", "translation") == "translation" else None
     for split, paths in (pairs or {}).items():
         for src, tgt in zip(paths[::2], paths[1::2]):

@@ -5,7 +5,8 @@ pipeline (:mod:`arelu_cli.data.prepare`) and the language-modelling one
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import json
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -13,6 +14,15 @@ from arelu_cli.data.prepared import foreign_files, read_meta
 from arelu_cli.util.errors import UserError
 
 Log = Callable[[str], None]
+
+MAX_MERGES = 1_000_000
+"""The most BPE merges ``--merges`` may ask for: four times the largest vocabularies in use
+(about 256K tokens), and the tokenizers trainer allocates for every merge asked for, learned
+or not (a billion aborts it with a 70 GB allocation)."""
+OPTION_FLAGS = {"seed": "--seed", "merges": "--merges", "train_size": "--train-size",
+                "joint": "--joint/--separate", "src_lang": "--src-lang",
+                "tgt_lang": "--tgt-lang", "clean": "--max-words/--max-ratio"}
+"""The ``prepare`` option behind each key of a prepared folder's ``options``."""
 
 
 @dataclass(frozen=True)
@@ -73,3 +83,46 @@ def check_out(out: Path, corpus: str, force: bool) -> dict | None:
         raise UserError(f"{out} holds the prepared corpus {meta['corpus']!r}, not {corpus!r}; "
                         f"choose another --out or pass --force to replace it")
     return meta
+
+
+def check_merges(merges: int | None) -> None:
+    """``--merges`` (None: the corpus's default) within [1, :data:`MAX_MERGES`]."""
+    if merges is None:
+        return
+    if merges < 1:
+        raise UserError(f"--merges must be at least 1, got {merges}; leave it out for the "
+                        "corpus's default")
+    if merges > MAX_MERGES:
+        raise UserError(f"--merges {merges:,} is more than {MAX_MERGES:,}, the most arelu "
+                        "prepare learns (the tokenizers trainer allocates memory for every merge "
+                        "asked for); ask for at most that, or leave it out for the corpus's "
+                        "default")
+
+
+def check_same_options(out: Path, meta: dict, options: dict) -> None:
+    """Refuse (unless forced: the caller checks) to rebuild a prepared folder with other
+    options: its vocabulary and ids would change under every run trained on it."""
+    old = meta.get("options") or {}
+    new = json.loads(json.dumps(options))  # tuples as lists, as meta.json holds them
+    changed = [key for key in new if old.get(key) != new[key]]
+    if not changed:
+        return
+    key = changed[0]
+    flag = OPTION_FLAGS.get(key, key)
+    raise UserError(f"{out} holds a {meta['corpus']} corpus prepared with other options "
+                    f"({flag}: {old.get(key)!r} there, {new[key]!r} now); pass --force to "
+                    "replace it (checkpoints trained on it will no longer match) or choose "
+                    "another --out")
+
+
+def identical_splits(texts: Mapping[str, Sequence]) -> list[list[str]]:
+    """Groups of two or more splits whose texts are equal (one file given as train, dev and
+    test, say), in split order."""
+    groups: list[list[str]] = []
+    for name, text in texts.items():
+        group = next((g for g in groups if texts[g[0]] == text), None)
+        if group is None:
+            groups.append([name])
+        else:
+            group.append(name)
+    return [g for g in groups if len(g) > 1]

@@ -14,6 +14,10 @@ from pathlib import Path
 from arelu_cli.util.errors import UserError
 
 SNIPPET = 40
+MAX_LINE_CHARS = 100_000
+"""The longest line a corpus file may hold: one sentence or paragraph per line is the
+format, and a longer line (a whole document on one line) makes tokenizing it take memory
+in proportion (hundreds of bytes per token)."""
 STDIO = "-"
 """The file name that means stdin (``--input -``) or stdout (``--out -``)."""
 
@@ -34,12 +38,19 @@ def read_bytes(path: Path, hint: str) -> bytes:
 
 
 def read_lines(path: Path) -> list[str]:
-    """The lines of a UTF-8 text file; a clear error for a missing, empty or non-UTF-8 file."""
+    """The lines of a UTF-8 corpus file; a clear error for a missing, empty or non-UTF-8 file
+    or a line longer than :data:`MAX_LINE_CHARS`."""
     path = Path(path)
     data = read_bytes(path, "check the path or the corpus folder given to --source")
     if not data.strip():
         raise UserError(f"{path} is empty; a corpus file needs one sentence per line")
-    return decode_lines(data, str(path))
+    lines = decode_lines(data, str(path))
+    longest = max(range(len(lines)), key=lambda i: len(lines[i]))
+    if len(lines[longest]) > MAX_LINE_CHARS:
+        raise UserError(f"{path} line {longest + 1} is {len(lines[longest]):,} characters long; "
+                        f"a corpus file holds one sentence or paragraph per line (at most "
+                        f"{MAX_LINE_CHARS:,} characters): break the text into lines")
+    return lines
 
 
 def read_text_lines(path: str | Path) -> list[str]:

@@ -51,7 +51,10 @@ def test_save_load_keeps_behaviour(tokenizer, tmp_path):
 
 
 def test_encode_lines_chunks_agree(tokenizer):
-    assert bpe.encode_lines(tokenizer, TEXT, chunk=3) == bpe.encode_lines(tokenizer, TEXT)
+    """Chunks of at most 100 characters (two lines; a longer line is a chunk of its own)
+    give the ids of one batch."""
+    for size in (100, 10):
+        assert bpe.encode_lines(tokenizer, TEXT, size) == bpe.encode_lines(tokenizer, TEXT)
 
 
 @pytest.mark.parametrize("size, dtype", [(260, np.uint16), (65536, np.uint16), (65537, np.int32)])

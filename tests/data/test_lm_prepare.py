@@ -160,3 +160,22 @@ def test_summary_table(cli, tmp_path):
     assert ran.code == 0 and "ptb (language modelling, words)" in ran.out
     meta = json.loads((tmp_path / "out" / "meta.json").read_text())
     assert meta["task"] == "lm" and np.load(tmp_path / "out" / "train.tgt.ids.npy").size == 11  # 6 + 5 words
+
+
+def test_another_seed_on_a_prepared_folder_needs_force(cli, tmp_path):
+    out, args = tmp_path / "out", ("toy-lm", "--train-size", "40", "--eval-size", "5")
+    assert cli("prepare", *args, "--out", out).code == 0
+    ran = cli("prepare", *args, "--seed", "3", "--out", out)
+    assert ran.code == 2 and ran.err.count("\n") == 1
+    assert f"{out} holds a toy-lm corpus prepared with other options (--seed: 0 there, 3 now)" \
+        in ran.err
+    assert cli("prepare", *args, "--seed", "3", "--out", out, "--force").code == 0
+
+
+def test_one_file_as_every_split_is_a_warning(cli, tmp_path):
+    source = tmp_path / "text"
+    for split in ("train", "dev", "test"):
+        write_lines(source / f"{split}.txt", ["one line here", "and another one", "a third"])
+    ran = cli("prepare", "text", "--source", source, "--merges", "20", "--out", tmp_path / "out")
+    assert ran.code == 0, ran.err
+    assert "warning: the train and dev and test splits hold the same text" in ran.err

@@ -19,8 +19,8 @@ TOY = ("prepare", "toy", "--train-size", "300", "--eval-size", "20", "--toy-voca
 
 
 def _custom(root, n_train=30):
-    for split, n in (("train", n_train), ("dev", 4), ("test", 4)):
-        write_pair(root, split, ("src", "tgt"), n)
+    for split, n, start in (("train", n_train, 0), ("dev", 4, 100), ("test", 4, 110)):
+        write_pair(root, split, ("src", "tgt"), n, start)
     return root
 
 
@@ -47,7 +47,7 @@ def test_rerun_is_a_no_op_and_changes_rebuild(cli, tmp_path):
     again = cli(*TOY, "--out", out)
     assert again.code == 0 and "up to date" in again.out
     assert (out / "meta.json").stat().st_mtime_ns == stamp
-    assert cli(*TOY, "--out", out, "--seed", "1").code == 0
+    assert cli(*TOY, "--out", out, "--seed", "1", "--force").code == 0
     assert json.loads((out / "meta.json").read_text())["toy"]["seed"] == 1
 
 
@@ -92,7 +92,8 @@ def test_failed_rebuild_keeps_the_old_folder(tmp_path, monkeypatch):
     prepare(PrepareRequest("custom", tmp_path / "out", source=source, merges=30))
     monkeypatch.setattr(bpe, "train_bpe", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("x")))
     with pytest.raises(RuntimeError):
-        prepare(PrepareRequest("custom", tmp_path / "out", source=source, merges=31))
+        prepare(PrepareRequest("custom", tmp_path / "out", source=source, merges=31,
+                               force=True))
     assert load_prepared(tmp_path / "out").meta["options"]["merges"] == 30
     assert sorted(p.name for p in tmp_path.iterdir()) == ["c", "out"]
 

@@ -14,6 +14,7 @@ import pytest
 
 from arelu_cli.data.prepare import PrepareRequest, prepare
 from arelu_cli.data.prepared import load_prepared
+from arelu_cli.util.errors import UserError
 
 from .corpus_files import write_pair
 
@@ -22,8 +23,8 @@ TOY = ("toy", "--train-size", "200", "--eval-size", "10", "--toy-vocab", "100", 
 
 
 def _custom(root, offset=0):
-    for split, n in (("train", 30), ("dev", 4), ("test", 4)):
-        write_pair(root, split, ("src", "tgt"), n, offset)
+    for split, n, start in (("train", 30, 0), ("dev", 4, 40), ("test", 4, 50)):
+        write_pair(root, split, ("src", "tgt"), n, offset + start)
     return root
 
 
@@ -140,7 +141,8 @@ def test_folder_and_files_get_the_umask_modes(tmp_path):
     assert (tmp_path / "out").stat().st_mode & 0o777 == 0o750
     assert {p.stat().st_mode & 0o777 for p in (tmp_path / "out").iterdir()} == {0o640}
     (tmp_path / "out").chmod(0o711)
-    prepare(PrepareRequest("custom", tmp_path / "out", source=tmp_path / "c", merges=31))
+    prepare(PrepareRequest("custom", tmp_path / "out", source=tmp_path / "c", merges=31,
+                           force=True))
     assert (tmp_path / "out").stat().st_mode & 0o777 == 0o711
 
 
@@ -161,7 +163,7 @@ else:  # between moving the old folder aside and putting the new one in place
         real(a, b)
     prepared.os.replace = replace
 out, source, merges = Path(sys.argv[2]), Path(sys.argv[3]), int(sys.argv[4])
-prepare(PrepareRequest("custom", out, source=source, merges=merges))
+prepare(PrepareRequest("custom", out, source=source, merges=merges, force=True))
 """
 
 
@@ -202,9 +204,67 @@ def test_a_running_prepares_folder_is_not_touched(tmp_path):
 
 
 def test_moving_inputs_is_still_the_same_source(tmp_path):
-    """Same bytes elsewhere, other options: a rebuild without --force."""
+    """Same bytes elsewhere: up to date; with other options a rebuild needs --force (as in
+    the same place)."""
     source = _custom(tmp_path / "c")
     prepare(PrepareRequest("custom", tmp_path / "out", source=source, merges=30))
     moved = source.rename(tmp_path / "elsewhere")
-    assert prepare(PrepareRequest("custom", tmp_path / "out", source=moved, merges=31)).rebuilt
+    assert not prepare(PrepareRequest("custom", tmp_path / "out", source=moved, merges=30)).rebuilt
+    with pytest.raises(UserError, match=r"other options \(--merges: 30 there, 31 now\)"):
+        prepare(PrepareRequest("custom", tmp_path / "out", source=moved, merges=31))
+    assert prepare(PrepareRequest("custom", tmp_path / "out", source=moved, merges=31,
+                                  force=True)).rebuilt
     assert load_prepared(tmp_path / "out").meta["options"]["merges"] == 31
+
+
+@pytest.mark.parametrize("change, said", [
+    (("--seed", "1"), "(--seed: 0 there, 1 now)"),
+    (("--merges", "30"), "(--merges: 40 there, 30 now)"),
+    (("--train-size", "150"), "(--train-size: 200 there, 150 now)"),
+])
+def test_other_options_on_a_prepared_folder_need_force(cli, tmp_path, change, said):
+    """Another seed or merge count would replace the vocabulary and ids that runs trained on
+    the folder depend on: refused, the folder untouched, unless --force."""
+    out = tmp_path / "out"
+    assert cli("prepare", *TOY, "--out", out).code == 0
+    before = _snapshot(out)
+    args = list(TOY) + list(change)
+    _refused(cli("prepare", *args, "--out", out), f"{out} holds a toy corpus prepared with "
+             f"other options {said}; pass --force to replace it")
+    assert _snapshot(out) == before
+    assert cli("prepare", *args, "--out", out, "--force").code == 0
+    assert json.loads((out / "meta.json").read_text())["options"][change[0][2:].replace(
+        "-", "_")] == int(change[1])
+    assert cli("prepare", *args, "--out", out).code == 0  # now up to date
+
+
+def test_too_many_merges_are_refused_before_any_work(cli, tmp_path):
+    for corpus in ("toy", "tinyshakespeare"):
+        _refused(cli("prepare", corpus, "--merges", "1000000000", "--out", tmp_path / "out"),
+                 "--merges 1,000,000,000 is more than 1,000,000, the most arelu prepare learns")
+        assert not (tmp_path / "out").exists()
+
+
+def test_a_line_too_long_is_refused(cli, tmp_path):
+    source = _custom(tmp_path / "c")
+    (source / "test.src").write_text("a b\n" + "x " * 60_000 + "\nc\nd\n", encoding="utf-8")
+    _refused(cli("prepare", "custom", "--source", source, "--out", tmp_path / "out", *SMALL),
+             f"{source / 'test.src'} line 2 is 120,000 characters long; a corpus file holds one "
+             "sentence or paragraph per line (at most 100,000 characters)")
+    assert not (tmp_path / "out").exists()
+
+
+def test_one_text_as_several_splits_is_a_warning(cli, tmp_path):
+    source = _custom(tmp_path / "c")
+    files = ",".join(str(source / f"test.{lang}") for lang in ("src", "tgt"))
+    ran = cli("prepare", "custom", "--source", source, "--split-file", f"dev={files}",
+              "--out", tmp_path / "out", *SMALL)
+    assert ran.code == 0, ran.err
+    assert ("warning: the dev and test splits hold the same text, so test scores are on the "
+            "text that dev chose the settings on; give each split its own text") in ran.err
+    ran = cli("prepare", "custom", "--source", source, "--split-file", f"dev={files}",
+              "--split-file", f"train={files}", "--out", tmp_path / "out2", *SMALL)
+    assert "the train and dev and test splits hold the same text, so scores on it measure " \
+           "memorization" in ran.err
+    assert "same text" not in cli("prepare", "custom", "--source", source, "--out",
+                                  tmp_path / "out3", *SMALL).err
