@@ -8,10 +8,27 @@ lives in a library module (:mod:`arelu_cli.train`, :mod:`arelu_cli.decode`,
 
 from __future__ import annotations
 
+import os
 import shlex
+import signal
 import sys
+import threading
 
-from arelu_cli.train import openmp
+STARTING = "arelu: interrupted (Ctrl-C) while starting; nothing was written\n"
+
+
+def _interrupted_while_starting(*_) -> None:
+    os.write(2, STARTING.encode())
+    os._exit(130)
+
+
+# Ctrl-C during the seconds the imports below take (torch, the commands) ends the process
+# with one line instead of an import traceback; the usual handler is back once they are done.
+_MAIN_THREAD = threading.current_thread() is threading.main_thread()
+if _MAIN_THREAD:
+    signal.signal(signal.SIGINT, _interrupted_while_starting)
+
+from arelu_cli.train import openmp  # noqa: E402
 
 openmp.short_spin()  # before any module below imports torch (libgomp reads it once)
 
@@ -22,6 +39,9 @@ from rich.markup import escape  # noqa: E402
 from arelu_cli.cli import data, train, lm, pipeline, human_eval, analysis, bench  # noqa: F401,E402
 from arelu_cli.cli.app import app  # noqa: E402
 from arelu_cli.util.errors import UserError  # noqa: E402
+
+if _MAIN_THREAD:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 __all__ = ["app", "main"]
 # Modules whose ValueError is an argument error by contract (library code raises no UserError).
@@ -40,10 +60,19 @@ def _from_library(error: BaseException) -> bool:
 def main() -> None:
     """Console entry point: user errors (and the library's ValueErrors) become one line on
     stderr and exit status 2; a stop signal in a multi-step command (``arelu train`` says its
-    own) one line with the command that continues, and 128 + the signal's number."""
+    own) one line with the command that continues, and 128 + the signal's number; Ctrl-C
+    before a command has anything to save one line and 130."""
+    err = Console(stderr=True)
+    try:
+        _run(err)
+    except KeyboardInterrupt:
+        err.print("arelu: interrupted (Ctrl-C)", highlight=False, soft_wrap=True)
+        sys.exit(130)
+
+
+def _run(err: Console) -> None:
     from arelu_cli.train.stop_signals import Interrupted
 
-    err = Console(stderr=True)
     try:
         app()
     except ValueError as error:

@@ -24,6 +24,28 @@ def _decoding(method: str, top_k: Optional[int], top_p: Optional[float], tempera
         raise UserError(f"{err} (--decoding, --top-k, --top-p, --temperature, --tau)") from None
 
 
+def _warnings(result, prompts: int, unknown: list[str], positions: int, decoding) -> list[str]:
+    """What ``arelu generate`` did that the user may not have meant: prompts cut, prompt
+    words read as <unk>, alpha-ReLU draws that fell back to the arg-max."""
+    found, meta = [], result.meta
+    if result.truncated:
+        found.append(f"{len(result.truncated)} of {prompts} prompts were longer than "
+                     f"{meta['truncated_to_tokens']} tokens (the model's {positions} positions "
+                     f"less one, less room for --max-tokens {meta['max_tokens']} new ones) and "
+                     "kept only their last tokens")
+    if unknown:
+        shown = ", ".join(repr(w) for w in dict.fromkeys(unknown))
+        found.append(f"{len(unknown)} prompt word(s) are not in the model's vocabulary and "
+                     f"were read as <unk>: {shown[:200]}")
+    if meta["argmax_fallbacks"]:
+        all_of = meta["argmax_fallbacks"] == meta["draws"]
+        found.append(f"{meta['argmax_fallbacks']} of {meta['draws']} draws fell back to the "
+                     "arg-max token: alpha-ReLU's support was empty"
+                     + (f", so with --tau {decoding.tau_shift:g} this was greedy decoding; "
+                        "give a smaller --tau" if all_of else ""))
+    return found
+
+
 @app.command()
 def generate(
     checkpoint: Optional[Path] = CHECKPOINT,
@@ -33,7 +55,8 @@ def generate(
     split: Optional[str] = typer.Option(
         None, help="Prompt with the first --prefix-tokens tokens of each longer line of this "
         "split of the prepared corpus (Martins et al., 2020)."),
-    prefix_tokens: int = typer.Option(5, help="With --split: prompt tokens per line."),
+    prefix_tokens: Optional[int] = typer.Option(
+        None, help="With --split: prompt tokens per line (default 5)."),
     unconditional: Optional[int] = typer.Option(None, help="Generate N samples from no prompt."),
     decoding: str = typer.Option("sample", help="sample (from the transform's own distribution; "
                                  "alpha-ReLU's divided by its sum) or greedy."),
@@ -55,8 +78,10 @@ def generate(
     """Continue prompts (--prompts, --split) or sample unconditionally (--unconditional N)
     with a language model; one continuation per line.
 
-    Prompts longer than the model's positions keep their last tokens (a warning says how
-    many; OUT.json counts them).
+    Prompts that leave no room for --max-tokens new tokens within the model's positions
+    keep their last tokens. Warnings (and OUT.json) count them, the prompt words outside a
+    word-level vocabulary (read as <unk>) and the alpha-ReLU draws that fell back to the
+    arg-max because --tau emptied the support.
     """
     from arelu_cli.data.textio import STDIO, read_text_lines
     from arelu_cli.decode import generate as gen
@@ -71,14 +96,21 @@ def generate(
                         f"--unconditional N{'' if not given else ', not ' + ' and '.join(given)}")
     if unconditional is not None and unconditional < 1:
         raise UserError(f"--unconditional must be at least 1, got {unconditional}")
+    if prefix_tokens is not None and split is None:
+        raise UserError("--prefix-tokens sets how much of each --split line is the prompt; "
+                        f"with {given[0]} it does nothing, so drop it")
     chosen = _decoding(decoding, top_k, top_p, temperature, tau)
     decoder = open_checkpoint(checkpoint_paths([checkpoint] if checkpoint else [])[0], data,
                               device, task="lm")
     gen.check_out(out, None if prompts is None else str(prompts))
+    unknown: list[str] = []
     if prompts is not None:
-        ids = gen.encode_prompts(decoder.data, read_text_lines(prompts))
-        source = {"prompts_file": str(prompts)}
+        lines = read_text_lines(prompts)
+        ids, unknown = gen.encode_prompts(decoder.data, lines), gen.unknown_words(decoder.data,
+                                                                                 lines)
+        source = {"prompts_file": str(prompts), "unknown_words": len(unknown)}
     elif split is not None:
+        prefix_tokens = 5 if prefix_tokens is None else prefix_tokens
         ids, _ = gen.split_prompts(decoder.data, split, prefix_tokens)
         source = {"split": split, "prefix_tokens": prefix_tokens,
                   "split_sha256": decoder.data.split_checksum(split)}
@@ -88,11 +120,9 @@ def generate(
                           max_tokens=max_tokens, source=source)
     gen.write_generation(result, out)
     stderr = Console(stderr=True)
-    if result.truncated:
-        stderr.print(f"[bold yellow]warning:[/] {len(result.truncated)} of {len(ids)} prompts "
-                     f"were longer than the model's {result.meta['truncated_to_tokens']} tokens "
-                     "([model] max_positions less one) and kept only their last tokens",
-                     highlight=False, soft_wrap=True)
+    for text in _warnings(result, len(ids), unknown, decoder.model.cfg.max_positions, chosen):
+        stderr.print(f"[bold yellow]warning:[/] {escape(text)}", highlight=False,
+                     soft_wrap=True)
     to_file = out is not None and str(out) != STDIO
     stderr.print(f"{decoder.transform.name}, {chosen.label()}: {len(ids)} continuations, "
                  f"{result.meta['generated_tokens']} tokens in {result.seconds:.2f} s"

@@ -8,8 +8,11 @@ distribution, alpha-ReLU's divided by its sum on its support; softmax's top-k / 
 temperature; alpha-ReLU's ``tau_shift``; or ``greedy``). It stops at the end-of-sentence
 token (not written) or after ``max_tokens`` new tokens, or when the context reaches
 ``[model] max_positions``. An empty prompt is an unconditional sample. A prompt longer than
-``max_positions - 1`` tokens keeps its last tokens (the context nearest the continuation);
-the cut prompts are counted in the record.
+:func:`prompt_limit` keeps its last tokens (the context nearest the continuation), leaving
+room for ``max_tokens`` new ones (or for half the positions, if fewer); the cut prompts are
+counted in the record. So are prompt words outside a word-level vocabulary (read as
+``<unk>``, :func:`unknown_words`) and, for alpha-ReLU, the draws whose support was empty
+and fell back to the arg-max (:class:`Draws`).
 
 Prompts of a batch are fed together, position by position: a row still inside its prompt is
 given its next prompt token, the others their sampled one, so every row keeps its own
@@ -35,7 +38,7 @@ from arelu_cli.data.textio import STDIO
 from arelu_cli.util.errors import UserError
 from arelu_cli.decode.translate import Decoder, cut, meta_path, one_line
 from arelu_cli.model.lm import LanguageModel
-from arelu_cli.decode.sampling import Decoding, next_tokens
+from arelu_cli.decode.sampling import Decoding, empty_support, next_tokens
 from arelu_cli.util.ownership import check_ours, json_with_keys
 from arelu_cli.registry import OutputTransform
 from arelu_cli.util.signatures import machine
@@ -54,14 +57,40 @@ class Generated:
     meta: dict
 
 
-def prompt_limit(model: LanguageModel) -> int:
-    """The longest prompt kept: the positions less one for the leading end-of-sentence."""
-    return model.cfg.max_positions - 1
+@dataclass
+class Draws:
+    """The tokens :func:`sample_batch` drew for continuations, and how many of them fell back
+    to the arg-max because alpha-ReLU's support was empty (a large ``--tau`` shift: then
+    sampling is greedy decoding)."""
+
+    total: int = 0
+    fallback: int = 0
+
+
+def prompt_limit(model: LanguageModel, max_tokens: int) -> int:
+    """The longest prompt kept: the positions less one for the leading end-of-sentence and
+    ``max_tokens`` for the continuation, but at least half of them (a long continuation
+    asked of a short model still gets some context)."""
+    positions = model.cfg.max_positions - 1
+    return max(positions - max_tokens, positions // 2, 1)
 
 
 def encode_prompts(data: Prepared, lines: Sequence[str]) -> list[list[int]]:
     """Prompt ids of raw lines, normalized like prepared text."""
     return bpe.encode_lines(data.tgt_tokenizer, [normalize(line) for line in lines])
+
+
+def unknown_words(data: Prepared, lines: Sequence[str]) -> list[str]:
+    """The words of raw prompt lines that a word-level vocabulary reads as ``<unk>`` (a
+    literal ``<unk>`` is the corpus's own token, not counted); byte-level BPE has none."""
+    unk = bpe.SPECIALS[bpe.UNK_ID]
+    found = []
+    for line in lines:
+        text = normalize(line)
+        encoding = data.tgt_tokenizer.encode(text, add_special_tokens=False)
+        found += [text[a:b] for i, (a, b) in zip(encoding.ids, encoding.offsets)
+                  if i == bpe.UNK_ID and text[a:b] != unk]
+    return found
 
 
 def keep_last(prompts: Sequence[Sequence[int]], limit: int) -> tuple[list[list[int]], list[int]]:
@@ -93,8 +122,11 @@ def split_prompts(data: Prepared, split: str, prefix_tokens: int
 @torch.no_grad()
 def sample_batch(model: LanguageModel, prompts: Sequence[Sequence[int]],
                  transform: OutputTransform, decoding: Decoding, generator: torch.Generator,
-                 max_tokens: int, eos_id: int, device: torch.device) -> list[list[int]]:
-    """The continuations (ids, no end-of-sentence) of a batch of prompts (module docstring)."""
+                 max_tokens: int, eos_id: int, device: torch.device,
+                 draws: Draws | None = None) -> list[list[int]]:
+    """The continuations (ids, no end-of-sentence) of a batch of prompts (module docstring);
+    ``draws`` (if given) counts the drawn tokens and alpha-ReLU's arg-max fallbacks."""
+    count = draws is not None and transform.family == "relu" and decoding.method == "sample"
     contexts = [[eos_id, *p] for p in prompts]
     width = max(len(c) for c in contexts)
     forced = torch.full((len(contexts), width), -1, dtype=torch.int64)
@@ -111,9 +143,13 @@ def sample_batch(model: LanguageModel, prompts: Sequence[Sequence[int]],
         except ValueError as err:  # NaN logits, or a decoding the transform does not take
             raise UserError(str(err)) from None
         prompting = forced[:, position + 1] >= 0 if position + 1 < width else None
+        empty = empty_support(logits, transform, decoding).tolist() if count else None
         for row, token in enumerate(chosen.tolist()):
             if done[row] or (prompting is not None and bool(prompting[row])):
                 continue
+            if empty is not None:
+                draws.total += 1
+                draws.fallback += empty[row]
             if token == eos_id:
                 done[row] = True
             else:
@@ -141,13 +177,14 @@ def generate(decoder: Decoder, prompts: Sequence[Sequence[int]], decoding: Decod
         decoding.check(decoder.transform)
     except ValueError as err:
         raise UserError(str(err)) from None
-    kept, cut_rows = keep_last(prompts, prompt_limit(decoder.model))
+    limit = prompt_limit(decoder.model, max_tokens)
+    kept, cut_rows = keep_last(prompts, limit)
     generator = torch.Generator(device=decoder.device).manual_seed(seed)
-    start, found = time.perf_counter(), []
+    start, found, draws = time.perf_counter(), [], Draws()
     for first in range(0, len(kept), batch_size):
         found += sample_batch(decoder.model, kept[first:first + batch_size], decoder.transform,
                               decoding, generator, max_tokens, decoder.data.eos_id,
-                              decoder.device)
+                              decoder.device, draws)
     seconds = time.perf_counter() - start
     lines = [one_line(text) for text in decoder.data.tgt_tokenizer.decode_batch(found)]
     t = decoder.transform
@@ -157,8 +194,9 @@ def generate(decoder: Decoder, prompts: Sequence[Sequence[int]], decoding: Decod
             "batch_size": batch_size, "max_tokens": max_tokens, "prompts": len(kept),
             "generated_tokens": sum(map(len, found)),
             "hit_max_tokens": sum(len(ids) >= max_tokens for ids in found),
-            "truncated_prompts": len(cut_rows), "truncated_to_tokens": prompt_limit(decoder.model),
-            "truncated_prompt_numbers": [i + 1 for i in cut_rows], "seconds": seconds,
+            "truncated_prompts": len(cut_rows), "truncated_to_tokens": limit,
+            "truncated_prompt_numbers": [i + 1 for i in cut_rows],
+            "draws": draws.total, "argmax_fallbacks": draws.fallback, "seconds": seconds,
             "machine": machine(decoder.device),
             "signature": decoder.signature(decoding=decoding.label(), seed=seed,
                                            batch_size=batch_size)}

@@ -59,3 +59,30 @@ def test_a_run_stopped_before_its_first_save_and_other_ranks(monkeypatch, capsys
     other = interrupted("stopped by SIGTERM after step 3", 143, tmp_path, 2, 1)
     assert _main_raising(monkeypatch, other, ["arelu", "reproduce", "toy"]) == 143
     assert capsys.readouterr().err == ""  # rank 0 alone speaks under torchrun
+
+
+def test_ctrl_c_before_a_command_has_started_is_one_line(monkeypatch, capsys):
+    assert _main_raising(monkeypatch, KeyboardInterrupt(), ["arelu", "train"]) == 130
+    err = capsys.readouterr().err
+    assert err == "arelu: interrupted (Ctrl-C)\n"
+
+
+def test_ctrl_c_while_the_command_line_loads_is_one_line():
+    """SIGINT delivered while ``arelu_cli.cli`` imports its commands (torch and all, seconds
+    on a slow machine): one line, exit 130, no import traceback."""
+    import subprocess
+    import sys
+
+    code = ("import builtins, os, signal\n"
+            "real = builtins.__import__\n"
+            "def hooked(name, *args, **kwargs):\n"
+            "    if name == 'arelu_cli.train':\n"
+            "        os.kill(os.getpid(), signal.SIGINT)\n"
+            "    return real(name, *args, **kwargs)\n"
+            "builtins.__import__ = hooked\n"
+            "import arelu_cli.cli\n"
+            "print('imported')\n")
+    ran = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=300)
+    assert ran.returncode == 130 and ran.stdout == ""
+    assert ran.stderr == "arelu: interrupted (Ctrl-C) while starting; nothing was written\n"

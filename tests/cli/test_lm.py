@@ -99,3 +99,40 @@ def test_an_empty_prompts_file(cli, lm_runs, tmp_path):
 def test_prompt_source_is_exactly_one(cli, lm_runs, tmp_path):
     _fails(cli, tmp_path, "--checkpoint", lm_runs["softmax"], "--unconditional", "2", "--split",
            "test", match="give exactly one of --prompts FILE")
+
+
+def test_prefix_tokens_without_split_is_refused(cli, lm_runs, tmp_path):
+    _fails(cli, tmp_path, "--checkpoint", lm_runs["softmax"], "--unconditional", "2",
+           "--prefix-tokens", "3", match="--prefix-tokens sets how much of each --split line is "
+           "the prompt; with --unconditional it does nothing, so drop it")
+    _cli_ok(cli, "--checkpoint", lm_runs["softmax"], "--split", "test", "--prefix-tokens", "3",
+            "--max-tokens", "2", "--out", tmp_path / "s.txt")
+
+
+def _warnings(ran) -> list[str]:
+    return [line for line in ran.err.splitlines() if line.startswith("warning:")]
+
+
+def test_what_was_not_meant_is_warned_of(cli, lm_runs, tiny_lm_corpus, tmp_path):
+    """Words outside the word-level vocabulary (read as <unk>), counted; a prompt cut to
+    leave room for the continuation; a tau shift that made every draw the arg-max."""
+    from arelu_cli.data.prepared import load_prepared
+
+    word = load_prepared(tiny_lm_corpus).references("train")[0].split()[0]
+    prompts = tmp_path / "prompts.txt"
+    prompts.write_text(f"{word} zzqx <unk>\nqqqq qqqq\n" + f"{word} " * 40 + "\n")
+    ran = _cli_ok(cli, "--checkpoint", lm_runs["1.5-relu"], "--prompts", prompts,
+                  "--max-tokens", "4", "--tau", "1000", "--out", tmp_path / "g.txt")
+    text = " ".join(" ".join(_warnings(ran)).split())
+    assert "3 prompt word(s) are not in the model's vocabulary and were read as <unk>: " \
+           "'zzqx', 'qqqq'" in text
+    assert "1 of 3 prompts were longer than 27 tokens (the model's 32 positions less one, " \
+           "less room for --max-tokens 4 new ones) and kept only their last tokens" in text
+    meta = json.loads((tmp_path / "g.txt.json").read_text())
+    assert meta["unknown_words"] == 3 and meta["argmax_fallbacks"] == meta["draws"] > 0
+    assert (f"{meta['draws']} of {meta['draws']} draws fell back to the arg-max token: "
+            "alpha-ReLU's support was empty, so with --tau 1000 this was greedy decoding; give "
+            "a smaller --tau") in text
+    quiet = _cli_ok(cli, "--checkpoint", lm_runs["1.5-relu"], "--unconditional", "2",
+                    "--max-tokens", "3", "--seed", "1", "--out", tmp_path / "q.txt")
+    assert not [w for w in _warnings(quiet) if "greedy" in w or "<unk>" in w or "cut" in w]

@@ -1,11 +1,13 @@
 """Generation: seeded and reproducible, batched like one at a time for greedy, prompts
-continued (cut to the model's positions, counted), no token of probability 0 ever drawn."""
+continued (cut to leave room for the continuation, counted), no token of probability 0 ever
+drawn, alpha-ReLU's arg-max fallbacks counted."""
 
 from __future__ import annotations
 
 import torch
 
-from arelu_cli.decode.generate import generate, keep_last, sample_batch, split_prompts
+from arelu_cli.decode.generate import (generate, keep_last, prompt_limit, sample_batch,
+                                       split_prompts)
 from arelu_cli.decode.translate import open_checkpoint
 from arelu_cli.decode.sampling import Decoding, sampling_probs
 
@@ -63,15 +65,38 @@ def test_sampling_never_draws_a_zero_probability_token(lm_runs):
             context.append(token)
 
 
-def test_long_prompts_keep_their_last_tokens_and_are_counted(lm_runs):
+def test_long_prompts_keep_their_last_tokens_and_room_for_the_continuation(lm_runs):
+    """A prompt longer than the positions less one less --max-tokens keeps its last tokens
+    and then generates exactly as that cut prompt does: the continuation is not cut short
+    by the positions; asking for more new tokens than half the positions keeps half."""
     assert keep_last([[1, 2, 3, 4], [5]], 2) == ([[3, 4], [5]], [0])
     decoder = _decoder(lm_runs["softmax"])
-    limit = decoder.model.cfg.max_positions - 1
-    long = list(range(4, 4 + limit + 5))
-    result = _run(decoder, [long, [4]], Decoding("greedy"))
+    positions = decoder.model.cfg.max_positions
+    assert prompt_limit(decoder.model, 8) == positions - 1 - 8
+    assert prompt_limit(decoder.model, 10_000) == (positions - 1) // 2
+    limit = positions - 1 - 8
+    long = [4 + i % 50 for i in range(limit + 5)]
+    result = _run(decoder, [long, [4]], Decoding("greedy"), max_tokens=8)
     assert result.truncated == [1] and result.meta["truncated_prompts"] == 1
     assert result.meta["truncated_to_tokens"] == limit
-    assert len(result.tokens[0]) <= 1  # a full context leaves room for one token
+    alone = _run(decoder, [long[-limit:]], Decoding("greedy"), max_tokens=8)
+    assert result.tokens[0] == alone.tokens[0]
+
+
+def test_draws_count_alpha_relus_fallbacks_to_the_argmax(lm_runs):
+    """A tau shift beyond every logit empties alpha-ReLU's support at every step: each draw
+    falls back to the arg-max (greedy decoding), and the record says so; none without it."""
+    decoder = _decoder(lm_runs["1.5-relu"])
+    prompts = [[5, 6], []]
+    shifted = _run(decoder, prompts, Decoding(tau_shift=1000.0), max_tokens=4)
+    assert shifted.meta["draws"] == sum(map(len, shifted.tokens)) + sum(
+        len(t) < 4 for t in shifted.tokens)  # every continuation token, and each eos drawn
+    assert shifted.meta["argmax_fallbacks"] == shifted.meta["draws"] > 0
+    assert shifted.tokens == _run(decoder, prompts, Decoding("greedy"), max_tokens=4).tokens
+    plain = _run(decoder, prompts, Decoding(), max_tokens=4)
+    assert plain.meta["argmax_fallbacks"] < plain.meta["draws"]
+    softmax = _run(_decoder(lm_runs["softmax"]), prompts, Decoding(), max_tokens=4)
+    assert softmax.meta["draws"] == softmax.meta["argmax_fallbacks"] == 0  # never counted
 
 
 def test_split_prompts_are_prefixes_and_the_rest_is_human(lm_runs):
