@@ -72,6 +72,10 @@ def test_parse_override(text, expected):
      r"fused_output works only with alpha-ReLU transforms \(<a>-relu, e.g. 1.5-relu\), "
      r"not 'softmax'"),
     ({"train": {"fused_output": True, "transform": "1.5-entmax"}}, r"not '1.5-entmax'"),
+    ({"model": {"encoder_layers": 0}}, r"\[model\] encoder_layers must be positive"),
+    ({"data": {"task": "lm"}, "model": {"encoder_layers": -1}},
+     r"\[model\] encoder_layers must be >= 0 \(a language model has no encoder and ignores "
+     r"it\), got -1"),
     ({"train": {"label_smoothing": -0.1}}, r"\[train\] label_smoothing must be in \[0, 1\)"),
     ({"train": {"label_smoothing": 1.0}}, r"\[train\] label_smoothing must be in \[0, 1\)"),
     ({"train": {"label_smoothing": float("nan")}}, r"label_smoothing must be in \[0, 1\)"),
@@ -182,3 +186,15 @@ def test_saved_tables_give_a_renormalized_run_without_eps_the_eps_it_was_trained
     for model in ({"attention": "softmax"}, {"attention": "1.5-relu", "attention_relu": "raw"}):
         then = {"model": {**model, "attention_eps": LEGACY_ATTENTION_EPS}}  # 1e-6 everywhere
         assert from_dict(saved_tables(then)).model == from_dict({"model": model}).model
+
+
+def test_a_language_model_may_say_it_has_no_encoder(tiny_lm_corpus, tiny_lm_config, tmp_path):
+    """``encoder_layers = 0`` in an LM recipe (it has no encoder) loads and trains."""
+    from arelu_cli.config import load_config
+    from arelu_cli.train.loop import train
+
+    base = tiny_lm_config(tiny_lm_corpus, max_steps=2, valid_every=2, save_every=2)
+    config = load_config(None, {("data", "task"): "lm", ("model", "encoder_layers"): 0},
+                         base=base.to_dict())
+    assert config.model.encoder_layers == 0
+    assert train(config, tmp_path / "run").steps == 2

@@ -145,6 +145,9 @@ def train(
         raise UserError(f"--resume continues the run in its own folder ({resume}); drop --out "
                         f"{out}, or copy the run folder there and resume that")
     base = read_last(resume)["config"] if resume is not None and recipe is None else None
+    if fused_output:  # the flag's own message, before the recipe's check would name the key
+        plain = {key: value for key, value in overrides.items() if key != ("train", "fused_output")}
+        check_fused_flag(load_config(recipe, plain, base=base).train.transform)
     config = load_config(recipe, overrides, base=base)
     check_tau_given(overrides.get(("train", "tau")), config.train.transform)
     folder = resume or out or Path("runs") / (recipe.stem if recipe else "default") / config.train.transform
@@ -159,7 +162,8 @@ def train(
         raise typer.Exit(stopped.code) from None
     if summary.rank == 0:
         tau_text = "" if summary.tau is None else f", tau {summary.tau:.4f}"
-        best = (f"best validation loss {-summary.best_bleu:.4f}" if config.data.task == "lm"
+        best = (f"best validation loss {summary.best_dev_loss:.4f}"
+                if summary.best_dev_loss is not None
                 else f"best validation BLEU {summary.best_bleu:.2f}")
         console.print(f"{summary.steps} steps in {summary.seconds / 60:.1f} min "
                       f"({summary.tokens_per_s:,.0f} tok/s{tau_text}); {best} at step "
@@ -176,3 +180,11 @@ def check_tau_given(tau: object, transform: str) -> None:
         return
     raise UserError(f"--tau {tau:g} applies only to alpha-ReLU transforms (<a>-relu, e.g. "
                     f"1.5-relu); {transform} has no fixed threshold, so drop --tau")
+
+
+def check_fused_flag(transform: str) -> None:
+    """``--fused-output`` fuses alpha-ReLU's loss with the output projection; with another
+    transform the flag itself is the mistake."""
+    if not transform.strip().lower().endswith("-relu"):
+        raise UserError(f"--fused-output works only with alpha-ReLU transforms (<a>-relu, e.g. "
+                        f"1.5-relu), not {transform!r}; drop --fused-output")

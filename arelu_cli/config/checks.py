@@ -35,6 +35,11 @@ def check_config(config: Config) -> Config:
     """Check values that are well typed but impossible; return ``config`` unchanged."""
     m, t, d = config.model, config.train, config.decode
     for key in ("d_model", "encoder_layers", "decoder_layers", "heads", "d_ff", "max_positions"):
+        if key == "encoder_layers" and config.data.task == "lm":  # no encoder: 0 says so
+            if m.encoder_layers < 0:
+                raise UserError(f"[model] encoder_layers must be >= 0 (a language model has no "
+                                f"encoder and ignores it), got {m.encoder_layers}")
+            continue
         _positive(f"[model] {key}", getattr(m, key))
     if m.d_model % m.heads:
         raise UserError(f"[model] heads ({m.heads}) must divide d_model ({m.d_model})")

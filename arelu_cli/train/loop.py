@@ -10,7 +10,9 @@ resuming are :mod:`arelu_cli.train.state`.
 
 A run's folder holds ``config.json``, ``log.csv`` (:mod:`arelu_cli.train.log`), ``last.pt``
 and ``best.pt`` (:mod:`arelu_cli.model.checkpoint`), and ``summary.json`` once it has finished
-(``diverged.json`` instead if it stopped on a non-finite loss). A run killed at any moment
+(``diverged.json`` instead if it stopped on a non-finite loss): its ``best_metric`` says which
+best it holds, ``best_bleu`` (translation) or ``best_dev_loss`` (a language model), and
+:func:`arelu_cli.train.run_dir.best_score` reads either as one higher-is-better score. A run killed at any moment
 resumes from ``last.pt`` to the same final step with the same losses, on the data it was
 trained on (``config.json`` records its fingerprint; ``--allow-data-change`` continues on
 another version and records that).
@@ -87,7 +89,10 @@ class Summary:
     """Wall-clock seconds, validation included."""
     tokens_per_s: float
     """Source + target tokens per second of training time."""
-    best_bleu: float
+    best_bleu: float | None
+    """A translation run's best validation BLEU (None for a language model)."""
+    best_dev_loss: float | None
+    """A language model's best validation loss, per token (None for a translation run)."""
     best_step: int
     last_bleu: float | None
     tau: float | None
@@ -353,14 +358,14 @@ def _loop(s: Session, console: Console | None, signals: StopSignals) -> Summary:
             _show(bar, task, s, row)
     if stop:
         raise signals.interrupted(state.step, s.out, s.saved_step, s.ctx.rank)
+    lm = s.config.data.task == "lm"  # its score is minus the dev loss (higher is better)
     summary = Summary(s.out, state.step, s.clock(),
                       state.totals["tokens"] / max(state.totals["seconds"], 1e-9),
-                      state.best_bleu, state.best_step, last_bleu, s.transform.tau, s.ctx.rank)
+                      None if lm else state.best_bleu, -state.best_bleu if lm else None,
+                      state.best_step, last_bleu, s.transform.tau, s.ctx.rank)
     if s.ctx.is_main:
-        # a language model's best_bleu is minus its dev loss: say so by name beside it
-        lm = {"best_dev_loss": -state.best_bleu} if s.config.data.task == "lm" else {}
         atomic_write_text(s.out / SUMMARY, json.dumps(
-            {**dataclasses.asdict(summary), **lm, "out": str(s.out), "signature": s.signature,
-             "machine": machine(s.ctx.device)},
+            {**dataclasses.asdict(summary), "best_metric": "dev_loss" if lm else "bleu",
+             "out": str(s.out), "signature": s.signature, "machine": machine(s.ctx.device)},
             indent=2) + "\n")
     return summary

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import shlex
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 
 from arelu_cli.util.atomic import ATOMIC_TEMP
@@ -94,3 +95,12 @@ def read_config(run: Path) -> dict | None:
     except (OSError, UnicodeDecodeError, ValueError):
         return None
     return config if isinstance(config, dict) else None
+
+
+def best_score(summary: Mapping) -> float:
+    """A finished run's best validation result from its ``summary.json`` as one score where
+    higher is better (what a sweep selects by): the BLEU of a translation run (``best_metric
+    = "bleu"``), minus the dev loss of a language model (``"dev_loss"``)."""
+    if summary.get("best_metric") == "dev_loss":
+        return -float(summary["best_dev_loss"])
+    return float(summary["best_bleu"])

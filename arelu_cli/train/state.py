@@ -17,6 +17,7 @@ fingerprint the run recorded with the prepared folder's now
 from __future__ import annotations
 
 import copy
+import dataclasses
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -157,9 +158,15 @@ def load_for_resume(out: Path, config: Config, data: Prepared, transform: Output
                                 tau=tau)
     # Read through the schema: a key added since the checkpoint was written takes the value
     # the checkpoint's model was built with (checkpoint.load applies saved_tables).
-    if from_dict({"model": ckpt["config"]["model"]}).model != config.model:
-        raise UserError(f"{out / checkpoint.LAST} has another [model] than the recipe; resume "
-                        "with the recipe it was trained with")
+    saved = from_dict({"model": ckpt["config"]["model"]}).model
+    changed = [(f.name, getattr(saved, f.name), getattr(config.model, f.name))
+               for f in dataclasses.fields(saved)
+               if getattr(saved, f.name) != getattr(config.model, f.name)]
+    if changed:
+        shown = ", ".join(f"{key} {old!r} there, {new!r} now" for key, old, new in changed)
+        raise UserError(f"{out / checkpoint.LAST} has another [model] than the recipe "
+                        f"({shown}); resume with the [model] it was trained with (its "
+                        "config.json)")
     if ckpt["step"] > config.train.max_steps:
         raise UserError(f"{out} is at step {ckpt['step']} already, past the max_steps of "
                         f"{config.train.max_steps} asked for now; give a larger --max-steps "

@@ -78,7 +78,11 @@ def test_label_smoothing_set_on_the_command_line_reaches_the_loss(monkeypatch, c
     (["--set", "train.warmpu=3"], "unknown key(s) warmpu in [train]"),
     (["--set", "train.label_smoothing=1.0"], "[train] label_smoothing must be in [0, 1)"),
     (["--set", "train.label_smoothing=-0.1"], "[train] label_smoothing must be in [0, 1)"),
-    (["--fused-output"], "fused_output works only with alpha-ReLU transforms"),
+    (["--fused-output"], "--fused-output works only with alpha-ReLU transforms (<a>-relu, e.g. "
+                         "1.5-relu), not 'softmax'; drop --fused-output"),
+    (["--fused-output", "--transform", "1.5-entmax"], "not '1.5-entmax'; drop --fused-output"),
+    (["--set", "train.fused_output=true"], "[train] fused_output works only with alpha-ReLU "
+                                           "transforms"),
 ])
 def test_errors_are_one_line(monkeypatch, capsys, tiny_corpus, tmp_path, args, message):
     code, captured = _run(monkeypatch, capsys, "train", "--recipe", _recipe(tmp_path, tiny_corpus),

@@ -12,6 +12,7 @@ import torch
 
 from arelu_cli.train.loop import train
 from arelu_cli.train.log import read_log
+from arelu_cli.train.run_dir import best_score
 
 
 @pytest.mark.parametrize("transform, extra", [
@@ -42,8 +43,9 @@ def test_loss_falls_and_best_is_the_lowest_dev_loss(lm_runs):
         losses = log["train_loss"].dropna()
         assert losses.iloc[-1] < losses.iloc[0] or len(losses) == 1
         summary = json.loads((run / "summary.json").read_text())
-        assert summary["best_bleu"] == pytest.approx(-log["val_loss"].dropna().min())
+        assert summary["best_metric"] == "dev_loss" and summary["best_bleu"] is None
         assert summary["best_dev_loss"] == pytest.approx(log["val_loss"].dropna().min())
+        assert best_score(summary) == -summary["best_dev_loss"]
 
 
 def test_softmax_dev_loss_falls(tiny_lm_corpus, tiny_lm_config, tmp_path, one_thread):

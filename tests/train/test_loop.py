@@ -24,6 +24,7 @@ from arelu_cli.model import checkpoint
 from arelu_cli.train.loop import train
 from arelu_cli.train.divergence import DIVERGED, Diverged
 from arelu_cli.train.log import COLUMNS
+from arelu_cli.train.run_dir import best_score
 
 TINY_RECIPE = """
 [data]
@@ -111,7 +112,8 @@ def test_loss_decreases_and_the_log_has_every_column(tiny_corpus, tiny_config, t
     assert summary.steps == 40 and summary.best_step in (20, 40) and summary.tokens_per_s > 0
     written = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert written["steps"] == 40 and written["best_bleu"] == summary.best_bleu
-    assert "best_dev_loss" not in written  # a translation run's best is its BLEU
+    assert written["best_metric"] == "bleu" and written["best_dev_loss"] is None
+    assert best_score(written) == summary.best_bleu
     assert written["machine"].endswith(" CPUs")  # which machine its tokens/s belong to
     assert log["signature"].str.contains("transform:1.5-relu").all()
 

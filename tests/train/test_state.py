@@ -86,8 +86,10 @@ def test_resume_reads_the_checkpoints_model_through_the_schema(tiny_corpus, tiny
     _edit_last(run, lambda model: model.update(attention_eps=1e-6))
     train(config(4), run, resume=True)
     assert checkpoint.load_model(run / checkpoint.LAST)[1].model == config(4).model
-    _edit_last(run, lambda model: model.update(d_ff=model["d_ff"] * 2))
-    with pytest.raises(UserError, match=r"has another \[model\] than the recipe") as refused:
+    _edit_last(run, lambda model: model.update(d_ff=model["d_ff"] * 2, d_model=16))
+    with pytest.raises(UserError, match=r"has another \[model\] than the recipe \(d_model 16 "
+                       r"there, 32 now, d_ff 128 there, 64 now\); resume with the \[model\] it "
+                       r"was trained with") as refused:
         train(config(5), run, resume=True)
     assert "\n" not in str(refused.value) and checkpoint.load(run)["step"] == 4
 
