@@ -129,6 +129,11 @@ class TrainConfig:
     ``linear_alpha_relu_loss`` never holds the N x V logits; same loss and gradients up to
     rounding. The logged statistics are then computed on logits recomputed from the
     decoder's output without gradients."""
+    tensorboard: bool = True
+    """Write TensorBoard event files of the logged scalars (losses, lr, tokens/s, support
+    size, Sum p, tau, share of zeros, dev BLEU or perplexity) into ``RUN/tensorboard/`` next
+    to ``log.csv`` (:mod:`arelu_cli.train.events`); main process only. ``false``: the CSV
+    only."""
     threads: str | int = "auto"
     """torch intra-op CPU threads of training: ``auto`` starts at torch's count and lets
     :mod:`arelu_cli.train.threads` switch to fewer while another process competes for the cores

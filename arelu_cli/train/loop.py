@@ -8,14 +8,15 @@ tau fixed before training from the untrained model (:mod:`arelu_cli.model.output
 optimizer step is :mod:`arelu_cli.train.step`; what a run holds, its checkpoints and
 resuming are :mod:`arelu_cli.train.state`.
 
-A run's folder holds ``config.json``, ``log.csv`` (:mod:`arelu_cli.train.log`), ``last.pt``
-and ``best.pt`` (:mod:`arelu_cli.model.checkpoint`), and ``summary.json`` once it has finished
-(``diverged.json`` instead if it stopped on a non-finite loss): its ``best_metric`` says which
-best it holds, ``best_bleu`` (translation) or ``best_dev_loss`` (a language model), and
-:func:`arelu_cli.train.run_dir.best_score` reads either as one higher-is-better score. A run killed at any moment
-resumes from ``last.pt`` to the same final step with the same losses, on the data it was
-trained on (``config.json`` records its fingerprint; ``--allow-data-change`` continues on
-another version and records that).
+A run's folder holds ``config.json``, ``log.csv`` (:mod:`arelu_cli.train.log`) and its
+TensorBoard events (``tensorboard/``, :mod:`arelu_cli.train.events`), ``last.pt`` and
+``best.pt`` (:mod:`arelu_cli.model.checkpoint`), and ``summary.json`` once it has finished
+(``diverged.json`` instead if it stopped on a non-finite loss): its ``best_metric`` says
+which best it holds, ``best_bleu`` (translation) or ``best_dev_loss`` (a language model),
+:func:`arelu_cli.train.run_dir.best_score` either as one higher-is-better score. A run
+killed at any moment resumes from ``last.pt`` to the same final step with the same losses,
+on the data it was trained on (``config.json`` records its fingerprint;
+``--allow-data-change`` continues on another version and records that).
 
 Nothing passes for a good run that is not: impossible alpha and tau are refused before a
 model exists, a step with a non-finite loss or gradient norm is never applied and stops
@@ -64,6 +65,7 @@ from arelu_cli.util.signatures import machine, signature
 from arelu_cli.transforms.tau import check_relu_tau
 from arelu_cli.train.data_version import DataChange, record_data_change
 from arelu_cli.train.divergence import DIVERGED, Diverged, diverged, is_finite
+from arelu_cli.train.events import EventLog, remove_events
 from arelu_cli.train.run_dir import check_new_run_folder, check_run_folder, clean_temporaries
 from arelu_cli.train.stop_signals import Interrupted, StopSignals, interrupted
 from arelu_cli.train.state import Session, load_for_resume
@@ -116,6 +118,9 @@ def train(config: Config, out: str | Path, *, resume: bool = False, recipe: str 
         except KeyboardInterrupt:  # a second Ctrl-C: abort at once
             raise interrupted(f"aborted by a second Ctrl-C after step {session.state.step}", 130,
                               session.out, session.saved_step, ctx.rank) from None
+        finally:
+            if session.events is not None:
+                session.events.close()
         # DDP's reducer holds the process group: free it while every process is still here
         # (a gloo group destroyed after its peer left can hang in its destructor).
         del session
@@ -171,6 +176,9 @@ def setup_run(config: Config, out: Path, ctx: distributed.Context, resume: bool,
         _resumed(session, ckpt, change)
     elif ctx.is_main:
         _started(session, tau)
+    if t.tensorboard and ctx.is_main:
+        session.events = EventLog(out, data.tgt_vocab_size,
+                                  purge_from=session.state.step + 1 if ckpt else None)
     return session
 
 
@@ -229,6 +237,7 @@ def _started(s: Session, tau: float | None) -> None:
     s.out.mkdir(parents=True, exist_ok=True)
     for stale in (s.out / "log.csv", s.out / SUMMARY, s.out / DIVERGED):  # an earlier run's,
         stale.unlink(missing_ok=True)  # its checkpoints gone
+    remove_events(s.out)
     atomic_write_text(s.out / "config.json", json.dumps(
         {**s.config.to_dict(), "resolved": {"tau": tau, "world_size": s.ctx.world_size,
                                             "recipe": s.recipe, "precision": resolve_precision(
@@ -291,6 +300,8 @@ def _write_row(s: Session, row: dict) -> None:
         train_log.append_row(s.out / "log.csv", {
             "step": state.step, "epoch": round(epoch, 4), "wall_s": round(s.clock(), 3),
             **row, "signature": s.signature})
+        if s.events is not None:
+            s.events.add(state.step, row)
 
 
 def _show(bar, task, s: Session, row: dict) -> None:

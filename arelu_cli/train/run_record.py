@@ -28,7 +28,8 @@ CONFIG = "config.json"
 SHAPING = ("data", "model", "train")
 """The tables whose settings shape a run."""
 NOT_SHAPING = frozenset({"data.path", "train.device", "train.threads", "train.compile",
-                         "train.fused_output", "train.log_every", "train.save_every"})
+                         "train.fused_output", "train.log_every", "train.save_every",
+                         "train.tensorboard"})
 """Keys of those tables that do not change the model a run trains: where and how fast it
 runs (``fused_output`` computes the same loss and gradients), what is logged and how often
 ``last.pt`` is saved; the data's identity is its fingerprint, not its path."""

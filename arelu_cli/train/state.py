@@ -32,6 +32,7 @@ from arelu_cli.train import distributed
 from arelu_cli.model.transformer import TokenModel
 from arelu_cli.train.schedule import noam_lr
 from arelu_cli.train.data_version import DataChange, check_same_data
+from arelu_cli.train.events import EventLog
 from arelu_cli.train.run_dir import read_last
 from arelu_cli.registry import OutputTransform
 from arelu_cli.util.signatures import versions
@@ -86,6 +87,8 @@ class Session:
     """The recipe's name, in the signature and the checkpoints (kept when resuming)."""
     state: State = field(default_factory=State)
     """Where the run stands."""
+    events: EventLog | None = None
+    """The TensorBoard events of the log rows (main process, ``[train] tensorboard``)."""
 
     def clock(self) -> float:
         """Wall-clock seconds of the whole run so far."""
