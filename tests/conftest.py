@@ -1,13 +1,43 @@
-"""Shared fixtures: a tiny prepared toy corpus and tiny model configs (seconds on a CPU)."""
+"""Shared fixtures: a tiny prepared toy corpus and tiny model configs (seconds on a CPU); and
+the suite's parallel run: ``pytest`` spreads the tests over :data:`WORKERS` processes of one
+torch thread each (pytest-xdist), unless told otherwise (``-n N``, ``-n 0``, ``-p no:xdist``,
+``--pdb``) or selecting the GPU tests (``-m cuda``, which share one device)."""
 
 from __future__ import annotations
 
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import torch
+
+WORKERS = 2
+"""Processes the suite runs in by default: each builds its own session fixtures (the tiny
+corpora and runs below), so more than the cores of a small machine only adds that work."""
+THREADS = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config):
+    """``-n WORKERS`` where xdist is installed and nothing said otherwise (before xdist's
+    own hook turns ``-n`` into workers), each worker with one torch thread."""
+    if not config.pluginmanager.hasplugin("xdist") or hasattr(config, "workerinput"):
+        return
+    option = config.option
+    if option.numprocesses is not None or option.usepdb or "cuda" in (option.markexpr or "") \
+            or option.collectonly or option.dist != "no":
+        return
+    option.numprocesses = min(WORKERS, os.cpu_count() or 1)
+    option.dist = "loadscope"  # a module's tests in one worker: its fixtures built once
+    os.environ.update(THREADS)  # the workers' libgomp reads it when torch starts
+
+
+def pytest_configure(config):
+    if hasattr(config, "workerinput"):  # an xdist worker: one thread (its peers use the rest)
+        os.environ.update(THREADS)
+        torch.set_num_threads(1)
 
 from arelu_cli.config import Config, load_config
 from arelu_cli.data.prepare import PrepareRequest, prepare
