@@ -19,6 +19,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from arelu_cli.transforms._partial_sort import entmax15_topk_rows
 from arelu_cli.transforms.checks import check_alpha, check_label_smoothing, check_logits
 from arelu_cli.transforms.reduction import (check_reduction, flatten_logits, loss_dtype,
                                             reduce_rows, split_ignored)
@@ -120,10 +121,16 @@ def sparsemax_loss(logits: torch.Tensor, target: torch.Tensor, k: int | None = N
 def entmax15_loss(logits: torch.Tensor, target: torch.Tensor, k: int | None = None,
                   ignore_index: int = -100, reduction: str = "mean",
                   label_smoothing: float = 0.0) -> torch.Tensor:
-    """The 1.5-entmax loss; exact sort when ``k`` is None, else partial sort over the top ``k``."""
+    """The 1.5-entmax loss; exact sort when ``k`` is None (the ``entmax`` package), else
+    partial sort over the top ``k``, widened where the support fills it
+    (:mod:`~arelu_cli.transforms._partial_sort`: the package's numbers, one pass over the
+    logits and one for the gradient)."""
     k = _check_k(k)
-    return _reduced(lambda z, y: _entmax().entmax15_loss(z, y, k), logits, target,
-                    ignore_index, reduction, label_smoothing)
+    if k is None:
+        return _reduced(lambda z, y: _entmax().entmax15_loss(z, y), logits, target,
+                        ignore_index, reduction, label_smoothing)
+    return _reduced(lambda z, y: entmax15_topk_rows(z, y, k), logits, target, ignore_index,
+                    reduction, label_smoothing)
 
 
 def entmax_bisect_loss(logits: torch.Tensor, target: torch.Tensor, alpha: float = 1.5,
