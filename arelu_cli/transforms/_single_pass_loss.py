@@ -5,13 +5,13 @@ smoothed target, ``e_y`` without smoothing) come from one kernel
 (``_triton_kernels._loss_kernel``) that reads each row of the logits once and, when a
 gradient is wanted, writes ``p - q`` in the same pass, into the logits' own memory
 (``reuse_logits``) or into a new buffer. For ``mean`` the kernel already writes ``(p - q) /
-n`` (``n`` the counted rows, at least 1, counted and read on the device), so that backward only
-multiplies by the upstream gradient (per row for ``reduction='none'``, one factor for
+n`` (``n`` the counted rows, at least 1, counted and read on the device), so that backward
+only multiplies by the upstream gradient (per row for ``reduction='none'``, one factor for
 ``sum``/``mean``), a multiplication the device skips where the factor is 1: in training
 (upstream 1, any reduction but ``none``) the logits are read once and the gradient written
 once, nothing more. Targets equal to ``ignore_index`` are handled inside the kernel; a
-``mean`` over no counted row is 0 with zero gradients (``reduction``'s convention). No step reads a tensor's value on the
-host, so none synchronizes with the GPU, and the host issues no ATen compute op: a training
+``mean`` over no counted row is 0 with zero gradients (``reduction``'s convention). No step
+reads a tensor's value on the host, so none synchronizes with the GPU, and the host issues no ATen compute op: a training
 call (``mean``) is three launches in forward (the count of ``n``, the pass, the reduced
 loss) and one in backward. That shortens a call the host waits for (8192 x 32768 on an
 H100: 0.83 ms, was 1.00-1.14, the logits' copy included); in a loop the host's work was

@@ -20,7 +20,7 @@ def test_cpu_and_auto():
 
 
 def test_generate_refuses_tpu(cli, lm_runs, tmp_path):
-    ran = cli("generate", "--checkpoint", lm_runs["softmax"], "--unconditional", "1", "--device", "tpu",
-              "--out", tmp_path / "g.txt")
+    ran = cli("generate", "--checkpoint", lm_runs["softmax"], "--unconditional", "1",
+              "--device", "tpu", "--out", tmp_path / "g.txt")
     assert ran.code == 2 and "--device must be one of auto, cpu, cuda, got 'tpu'" in ran.err
     assert not (tmp_path / "g.txt").exists()
