@@ -45,8 +45,11 @@ class Tiles:
 
 
 def _accumulators(n, d, vocab, acc, device, want, bias):
-    return (torch.zeros(n, d, dtype=acc, device=device) if want[0] else None,
-            torch.zeros(vocab, d, dtype=acc, device=device) if want[1] else None,
+    """The gradients' accumulators: ``grad_hidden`` and ``grad_weight`` are written by their
+    first tile (empty, unless no tile will run), ``grad_bias`` added to."""
+    alloc = torch.empty if n else torch.zeros
+    return (alloc(n, d, dtype=acc, device=device) if want[0] else None,
+            alloc(vocab, d, dtype=acc, device=device) if want[1] else None,
             torch.zeros(vocab, dtype=acc, device=device) if want[2] and bias is not None
             else None)
 
@@ -80,42 +83,47 @@ def _row_pointers(index: torch.Tensor, size: int) -> torch.Tensor:
     return pointers
 
 
-def _add_sparse_grads(entries, shape, hidden, weight, grad_h, grad_w, grad_b) -> None:
+def _add_sparse_grads(entries, shape, hidden, weight, grads, first) -> None:
     """:func:`_tiles.add_tile_grads` for the gradient given by its nonzeros ``entries``
     (row-major), ``hidden`` and ``weight`` in the accumulation dtype."""
     rows, cols, values = entries
-    n, v = shape
+    grad_h, grad_w, grad_b = grads
     with warnings.catch_warnings():  # torch's "sparse CSR support is in beta": for a user
         warnings.simplefilter("ignore", UserWarning)  # who never asked for sparse tensors
-        _add_sparse_products(rows, cols, values, n, v, hidden, weight, grad_h, grad_w)
+        _add_sparse_products(rows, cols, values, shape, hidden, weight, grad_h, grad_w, first)
     if grad_b is not None:
         grad_b.index_add_(0, cols, values)
 
 
-def _add_sparse_products(rows, cols, values, n, v, hidden, weight, grad_h, grad_w) -> None:
+def _add_sparse_products(rows, cols, values, shape, hidden, weight, grad_h, grad_w,
+                         first) -> None:
+    """``grad_h (+)= G @ weight``, ``grad_w (+)= G^T @ hidden`` (written where ``first``
+    says so: beta 0 ignores what the memory held)."""
+    n, v = shape
     if grad_h is not None:
         g = torch.sparse_csr_tensor(_row_pointers(rows, n), cols, values, (n, v),
                                     check_invariants=False)
-        grad_h.addmm_(g, weight)
+        grad_h.addmm_(g, weight, beta=0.0 if first[0] else 1.0)
     if grad_w is not None:
         order = torch.argsort(cols, stable=True)
         g_t = torch.sparse_csr_tensor(_row_pointers(cols[order], v), rows[order],
                                       values[order], (v, n), check_invariants=False)
-        grad_w.addmm_(g_t, hidden)
+        grad_w.addmm_(g_t, hidden, beta=0.0 if first[1] else 1.0)
 
 
-def _add_tile(z, local, scale, h, w, grads, loop: Tiles, live, wide) -> None:
+def _add_tile(z, local, scale, h, w, grads, first, loop: Tiles, live, wide) -> None:
     """One tile's gradient and its share of the gradients: sparse where it pays, else in
-    ``z`` itself and dense. ``wide``: ``(h, w)`` in the accumulation dtype."""
+    ``z`` itself and dense. ``wide``: ``(h, w)`` in the accumulation dtype; ``first``:
+    whether this tile writes its block of ``grad_hidden``, of ``grad_weight``."""
     if loop.sparse:
         entries = _sparse_gradient(z, local, scale, loop, live)
         if entries is not None:
-            _add_sparse_grads(entries, z.shape, *wide, *grads)
+            _add_sparse_grads(entries, z.shape, *wide, grads, first)
             return
     kernels.probs_into(z, scale, loop.alpha, loop.tau, z)
     inside = ((local >= 0) & (local < z.shape[1])).nonzero().squeeze(1)
     z[inside, local[inside]] -= ((1.0 - loop.eps) * scale[inside]).to(z.dtype)
-    add_tile_grads(z, h, w, *grads)
+    add_tile_grads(z, h, w, *grads, *first)
 
 
 def _smoothing(hidden, weight, bias, scale, loop: Tiles, grads):
@@ -170,7 +178,11 @@ def _loop(hidden, weight, bias, target, scale, loop: Tiles, want):
                               None if grads[2] is None else grads[2][v0:v1])
                 mask = None if live is None else live[:z.numel()].view(z.shape)
                 wide = None if wide_h is None else (wide_h[r0:r1], w.to(acc))
-                _add_tile(z, local, scale[r0:r1], h, w, tile_grads, loop, mask, wide)
+                _add_tile(z, local, scale[r0:r1], h, w, tile_grads, (v0 == 0, r0 == 0), loop,
+                          mask, wide)
+    # A target outside [0, V) lies in no tile: its row's loss is NaN, as on every engine.
+    outside = (target < 0) | (target >= vocab)
+    target_logits.masked_fill_(outside, float("nan"))
     logit_sums = (_smoothing(hidden, weight, bias, scale, loop, grads) if loop.eps
                   else None)
     rows = kernels.rows_from_sums(sums, target_logits, vocab, loop.alpha, loop.tau, loop.eps,
