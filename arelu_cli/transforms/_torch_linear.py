@@ -10,10 +10,13 @@ smoothing's ``sum_j z_j = h . sum_j w_j + sum_j b_j`` is one matrix-vector produ
 rows, and its uniform part ``- s eps / V`` of the gradient a rank-one term of each gradient,
 both added once, after the loop. The rest of the gradient, ``s (p - (1 - eps) e_y)``, is
 exactly zero outside alpha-ReLU's support and the targets: on CPU, where a tile holds few
-enough nonzeros (``SPARSE_SHARE``), its gradient products run on those alone (compressed
-sparse rows: the skipped terms are exact zeros, the result the dense one up to summation
-order), else as dense matmuls (``_tiles``). On CPU the ignored rows are dropped before the
-loop. Gradients accumulate in fp32 (fp64 for fp64 inputs).
+enough nonzeros (``SPARSE_SHARE``), its gradient products run on those alone, found in one
+pass over the tile (:func:`alpha_relu_kernels.support`) and multiplied as compressed sparse
+rows (the ``cpp`` engine's loops, else torch's sparse tensors): the skipped terms are exact
+zeros, the result the dense one up to summation order. Other tiles run dense matmuls
+(``_tiles``). On CPU the ignored rows are dropped before the loop. Gradients accumulate in
+fp32 (fp64 for fp64 inputs); each tile writes its blocks of ``grad_hidden`` and
+``grad_weight`` where it is their first, and adds to them after.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from dataclasses import dataclass
 
 import torch
 
+from arelu_cli.transforms import _cpp_kernels
 from arelu_cli.transforms import alpha_relu_kernels as kernels
 from arelu_cli.transforms._tiles import add_tile_grads, project
 
@@ -54,21 +58,18 @@ def _accumulators(n, d, vocab, acc, device, want, bias):
             else None)
 
 
-def _sparse_gradient(z, local, scale, loop: Tiles, live):
-    """The nonzeros of one tile's ``s (p - (1 - eps) e_y)`` as ``(rows, cols, values)``, or
-    None where more than ``SPARSE_SHARE`` of the tile would be nonzero. ``local``: each row's
-    target column in the tile (outside ``[0, v)`` where it lies elsewhere); ``live``: a
-    boolean buffer of ``z``'s shape."""
+def _sparse_gradient(z, inside, local, scale, loop: Tiles):
+    """The nonzeros of one tile's ``s (p - (1 - eps) e_y)`` as ``(rows, cols, values)``
+    (row-major), or None where more than ``SPARSE_SHARE`` of the tile would be nonzero.
+    ``inside``: the rows whose target lies in the tile, ``local`` every row's target column
+    in it (outside ``[0, v)`` where it lies elsewhere)."""
     n, v = z.shape
-    c = loop.tau / (loop.alpha - 1.0)
-    torch.le(z, c, out=live).logical_not_()  # the support, and NaN
-    inside = ((local >= 0) & (local < v)).nonzero().squeeze(1)
-    live[inside, local[inside]] = True
-    if int(torch.count_nonzero(live)) > SPARSE_SHARE * live.numel():
+    flat = kernels.support(z, loop.alpha, loop.tau, int(SPARSE_SHARE * z.numel()))
+    if flat is None:
         return None
-    flat = live.view(-1).nonzero().squeeze(1)
+    flat = torch.cat((flat, inside * v + local[inside])).unique()  # and the targets
     rows, cols = flat.div(v, rounding_mode="floor"), flat.remainder(v)
-    t = (z.view(-1)[flat].to(scale.dtype) - c).clamp_min_(0.0)
+    t = (z.view(-1)[flat].to(scale.dtype) - loop.tau / (loop.alpha - 1.0)).clamp_min_(0.0)
     e = 1.0 / (loop.alpha - 1.0)
     values = t.pow_(e) if e != 1.0 else t
     values.mul_((loop.alpha - 1.0) ** e)
@@ -83,45 +84,46 @@ def _row_pointers(index: torch.Tensor, size: int) -> torch.Tensor:
     return pointers
 
 
-def _add_sparse_grads(entries, shape, hidden, weight, grads, first) -> None:
-    """:func:`_tiles.add_tile_grads` for the gradient given by its nonzeros ``entries``
-    (row-major), ``hidden`` and ``weight`` in the accumulation dtype."""
-    rows, cols, values = entries
-    grad_h, grad_w, grad_b = grads
+def _sparse_addmm(out, pointers, cols, values, dense, write: bool, native: bool) -> None:
+    """``out (+)= A @ dense``, ``A`` given in compressed sparse rows: the ``cpp`` engine's
+    loop (``native``), else torch's sparse CSR product."""
+    if native:
+        _cpp_kernels.sparse_addmm_(out, pointers, cols, values, dense, write)
+        return
     with warnings.catch_warnings():  # torch's "sparse CSR support is in beta": for a user
         warnings.simplefilter("ignore", UserWarning)  # who never asked for sparse tensors
-        _add_sparse_products(rows, cols, values, shape, hidden, weight, grad_h, grad_w, first)
+        a = torch.sparse_csr_tensor(pointers, cols, values, (out.shape[0], dense.shape[0]),
+                                    check_invariants=False)
+        out.addmm_(a, dense, beta=0.0 if write else 1.0)
+
+
+def _add_sparse_grads(entries, shape, hidden, weight, grads, first, native) -> None:
+    """:func:`_tiles.add_tile_grads` for the gradient given by its nonzeros ``entries``,
+    ``hidden`` and ``weight`` in the accumulation dtype; ``first``: whether this tile writes
+    its block of ``grad_hidden``, of ``grad_weight`` (else adds to it)."""
+    rows, cols, values = entries
+    grad_h, grad_w, grad_b = grads
+    if grad_h is not None:
+        _sparse_addmm(grad_h, _row_pointers(rows, shape[0]), cols, values, weight, first[0],
+                      native)
+    if grad_w is not None:
+        order = torch.argsort(cols, stable=True)
+        _sparse_addmm(grad_w, _row_pointers(cols[order], shape[1]), rows[order],
+                      values[order], hidden, first[1], native)
     if grad_b is not None:
         grad_b.index_add_(0, cols, values)
 
 
-def _add_sparse_products(rows, cols, values, shape, hidden, weight, grad_h, grad_w,
-                         first) -> None:
-    """``grad_h (+)= G @ weight``, ``grad_w (+)= G^T @ hidden`` (written where ``first``
-    says so: beta 0 ignores what the memory held)."""
-    n, v = shape
-    if grad_h is not None:
-        g = torch.sparse_csr_tensor(_row_pointers(rows, n), cols, values, (n, v),
-                                    check_invariants=False)
-        grad_h.addmm_(g, weight, beta=0.0 if first[0] else 1.0)
-    if grad_w is not None:
-        order = torch.argsort(cols, stable=True)
-        g_t = torch.sparse_csr_tensor(_row_pointers(cols[order], v), rows[order],
-                                      values[order], (v, n), check_invariants=False)
-        grad_w.addmm_(g_t, hidden, beta=0.0 if first[1] else 1.0)
-
-
-def _add_tile(z, local, scale, h, w, grads, first, loop: Tiles, live, wide) -> None:
+def _add_tile(z, inside, local, scale, h, w, grads, first, loop: Tiles, wide, native) -> None:
     """One tile's gradient and its share of the gradients: sparse where it pays, else in
     ``z`` itself and dense. ``wide``: ``(h, w)`` in the accumulation dtype; ``first``:
     whether this tile writes its block of ``grad_hidden``, of ``grad_weight``."""
     if loop.sparse:
-        entries = _sparse_gradient(z, local, scale, loop, live)
+        entries = _sparse_gradient(z, inside, local, scale, loop)
         if entries is not None:
-            _add_sparse_grads(entries, z.shape, *wide, grads, first)
+            _add_sparse_grads(entries, z.shape, *wide, grads, first, native)
             return
     kernels.probs_into(z, scale, loop.alpha, loop.tau, z)
-    inside = ((local >= 0) & (local < z.shape[1])).nonzero().squeeze(1)
     z[inside, local[inside]] -= ((1.0 - loop.eps) * scale[inside]).to(z.dtype)
     add_tile_grads(z, h, w, *grads, *first)
 
@@ -159,8 +161,8 @@ def _loop(hidden, weight, bias, target, scale, loop: Tiles, want):
     target_logits = torch.zeros(n, dtype=acc, device=device)
     rows, cols = min(loop.rows, n), min(loop.cols, vocab)
     buffer = torch.empty(rows * cols, dtype=hidden.dtype, device=device)
-    live = torch.empty(rows * cols, dtype=torch.bool, device=device) if loop.sparse else None
     wide_h = hidden.to(acc) if loop.sparse else None
+    native = kernels.engine_for(hidden) == "cpp"
     for r0 in range(0, n, max(rows, 1)):
         r1 = min(n, r0 + rows)
         h = hidden[r0:r1]
@@ -176,10 +178,9 @@ def _loop(hidden, weight, bias, target, scale, loop: Tiles, want):
                 tile_grads = (None if grads[0] is None else grads[0][r0:r1],
                               None if grads[1] is None else grads[1][v0:v1],
                               None if grads[2] is None else grads[2][v0:v1])
-                mask = None if live is None else live[:z.numel()].view(z.shape)
                 wide = None if wide_h is None else (wide_h[r0:r1], w.to(acc))
-                _add_tile(z, local, scale[r0:r1], h, w, tile_grads, (v0 == 0, r0 == 0), loop,
-                          mask, wide)
+                _add_tile(z, inside, local, scale[r0:r1], h, w, tile_grads, (v0 == 0, r0 == 0),
+                          loop, wide, native)
     # A target outside [0, V) lies in no tile: its row's loss is NaN, as on every engine.
     outside = (target < 0) | (target >= vocab)
     target_logits.masked_fill_(outside, float("nan"))

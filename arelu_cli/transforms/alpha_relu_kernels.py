@@ -423,6 +423,19 @@ def grad_into(z: torch.Tensor, y: torch.Tensor, scale: torch.Tensor, alpha: floa
     return out
 
 
+def support(z: torch.Tensor, alpha: float, tau: float, most: int) -> torch.Tensor | None:
+    """The flat indices ``i * V + j`` (int64, ascending) of the entries of contiguous
+    ``z (N, V)`` where alpha-ReLU is nonzero (``z > tau / (alpha - 1)``) or NaN; None where
+    there are more than ``most``. One C++ pass with the ``cpp`` engine, else tensor ops."""
+    c = tau / (alpha - 1.0)
+    if select(z).name == "cpp":
+        return _cpp_kernels.support(z, c, most)
+    live = torch.le(z, c).logical_not_()
+    if int(torch.count_nonzero(live)) > most:
+        return None
+    return live.view(-1).nonzero().squeeze(1)
+
+
 def probs_into(z: torch.Tensor, scale: torch.Tensor, alpha: float, tau: float,
                out: torch.Tensor) -> torch.Tensor:
     """Write ``scale[:, None] * alpha_relu(z)`` into ``out`` (which may be ``z`` itself),

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from arelu_cli.transforms import (LinearAlphaReLULoss, alpha_relu_loss,
-                                  linear_alpha_relu_loss)
+                                  linear_alpha_relu_loss, set_engine)
 from arelu_cli.transforms import _torch_linear, fused_linear
 from arelu_cli.transforms.fused_linear import tile_shape
 
@@ -74,13 +74,17 @@ SHAPES = {
 }
 
 
-@pytest.mark.parametrize("sparse_share", [_torch_linear.SPARSE_SHARE, 1.0])
+@pytest.mark.parametrize("sparse_share, engine", [(_torch_linear.SPARSE_SHARE, "auto"),
+                                                   (1.0, "auto"), (1.0, "eager")])
 @pytest.mark.parametrize("reduction", ["none", "sum", "mean"])
 @pytest.mark.parametrize("shape", list(SHAPES))
-def test_equals_the_unfused_loss_in_float64(shape, reduction, sparse_share, monkeypatch):
+def test_equals_the_unfused_loss_in_float64(shape, reduction, sparse_share, engine,
+                                            monkeypatch):
     """Every case on both gradient paths of the CPU loop: ``SPARSE_SHARE = 1`` runs every
-    tile's products on its nonzeros (sparse), the default almost none at tau 0.3."""
+    tile's products on its nonzeros (sparse: the C++ loops of the default engine, torch's
+    sparse tensors on the eager one), the default almost none at tau 0.3."""
     monkeypatch.setattr(_torch_linear, "SPARSE_SHARE", sparse_share)
+    set_engine(engine)
     made, kwargs = SHAPES[shape]
     hidden, weight, b, target = problem(3, **made)
     fused, unfused = fused_and_unfused(hidden, weight, b, target, reduction, **kwargs)
