@@ -122,3 +122,15 @@ def test_the_shipped_recipe_loads_and_unknown_keys_are_refused(tmp_path):
         load_recipe(bad)
     with pytest.raises(UserError, match="eval_steps"):
         from_tables({"finetune": {"steps": 10, "eval_steps": [0, 5]}})
+
+
+def test_the_report_is_computed_from_the_folder(study):
+    from arelu_cli.studies.convert.report import write_report
+
+    _, out = study
+    text = write_report(out, samples=20).read_text()
+    for name in ("lm_eval.csv", "summary.csv", "significance.csv"):
+        assert (out / name).is_file()
+    assert "## Answer" in text and "| relu-tau_for | 4 | sample |" in text
+    assert "| softmax | 4 | sample-top_p0.9 |" in text
+    assert "within 2% of the control" in text
