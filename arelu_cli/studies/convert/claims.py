@@ -131,7 +131,8 @@ def degeneracy_verdicts(summary: Sequence[dict], sig: Sequence[dict]) -> list[st
 
 
 def lora_verdict(summary: Sequence[dict], rule_arm: str | None) -> str:
-    ask = "Does LoRA suffice (ε-perplexity within 2% of the full fine-tune at its τ rule)?"
+    ask = (f"Does LoRA suffice (ε-perplexity within {WITHIN:.0%} of the full fine-tune at its "
+           "τ rule)?")
     last = last_step(summary)
     lora = _row(summary, "relu-lora", last) if last else None
     full = _row(summary, rule_arm, last) if last and rule_arm else None
@@ -143,13 +144,12 @@ def lora_verdict(summary: Sequence[dict], rule_arm: str | None) -> str:
             f"{_mean_std(full, 'eps_ppl')} ({ratio:.3f}×) at step {last}.")
 
 
-def pretrained_line(summary: Sequence[dict], reference: tuple[float, float] | None) -> str:
+def pretrained_line(summary: Sequence[dict], reference: tuple[float, float, str] | None) -> str:
     row = [r for r in summary if r["arm"] == "pretrained"]
     if not row:
         return f"The pretrained softmax model's test perplexity: {NOT_YET}."
     ppl = row[0]["ppl"]
     beside = ("" if reference is None else f", against the PTB study's softmax model's "
-              f"{reference[0]:.1f} ± {reference[1]:.1f} (same split and stride, "
-              "results/ptb-lm/summary.csv)")
+              f"{reference[0]:.1f} ± {reference[1]:.1f} (same split and stride, {reference[2]})")
     return (f"The pretrained softmax Llama's test perplexity is **{fmt(ppl, 1)}** (sliding "
             f"windows, stride {int(row[0]['stride'])}){beside}.")

@@ -50,11 +50,11 @@ def _read(path: Path) -> list[dict]:
     return pd.read_csv(path).to_dict("records") if path.is_file() else []
 
 
-def ptb_reference(path: Path | None) -> tuple[float, float] | None:
+def ptb_reference(path: Path | None) -> tuple[float, float, str] | None:
     """The PTB study's softmax test perplexity (mean, std) from its ``summary.csv``."""
     rows = [r for r in _read(path) if r.get("transform") == "softmax"
             and r.get("decoding") == "sample"] if path else []
-    return (float(rows[0]["ppl_mean"]), float(rows[0]["ppl_std"])) if rows else None
+    return (float(rows[0]["ppl_mean"]), float(rows[0]["ppl_std"]), str(path)) if rows else None
 
 
 def setup_text(out: Path) -> str:
