@@ -2,12 +2,13 @@
 # The GPU checklist in one call (README "GPU"): the CUDA tests, then the GPU benchmarks.
 # Writes a log and the CSVs under $OUT (default results/bench/gpu); every step has its own
 # time limit inside an overall deadline (GPU_DEADLINE seconds, default 480), so a slow step
-# cannot cost the others; the steps run in order of priority (the d = 4096 fused cases before
-# the loss variants; the chunked-PyTorch "eager" loss variants, a CPU fallback, not at all).
+# cannot cost the others; the steps run in order of priority (the fused layer's tile loops
+# first: their CUDA tests, then the d = 4096 cases; the loss variants after them; the
+# chunked-PyTorch "eager" loss variants, a CPU fallback, not at all).
 # Wheels in .whl/ (liger-kernel, cut-cross-entropy, entmax) are installed first where
 # present. Usage: bash scripts/gpu-checks.sh [STEP ...]
-# (steps: tests loss fused tiles chunk hf launch profile train; default all). At most 8 files come
-# back from a device run: the log and 7 CSVs (the test summary is in the log).
+# (steps: fusedtests fused tests loss tile tiles hf launch profile train; default all). At most 8
+# files come back from a device run: the log and 7 CSVs (the test summary is in the log).
 set -u
 OUT=${OUT:-results/bench/gpu}
 mkdir -p "$OUT"
@@ -32,28 +33,34 @@ step() {  # step NAME LIMIT COMMAND...: run within min(LIMIT, time left), log it
   echo "== $name rc=$rc in $(( $(date +%s) - t0 ))s" | tee -a "$LOG"
 }
 
-WANT=" ${*:-tests loss fused tiles chunk hf launch profile train} "
+WANT=" ${*:-fusedtests fused tests loss tile tiles hf launch profile train} "
 want() { [[ "$WANT" == *" $1 "* ]]; }
 { nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm --format=csv
   python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, torch.cuda.get_device_name())"
 } 2>&1 | tee -a "$LOG"
 
+# The fused layer's tile loops (vocabulary blocks, 2-D tiles, token chunks) against float64.
+want fusedtests && step fusedtests 90 python3 -m pytest -m cuda -q -p no:cacheprovider -rfE \
+  tests/transforms/test_cuda_fused_linear.py
+# The default loop (vocabulary blocks) and the token-chunked one against unfused (its own row
+# too), Liger and CCE at d = 4096.
+want fused && step fused 120 python3 -m arelu_cli.cli bench fused-linear --device cuda --d 4096 \
+  --sizes 16384x131072,65536x262144 --methods fused,fused-tokens,unfused,liger,cce \
+  --out "$OUT/fused_linear.csv"
 want tests && step tests 75 python3 -m pytest -m cuda -q -p no:cacheprovider -rfE \
   tests/transforms/test_cuda_kernels.py
 # alpha-ReLU's rows first (the first two runs ran out of time before them, or nearly).
 want loss && step loss 240 python3 -m arelu_cli.cli bench loss --device cuda --max-seconds 1 \
   --repeats 5 --transforms 1.5-relu,softmax --variants default,reuse_logits,liger \
   --out "$OUT/loss.csv"
-# The fused layer's default (cuBLAS) path against unfused, Liger and CCE at d = 4096.
-want fused && step fused 80 python3 -m arelu_cli.cli bench fused-linear --device cuda --d 4096 \
-  --sizes 16384x131072,65536x262144 --methods fused,liger,cce --out "$OUT/fused_linear.csv"
+# Tiles of twice the default budget (16384 tokens x 8192 columns, 256 MiB in bf16): whether
+# fewer vocabulary blocks (less grad_hidden traffic) pay for the memory.
+want tile && step tile 40 python3 -m arelu_cli.cli bench fused-linear --device cuda --d 4096 \
+  --sizes 16384x131072,65536x262144 --methods fused --chunk 16384 --vocab-chunk 8192 \
+  --out "$OUT/fused_tile16384x8192.csv"
 # The opt-in tile-skipping GEMMs against the default, on the first run's d = 2048 case.
 want tiles && step tiles 40 python3 -m arelu_cli.cli bench fused-linear --device cuda --d 2048 \
   --sizes 16384x131072 --methods fused,fused-tiles --out "$OUT/fused_tiles.csv"
-# The default path with chunks of 1024 tokens (the default rule gives 256 and 512 here): the
-# per-chunk update of grad_weight (V x d, read and written) is memory-bound below ~512.
-want chunk && step chunk 40 python3 -m arelu_cli.cli bench fused-linear --device cuda --d 2048 \
-  --sizes 16384x262144,65536x262144 --methods fused --chunk 1024 --out "$OUT/fused_chunk1024.csv"
 want hf && step hf 45 python3 -m arelu_cli.cli bench hf --device cuda --out "$OUT/hf.csv"
 # Where a small loss forward's time goes (host or kernel) and the kernel's launch options.
 want launch && step launch 40 python3 scripts/loss_launch.py "$OUT/loss_launch.csv"

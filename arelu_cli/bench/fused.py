@@ -5,13 +5,15 @@ the paper's eq. (sp_loss) on ``hidden @ weight.T`` and its gradients without the
 logits. Here each case (tokens N x vocabulary V, model width d) times forward+backward
 (gradients of hidden and weight) of:
 
-* ``fused``: the fused loss as it runs by default (``skip_zeros=None``): on CPU the gradient
-  products skip the all-zero vocabulary columns of each chunk, on CUDA they are dense cuBLAS
-  matmuls (Liger-Kernel's structure);
-* ``fused-dense`` (CPU default): ``skip_zeros=False``, dense products everywhere (on CUDA the
-  same path as ``fused``);
-* ``fused-tiles`` (CUDA default): ``skip_zeros=True``, on CUDA the Triton GEMMs that skip the
-  all-zero ``128 x 128`` tiles of the gradient (on CPU the same path as ``fused``);
+* ``fused``: the fused loss as it runs by default (``loop="vocab"``, ``skip_zeros=None``): on
+  CPU the gradient products of each tile run on its nonzeros where few, on CUDA they are
+  dense cuBLAS matmuls;
+* ``fused-vocab``, ``fused-tokens``: the vocabulary-blocked loop and the token-chunked one
+  (``loop=``), each with the default zero skipping;
+* ``fused-dense``, ``fused-tokens-dense``: the two loops with ``skip_zeros=False`` (dense
+  products everywhere; on CUDA the same paths as ``fused``, ``fused-tokens``);
+* ``fused-tiles``: ``skip_zeros=True``, on CUDA the Triton GEMMs that skip the all-zero
+  ``128 x 128`` tiles of the gradient (on CPU the same path as ``fused``);
 * on CUDA, for reference, two fused linear + *softmax cross-entropy* losses (the bench
   extra, ``pip install arelu[bench]``; a ``not installed`` row otherwise): ``liger``
   (Liger-Kernel's ``LigerFusedLinearCrossEntropyLoss``) and ``cce`` (Apple's Cut
@@ -19,24 +21,26 @@ logits. Here each case (tokens N x vocabulary V, model width d) times forward+ba
 
 each alternately against ``unfused`` (``F.linear`` + ``alpha_relu_loss`` with
 ``reuse_logits``, the fastest unfused path) in the same process, and measures the peak
-memory of all of them. ``hidden ~ N(0, 1)`` and ``weight ~ N(0, 1/d)`` make the logits
-N(0, 1) as for an untrained model, and tau is the paper's analytic estimate for V
-(Table 3), so the support has the few dozen entries per row it has in training. The
-compute floor is one ``N x d x V`` matmul (the forward projection, which every method
-does); ``x matmul`` is a method's time over it.
+memory of all of them; ``unfused`` named in the methods gets a row of its own too.
+``hidden ~ N(0, 1)`` and ``weight ~ N(0, 1/d)`` make the logits N(0, 1) as for an untrained
+model, and tau is the paper's analytic estimate for V (Table 3), so the support has the few
+dozen entries per row it has in training. The compute floor is one ``N x d x V`` matmul (the
+forward projection, which every method does); ``x matmul`` is a method's time over it.
 
 On CUDA (``--device cuda``) the defaults are the GPU cases: N in {16384, 65536} x
 d in {2048, 4096} x V in {32K, 128K, 256K}, bf16; times come from CUDA events, peaks from
 ``torch.cuda.max_memory_allocated``, a case that runs out of memory gets a row saying so,
 and every row carries the GPU's name (the CLI puts it in the file name too). ``methods``
 (``--methods``) picks a subset, so that a time-limited GPU run can do the cases that matter;
-``chunk`` (``--chunk``) sets the fused loss's tokens per chunk (in the rows' signatures;
-default: the library's rule).
+``chunk`` (``--chunk``, tokens per tile) and ``vocab_chunk`` (``--vocab-chunk``, vocabulary
+columns per tile of the vocabulary loops) override the library's tile rule (both in the
+rows' signatures).
 """
 
 from __future__ import annotations
 
 import importlib.util
+import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -60,10 +64,14 @@ FULL_SIZES = ((8192, 40000),)
 QUICK_SIZES = ((256, 4000),)
 CUDA_SIZES = tuple((n, v) for n in (16384, 65536) for v in (32768, 131072, 262144))
 CUDA_WIDTHS = (2048, 4096)
-# The fused loss's methods: name -> ``skip_zeros``; the defaults of each device.
-SKIP_ZEROS = {"fused": None, "fused-dense": False, "fused-tiles": True}
-METHODS = ("fused", "fused-dense")
-CUDA_METHODS = ("fused", "fused-tiles")
+# The fused loss's methods: name -> its options of ``linear_alpha_relu_loss``.
+FUSED = {"fused": {}, "fused-vocab": dict(loop="vocab"), "fused-tokens": dict(loop="tokens"),
+         "fused-dense": dict(skip_zeros=False),
+         "fused-tokens-dense": dict(loop="tokens", skip_zeros=False),
+         "fused-tiles": dict(skip_zeros=True)}
+BASELINE = "unfused"
+METHODS = ("fused", "fused-tokens", "fused-dense", "fused-tokens-dense")
+CUDA_METHODS = ("fused", "fused-tokens", "fused-tiles")
 # Fused linear + cross-entropy losses of other packages: method -> (module, how to install).
 EXTERNAL = {"liger": ("liger_kernel", "pip install liger-kernel"),
             "cce": ("cut_cross_entropy", "pip install cut-cross-entropy")}
@@ -79,13 +87,14 @@ class FusedPlan:
     device: str
     methods: tuple[str, ...] = METHODS
     seed: int = 0
-    chunk: int | None = None  # tokens per chunk of the fused loss (None: its own rule)
+    chunk: int | None = None  # tokens per tile of the fused loss (None: its own rule)
+    vocab_chunk: int | None = None  # vocabulary columns per tile of its vocabulary loop
 
 
 def make_plan(quick: bool = False, sizes: str | None = None, width: int | None = None,
               dtype: str | None = None, alpha: float = 1.5, repeats: int | None = None,
               device: str = "auto", methods: str | None = None,
-              chunk: int | None = None) -> FusedPlan:
+              chunk: int | None = None, vocab_chunk: int | None = None) -> FusedPlan:
     """Resolve the command-line options; bad values raise :class:`UserError`."""
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -100,16 +109,18 @@ def make_plan(quick: bool = False, sizes: str | None = None, width: int | None =
         raise UserError(f"--d must be a positive model width, got {width}")
     if chunk is not None and chunk < 1:
         raise UserError(f"--chunk must be a positive number of tokens, got {chunk}")
+    if vocab_chunk is not None and vocab_chunk < 1:
+        raise UserError(f"--vocab-chunk must be a positive number of columns, got {vocab_chunk}")
     widths = (width,) if width else (CUDA_WIDTHS if cuda else (64 if quick else 512,))
     default_sizes = CUDA_SIZES if cuda else (QUICK_SIZES if quick else FULL_SIZES)
     default_methods = CUDA_METHODS + tuple(EXTERNAL) if device == "cuda" else METHODS
     chosen = tuple(parse_list(methods, str, "--methods")) if methods else default_methods
-    if unknown := [m for m in chosen if m not in (*SKIP_ZEROS, *EXTERNAL)]:
-        raise UserError(f"unknown method {unknown[0]!r}; use one of "
-                        f"{', '.join((*SKIP_ZEROS, *EXTERNAL))}")
+    known = (*FUSED, BASELINE, *EXTERNAL)
+    if unknown := [m for m in chosen if m not in known]:
+        raise UserError(f"unknown method {unknown[0]!r}; use one of {', '.join(known)}")
     return FusedPlan(sizes=parse_sizes(sizes) if sizes else default_sizes, widths=widths,
                      dtype=dtype, alpha=alpha, repeats=repeats or (2 if quick else 3),
-                     device=device, methods=chosen, chunk=chunk)
+                     device=device, methods=chosen, chunk=chunk, vocab_chunk=vocab_chunk)
 
 
 def unavailable(method: str, device: str) -> str | None:
@@ -147,16 +158,19 @@ def _steps(plan: FusedPlan, weight: torch.Tensor, target: torch.Tensor, tau: flo
         loss = alpha_relu_loss(F.linear(h, weight), target, plan.alpha, tau, reuse_logits=True)
         return torch.autograd.grad(loss, (h, weight))
 
-    def fused(skip):
+    def fused(options):
+        if options.get("loop") != "tokens":
+            options = options | dict(vocab_chunk=plan.vocab_chunk)
+
         def step(h):
             loss = linear_alpha_relu_loss(h, weight, target, plan.alpha, tau, chunk=plan.chunk,
-                                          skip_zeros=skip)
+                                          **options)
             return torch.autograd.grad(loss, (h, weight))
         return step
 
     def external(loss_fn):
         return lambda h: torch.autograd.grad(loss_fn(h, weight, target), (h, weight))
-    steps = {"unfused": unfused} | {name: fused(skip) for name, skip in SKIP_ZEROS.items()}
+    steps = {BASELINE: unfused} | {name: fused(options) for name, options in FUSED.items()}
     for name in plan.methods:
         if name in EXTERNAL and unavailable(name, plan.device) is None:
             steps[name] = external(external_loss(name))
@@ -181,22 +195,32 @@ def _mib(peak) -> float | None:
     return None if peak is None else round(peak / 2**20, 1)
 
 
+def _alone(step, setup, device, repeats: int) -> timing.PairTiming:
+    """The baseline's own row: its median time, as a pair with itself."""
+    step(setup())  # warm-up
+    ms = statistics.median(timing.time_once(step, setup, device) for _ in range(repeats))
+    return timing.PairTiming(ms, ms, 1.0, repeats)
+
+
 def _method_row(plan: FusedPlan, name: str, steps: dict, setup, peaks: dict,
                 matmul_ms: float) -> dict:
     """``name`` timed against ``unfused`` (paired), or the reason it was not."""
     device = torch.device(plan.device)
     if (status := unavailable(name, plan.device)) is not None:
         return dict(method=name, status=status)
-    for failed in (name, "unfused"):
+    for failed in (name, BASELINE):
         if isinstance(peaks[failed], str):
             return dict(method=name, status=peaks[failed])
     try:
-        steps[name](setup())  # warm-up
-        pair = timing.time_pair(steps[name], steps["unfused"], setup, device, plan.repeats)
+        if name == BASELINE:
+            pair = _alone(steps[name], setup, device, plan.repeats)
+        else:
+            steps[name](setup())  # warm-up
+            pair = timing.time_pair(steps[name], steps[BASELINE], setup, device, plan.repeats)
     except torch.OutOfMemoryError:
         torch.cuda.empty_cache()
         return dict(method=name, status="skipped: out of memory")
-    peak, unfused_peak = peaks[name], peaks["unfused"]
+    peak, unfused_peak = peaks[name], peaks[BASELINE]
     return dict(method=name, status="ok", repeats=pair.repeats, median_ms=round(pair.ms, 2),
                 unfused_ms=round(pair.baseline_ms, 2), ratio=round(pair.ratio, 3),
                 x_matmul=round(pair.ms / matmul_ms, 2), peak_mib=_mib(peak),
@@ -215,8 +239,8 @@ def _case_rows(plan: FusedPlan, n: int, v: int, d: int) -> list[dict]:
     w = weight.detach()
     matmul_ms = min(timing.time_once(lambda h: h @ w.t(), setup, device) for _ in range(3))
     # Fused first: the unfused step's freed N x V pages would otherwise be reused unseen.
-    peaks = {name: _peak(name, steps[name], setup, device)
-             for name in (*plan.methods, "unfused") if name in steps}
+    order = [name for name in plan.methods if name != BASELINE] + [BASELINE]
+    peaks = {name: _peak(name, steps[name], setup, device) for name in order if name in steps}
     base = dict(n=n, v=v, d=d, dtype=plan.dtype, device=plan.device,
                 gpu=timing.device_label(device), machine=machine(device),
                 threads=torch.get_num_threads(),
@@ -227,7 +251,8 @@ def _case_rows(plan: FusedPlan, n: int, v: int, d: int) -> list[dict]:
         row = base | _method_row(plan, name, steps, setup, peaks, matmul_ms)
         row["signature"] = signature(method=name, data=f"randn{n}x{v}x{d}", seed=plan.seed,
                                      alpha=plan.alpha, chunk=plan.chunk,
-                                     dtype=plan.dtype, device=plan.device,
+                                     vocab_chunk=plan.vocab_chunk, dtype=plan.dtype,
+                                     device=plan.device,
                                      threads=torch.get_num_threads())
         rows.append(row)
     return rows

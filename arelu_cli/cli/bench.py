@@ -63,17 +63,25 @@ def bench_fused_linear(
     repeats: Optional[int] = typer.Option(None, min=1, help="Timed pairs per case (median is reported)."),
     device: str = typer.Option("auto", help="cpu, cuda or auto."),
     methods: Optional[str] = typer.Option(
-        None, help="Comma-separated methods: fused, fused-dense, fused-tiles, liger, cce "
-                   "(default: fused,fused-dense on CPU; fused,fused-tiles,liger,cce on CUDA)."),
+        None, help="Comma-separated methods: fused, fused-vocab, fused-tokens, fused-dense, "
+                   "fused-tokens-dense, fused-tiles, unfused, liger, cce (default: "
+                   "fused,fused-tokens,fused-dense,fused-tokens-dense on CPU; "
+                   "fused,fused-tokens,fused-tiles,liger,cce on CUDA). Every method is timed "
+                   "against unfused; unfused itself gets a row where named."),
     chunk: Optional[int] = typer.Option(
-        None, help="Tokens per chunk of the fused loss (default: the library's rule)."),
+        None, help="Tokens per tile of the fused loss (default: the library's rule)."),
+    vocab_chunk: Optional[int] = typer.Option(
+        None, "--vocab-chunk",
+        help="Vocabulary columns per tile of the fused loss's vocabulary loop (default: the "
+             "library's rule)."),
 ) -> None:
     """Time and peak memory of the fused linear + alpha-ReLU loss against Linear + loss; write CSV."""
     from arelu_cli.bench import fused as bench
     from arelu_cli.bench.timing import device_path
 
     plan = bench.make_plan(quick=quick, sizes=sizes, width=d, dtype=dtype, alpha=alpha,
-                           repeats=repeats, device=device, methods=methods, chunk=chunk)
+                           repeats=repeats, device=device, methods=methods, chunk=chunk,
+                           vocab_chunk=vocab_chunk)
     out = device_path(out, plan.device)
     frame = bench.run(plan, out)
     bench.print_table(frame, console)

@@ -59,7 +59,14 @@ def _coerce(section: str, key: str, hint: object, value: object) -> object:
 
 
 def _section(name: str, table: Mapping[str, object]) -> object:
-    cls = SECTIONS[name]
+    return read_table(name, SECTIONS[name], table)
+
+
+def read_table(name: str, cls: type, table: Mapping[str, object]) -> object:
+    """The frozen dataclass ``cls`` of the recipe table ``[name]``, each value coerced to its
+    field's type; unknown keys are a UserError (a study's own tables read through it too)."""
+    if not isinstance(table, Mapping):
+        raise UserError(f"[{name}] must be a table of keys, got {table!r}")
     hints = typing.get_type_hints(cls)
     unknown = sorted(set(table) - set(hints))
     if unknown:

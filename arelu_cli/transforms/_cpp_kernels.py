@@ -1,8 +1,9 @@
 """The ``cpp`` engine of alpha-ReLU: ``csrc/alpha_relu_cpu.cpp``, compiled once per machine.
 
 The two passes of the paper's eq. (sp_loss) and Lemma 1 (see ``alpha_relu_kernels``), with
-label smoothing's row sum and uniform gradient term fused in, and decoding's per-row top-k
-logits (``top_scores``), as vectorized C++ loops over rows on ATen's own thread pool
+label smoothing's row sum and uniform gradient term fused in, alpha-ReLU's support and the
+sparse products of the fused linear layer's gradient (``_torch_linear``), and decoding's
+per-row top-k logits (``top_scores``), as vectorized C++ loops over rows on ATen's own thread pool
 (``at::parallel_for``; the extension links the OpenMP runtime torch already loaded). Built by
 ``torch.utils.cpp_extension.load_inline`` at the first call, or ahead of time by
 :func:`arelu_cli.transforms.build_cpp`; a compile (not a load of the cached build, under
@@ -80,7 +81,8 @@ def _build():
 
 def ops():
     """``torch.ops.arelu_cpu`` (``loss_sums``, ``loss_and_logit_sums``, ``probs_into``,
-    ``top_k_logits``), built on the first call; None when it cannot be built."""
+    ``support``, ``sparse_addmm_``, ``top_k_logits``), built on the first call; None when it
+    cannot be built."""
     if _state["ops"] is not None or _state["failed"]:
         return _state["ops"]
     with _lock:
@@ -117,6 +119,21 @@ def probs_into(z: torch.Tensor, scale: torch.Tensor, c: float, e: float, ka: flo
     """``out_ij = scale_i * (ka * [z_ij - c]_+^e - shift)``; ``out`` may be ``z`` itself.
     ``shift`` is label smoothing's ``eps / V``; 0 runs the loops without it."""
     _state["ops"].probs_into(z, scale, c, e, ka, out, shift)
+
+
+def support(z: torch.Tensor, c: float, most: int) -> torch.Tensor | None:
+    """The flat indices ``i * V + j`` (int64, ascending) of the entries of contiguous CPU
+    ``z (N, V)`` above ``c`` or NaN, in one read pass; None where more than ``most``."""
+    flat, count = _state["ops"].support(z, c, most)
+    return None if count > most else flat
+
+
+def sparse_addmm_(out: torch.Tensor, pointers: torch.Tensor, cols: torch.Tensor,
+                  values: torch.Tensor, dense: torch.Tensor, write: bool) -> None:
+    """``out = A @ dense`` (``write``) or ``out += A @ dense``, ``A`` in compressed sparse rows
+    (int64 ``pointers``, ``cols``; ``values``); rows of ``out`` and ``dense`` of unit stride,
+    one float dtype. Added to, a row of ``out`` without entries is not touched."""
+    _state["ops"].sparse_addmm_(out, pointers, cols, values, dense, write)
 
 
 def top_k_logits(z: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:

@@ -7,7 +7,9 @@ is ``p = ka [z - c]_+^e`` and the loss (eq. (sp_loss), target ``q = (1 - eps) e_
 ``p - q`` (Lemma 1). ``_loss_kernel``: one program per row writes the row's loss and, if asked,
 ``s (p - q)`` (into a buffer or the logits' own memory, as Liger-Kernel does; ``ignore_index``
 rows are never read, a target outside ``[0, V)`` gives NaN) and marks the nonzero ``TILE x
-TILE`` tiles for ``_triton_linear``. ``_scale_kernel`` scales a gradient in place by a factor
+TILE`` tiles for ``_triton_linear``; on a block of columns (``_triton_linear``'s vocabulary
+blocks) it adds the block's share of the loss instead: every term but ``k0`` is a sum over
+columns, and ``z_y`` lies in one block. ``_scale_kernel`` scales a gradient in place by a factor
 read on the device (skipped at exactly 1, no host sync); ``_count_kernel`` and
 ``_total_kernel`` give ``mean``'s ``1 / n`` and the reduced loss in one launch each, where
 ATen ops would take five or more. ``_probs_kernel``: the transform.
@@ -70,20 +72,22 @@ def _max(a, b):
 
 
 @triton.jit
-def _loss_kernel(z_ptr, y_ptr, rows_ptr, g_ptr, scale_ptr, flags_ptr, vocab, z_stride,
-                 g_stride, scale_stride, flags_stride, ignore_index, c, e, ka, k1, k0, keep,
-                 spread, K: tl.constexpr, GRAD: tl.constexpr, SCALED: tl.constexpr,
-                 SMOOTH: tl.constexpr, FLAGS: tl.constexpr, TILE: tl.constexpr,
-                 BLOCK: tl.constexpr):
-    """Row ``program_id`` of the loss (and gradient, and tile marks); see the module doc."""
+def _loss_kernel(z_ptr, y_ptr, rows_ptr, g_ptr, scale_ptr, flags_ptr, vocab, col0, total,
+                 z_stride, g_stride, scale_stride, flags_stride, ignore_index, c, e, ka, k1,
+                 k0, keep, spread, K: tl.constexpr, GRAD: tl.constexpr,
+                 SCALED: tl.constexpr, SMOOTH: tl.constexpr, FLAGS: tl.constexpr,
+                 ACCUMULATE: tl.constexpr, TILE: tl.constexpr, BLOCK: tl.constexpr):
+    """Row ``program_id`` of the loss (and gradient, and tile marks) over the ``vocab``
+    columns ``col0 ..`` of a vocabulary of ``total``; see the module doc."""
     row = tl.program_id(0).to(tl.int64)
     y = tl.load(y_ptr + row).to(tl.int64)
     valid = y != ignore_index
-    known = valid & (y >= 0) & (y < vocab)
+    local = y - col0  # the target's column in this block, if it lies in it
+    known = valid & (local >= 0) & (local < vocab)
     z_row = z_ptr + row * z_stride
     # Read before the loop: with the gradient written in place, z_y is overwritten in it.
-    zy = tl.load(z_row + y, mask=known, other=float("nan")).to(tl.float32)
-    zy = tl.where(valid, zy, 0.0)
+    zy = tl.load(z_row + local, mask=known, other=0.0).to(tl.float32)
+    zy = tl.where(valid & ((y < 0) | (y >= total)), float("nan"), zy)  # no such class
     s = 1.0
     if SCALED:
         s = tl.load(scale_ptr + row * scale_stride).to(tl.float32)
@@ -103,7 +107,7 @@ def _loss_kernel(z_ptr, y_ptr, rows_ptr, g_ptr, scale_ptr, flags_ptr, vocab, z_s
         powers += t * pe
         if SMOOTH:
             logits += z
-        target = cols == y
+        target = cols == local
         if GRAD:
             g = ka * pe - tl.where(target, keep, 0.0) - spread
             g = tl.where(valid, g * s, 0.0)
@@ -116,7 +120,10 @@ def _loss_kernel(z_ptr, y_ptr, rows_ptr, g_ptr, scale_ptr, flags_ptr, vocab, z_s
     loss = k1 * tl.reduce(powers, 0, _add) + k0 - keep * zy
     if SMOOTH:
         loss -= spread * tl.reduce(logits, 0, _add)
-    tl.store(rows_ptr + row, tl.where(valid, loss, 0.0))
+    loss = tl.where(valid, loss, 0.0)
+    if ACCUMULATE:
+        loss += tl.load(rows_ptr + row)
+    tl.store(rows_ptr + row, loss)
 
 
 @triton.jit
@@ -216,7 +223,8 @@ def loss_launch(vocab: int) -> dict:
 def loss_pass(z: torch.Tensor, y: torch.Tensor, alpha: float, tau: float, eps: float = 0.0,
               ignore_index: int = -100, grad: torch.Tensor | None = None,
               scale: torch.Tensor | None = None, flags: torch.Tensor | None = None,
-              rows: torch.Tensor | None = None) -> torch.Tensor:
+              rows: torch.Tensor | None = None, col0: int = 0,
+              total: int | None = None) -> torch.Tensor:
     """The per-row loss (fp32) of ``z (N, V)`` (unit stride along V) at targets ``y (N,)``, in
     one read of ``z``.
 
@@ -224,6 +232,11 @@ def loss_pass(z: torch.Tensor, y: torch.Tensor, alpha: float, tau: float, eps: f
     ``(N,)`` or 0-d (None: 1); ``flags``: int32 ``(ceil(N / TILE), ceil(V / TILE))``, zeroed
     by the caller: set to 1 where a tile of the gradient holds a nonzero; ``rows``: the
     output (None: a new tensor).
+
+    ``total``: ``z`` is the block of columns ``col0 .. col0 + V`` of a vocabulary of
+    ``total``, and its share of each row's loss is *added* to ``rows`` (zeroed by the
+    caller): the terms of its own columns, ``- (1 - eps) z_y`` where the target lies in it,
+    the constant in the block at ``col0 = 0``; label smoothing's ``eps / total``.
     """
     n, vocab = z.shape
     rows = torch.empty(n, dtype=torch.float32, device=z.device) if rows is None else rows
@@ -231,6 +244,8 @@ def loss_pass(z: torch.Tensor, y: torch.Tensor, alpha: float, tau: float, eps: f
         return rows
     a = alpha - 1.0
     e, c = 1.0 / a, tau / a
+    blocked = total is not None
+    total = vocab if total is None else total
     smooth = eps > 0.0
     if flags is not None and smooth:
         flags.fill_(1)  # the smoothed target is nonzero everywhere
@@ -239,12 +254,13 @@ def loss_pass(z: torch.Tensor, y: torch.Tensor, alpha: float, tau: float, eps: f
     with on_device(z):
         _loss_kernel[(n,)](
             z, y, rows, rows if grad is None else grad, rows if scale is None else scale,
-            flags if mark else rows, vocab, z.stride(0), 0 if grad is None else grad.stride(0),
+            flags if mark else rows, vocab, col0, total, z.stride(0),
+            0 if grad is None else grad.stride(0),
             0 if scale is None or scale.dim() == 0 else scale.stride(0),
             flags.stride(0) if mark else 0, ignore_index, c, e, a ** e,
-            a ** (e + 1.0) / alpha, 1.0 / (alpha * a) + c, 1.0 - eps, eps / vocab,
-            K=_integer_power(e), GRAD=grad is not None, SCALED=scale is not None, SMOOTH=smooth,
-            FLAGS=mark, TILE=TILE, **launch)
+            a ** (e + 1.0) / alpha, 1.0 / (alpha * a) + c if col0 == 0 else 0.0, 1.0 - eps,
+            eps / total, K=_integer_power(e), GRAD=grad is not None, SCALED=scale is not None,
+            SMOOTH=smooth, FLAGS=mark, ACCUMULATE=blocked, TILE=TILE, **launch)
     return rows
 
 

@@ -2,20 +2,25 @@
 
 Gradients of eq. (sp_loss) on ``logits = hidden @ weight.T + bias`` (Lemma 1,
 ``G = s (p - q)``): ``grad_hidden = G @ weight``, ``grad_weight = G^T @ hidden``, ``grad_bias = G^T 1``.
-A loop over chunks of ``rows`` tokens (a multiple of ``TILE`` = 128) computes a chunk's
-logits into one reused buffer (cuBLAS); one pass of ``_triton_kernels._loss_kernel`` writes
-the losses and overwrites the buffer with ``G`` (``s`` the reduction's weight, so nothing is
-left to scale). Then, by default, the gradient products run on cuBLAS (``_chunk_grads``:
-Liger-Kernel's structure). With ``tiles=True`` (``skip_zeros=True``) the loss pass also
-marks each ``128 x 128`` tile of ``G`` holding a nonzero, and two Triton GEMMs
-(``_grad_hidden_kernel``, ``_grad_weight_kernel``, which also sums ``G``'s columns for the
-bias) skip the unmarked tiles, reading the marks on the device; the skipped terms are exact
-zeros (Cut Cross-Entropy's skipped softmax tiles are approximations). That pays only where
-whole tiles are zero: a test per K-tile inside the GEMM loop costs its software pipelining,
-so these GEMMs are slower than cuBLAS on dense tiles. Either way every shape depends on
-``N``, ``V``, ``d`` only, so the loop runs under CUDA graph capture. fp32 accumulation;
-bf16/fp16 on tensor cores. Under the CPU interpreter (the tests) bf16 operands are widened
-to fp32 before ``tl.dot`` (exact); no function of triton's jit standard library is called.
+A loop over tiles of ``rows`` tokens x ``cols`` vocabulary columns (``fused_linear`` picks the
+shape: blocks of the vocabulary over all tokens, or chunks of tokens over the whole
+vocabulary) computes a tile's logits into one reused buffer (cuBLAS); one pass of
+``_triton_kernels._loss_kernel`` adds the tile's share of each row's loss and overwrites the
+buffer with ``G`` (``s`` the reduction's weight, so nothing is left to scale). Then, by
+default, the gradient products run on cuBLAS (``_tiles``): a vocabulary block's
+``grad_weight`` rows are written once, by its first token block, and ``grad_hidden`` is
+accumulated over the vocabulary blocks in the inputs' dtype (one rounding per block for
+bf16/fp16; inside each product cuBLAS accumulates in fp32). With ``tiles=True``
+(``skip_zeros=True``) the loss pass also marks each ``128 x 128`` tile of ``G`` holding a
+nonzero, and two Triton GEMMs (``_grad_hidden_kernel``, ``_grad_weight_kernel``, which also
+sums ``G``'s columns for the bias) skip the unmarked tiles, reading the marks on the device;
+the skipped terms are exact zeros (Cut Cross-Entropy's skipped softmax tiles are
+approximations). That pays only where whole tiles are zero: a test per K-tile inside the GEMM
+loop costs its software pipelining, so these GEMMs are slower than cuBLAS on dense tiles.
+Either way every shape depends on ``N``, ``V``, ``d`` only, so the loop runs under CUDA graph
+capture. bf16/fp16 on tensor cores. Under the CPU interpreter (the tests) bf16 operands are
+widened to fp32 before ``tl.dot`` (exact); no function of triton's jit standard library is
+called.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ import triton
 import triton.language as tl
 
 from arelu_cli.transforms import _triton_kernels
-from arelu_cli.transforms._chunk_grads import add_chunk_grads
+from arelu_cli.transforms._tiles import add_tile_grads, project
 from arelu_cli.transforms._triton_kernels import TILE, on_device
 
 
@@ -49,9 +54,11 @@ def _add(a, b):
 @triton.jit
 def _grad_hidden_kernel(g_ptr, w_ptr, out_ptr, flags_ptr, rows, vocab, width, g_stride,
                         w_stride, out_stride, flags_stride, BN: tl.constexpr,
-                        TILE: tl.constexpr, UPCAST: tl.constexpr, IEEE: tl.constexpr):
-    """One ``TILE x BN`` block of ``G @ W``; consecutive programs take consecutive row
-    blocks of one column block, so they share the weight panel they read (in L2)."""
+                        TILE: tl.constexpr, ACCUMULATE: tl.constexpr, UPCAST: tl.constexpr,
+                        IEEE: tl.constexpr):
+    """One ``TILE x BN`` block of ``G @ W`` (``ACCUMULATE``: added to ``out``); consecutive
+    programs take consecutive row blocks of one column block, so they share the weight panel
+    they read (in L2)."""
     pid = tl.program_id(0)
     row_blocks = (rows + TILE - 1) // TILE
     block = pid % row_blocks
@@ -67,8 +74,11 @@ def _grad_hidden_kernel(g_ptr, w_ptr, out_ptr, flags_ptr, rows, vocab, width, g_
             w = tl.load(w_ptr + cols[:, None].to(tl.int64) * w_stride + n[None, :],
                         mask=(cols[:, None] < vocab) & (n[None, :] < width), other=0.0)
             acc = _dot(g, w, acc, UPCAST, IEEE)
-    tl.store(out_ptr + m[:, None] * out_stride + n[None, :], acc.to(out_ptr.dtype.element_ty),
-             mask=(m[:, None] < rows) & (n[None, :] < width))
+    ptrs = out_ptr + m[:, None] * out_stride + n[None, :]
+    mask = (m[:, None] < rows) & (n[None, :] < width)
+    if ACCUMULATE:
+        acc += tl.load(ptrs, mask=mask, other=0.0).to(tl.float32)
+    tl.store(ptrs, acc.to(out_ptr.dtype.element_ty), mask=mask)
 
 
 @triton.jit
@@ -122,8 +132,9 @@ def _col_block(t: torch.Tensor) -> tuple[int, int]:
 
 
 def grad_hidden_into(g: torch.Tensor, weight: torch.Tensor, flags: torch.Tensor,
-                     out: torch.Tensor) -> None:
-    """``out = g @ weight`` over the tiles of ``g (rows, V)`` marked in ``flags``."""
+                     out: torch.Tensor, accumulate: bool = False) -> None:
+    """``out = g @ weight`` (``accumulate``: ``out += g @ weight``) over the tiles of
+    ``g (rows, V)`` marked in ``flags``."""
     rows, vocab = g.shape
     width = weight.shape[1]
     bn, stages = _col_block(g)
@@ -131,8 +142,8 @@ def grad_hidden_into(g: torch.Tensor, weight: torch.Tensor, flags: torch.Tensor,
     with on_device(g):
         _grad_hidden_kernel[grid](g, weight, out, flags, rows, vocab, width, g.stride(0),
                                   weight.stride(0), out.stride(0), flags.stride(0), BN=bn,
-                                  TILE=TILE, UPCAST=not g.is_cuda, IEEE=_ieee(g), num_warps=8,
-                                  num_stages=stages)
+                                  TILE=TILE, ACCUMULATE=accumulate, UPCAST=not g.is_cuda,
+                                  IEEE=_ieee(g), num_warps=8, num_stages=stages)
 
 
 def grad_weight_add(g: torch.Tensor, hidden: torch.Tensor, flags: torch.Tensor,
@@ -152,57 +163,57 @@ def grad_weight_add(g: torch.Tensor, hidden: torch.Tensor, flags: torch.Tensor,
             UPCAST=not g.is_cuda, IEEE=_ieee(g), num_warps=8, num_stages=stages)
 
 
-def chunk_rows(requested: int | None, n: int, width: int, vocab: int, elements: int) -> int:
-    """Tokens per chunk: a multiple of ``TILE``. By default at least ``elements`` logits and
-    at least as many as ``hidden`` has entries (``n * width``, Liger-Kernel's rule: fewer
-    rows make the per-chunk update of ``grad_weight`` dominate); a requested number is
-    rounded up to a multiple of ``TILE``."""
-    if requested is not None:
-        return triton.cdiv(requested, TILE) * TILE
-    rows = max(elements, n * width) // vocab
-    return max(TILE, rows // TILE * TILE)
-
-
 def run(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
         target: torch.Tensor, scale: torch.Tensor | None, alpha: float, tau: float, eps: float,
-        ignore_index: int, rows: int, want: tuple[bool, bool, bool], tiles: bool = False):
-    """The chunk loop: per-row losses (fp32) and, given ``scale`` (each row's factor, fp32
+        ignore_index: int, rows: int, cols: int, want: tuple[bool, bool, bool],
+        tiles: bool = False):
+    """The tile loop: per-row losses (fp32) and, given ``scale`` (each row's factor, fp32
     ``(N,)``), the gradients (hidden, weight, bias) flagged in ``want`` (None otherwise),
     in the inputs' dtypes. ``hidden (N, d)`` and ``weight (V, d)`` contiguous, one dtype;
-    ``rows`` tokens per chunk; gradient products on cuBLAS, or (``tiles``) on the Triton
-    GEMMs that skip the all-zero tiles of ``G``."""
+    tiles of ``rows`` tokens x ``cols`` vocabulary columns, token blocks outside; gradient
+    products on cuBLAS, or (``tiles``) on the Triton GEMMs that skip the all-zero tiles of
+    ``G``."""
     n, d = hidden.shape
     vocab, device = weight.shape[0], hidden.device
     with_grads = scale is not None
-    losses = torch.empty(n, dtype=torch.float32, device=device)
+    losses = torch.zeros(n, dtype=torch.float32, device=device)
     grad_h = torch.empty_like(hidden) if with_grads and want[0] else None
-    grad_w = torch.zeros_like(weight) if with_grads and want[1] else None
+    # Each tile's products write their block of a gradient or add to it; the tile-skipping
+    # GEMM of grad_weight only adds, and only to tiles it reaches.
+    grad_w = ((torch.zeros_like if tiles else torch.empty_like)(weight)
+              if with_grads and want[1] else None)
     grad_b = (torch.zeros(vocab, dtype=torch.float32, device=device)
               if with_grads and want[2] and bias is not None else None)
-    buffer = torch.empty(min(rows, n), vocab, dtype=hidden.dtype, device=device)
-    flags = (torch.empty(triton.cdiv(min(rows, n), TILE), triton.cdiv(vocab, TILE),
-                         dtype=torch.int32, device=device) if with_grads and tiles else None)
-    for r0 in range(0, n, rows):
+    rows, cols = min(rows, n), min(cols, vocab)
+    buffer = torch.empty(rows * cols, dtype=hidden.dtype, device=device)
+    flags = (torch.empty(triton.cdiv(rows, TILE), triton.cdiv(cols, TILE), dtype=torch.int32,
+                         device=device) if with_grads and tiles else None)
+    for r0 in range(0, n, max(rows, 1)):
         r1 = min(n, r0 + rows)
-        h, logits = hidden[r0:r1], buffer[:r1 - r0]  # (n_c, V)
-        if bias is None:
-            torch.mm(h, weight.t(), out=logits)
-        else:
-            torch.addmm(bias, h, weight.t(), out=logits)
-        if flags is not None:
-            flags.fill_(0)
-        _triton_kernels.loss_pass(logits, target[r0:r1], alpha, tau, eps, ignore_index,
-                                  grad=logits if with_grads else None,
-                                  scale=scale[r0:r1] if with_grads else None,
-                                  flags=flags, rows=losses[r0:r1])
-        if not with_grads:
-            continue
-        chunk_h = None if grad_h is None else grad_h[r0:r1]
-        if flags is None:
-            add_chunk_grads(logits, None, h, weight, chunk_h, grad_w, grad_b)
-            continue
-        if chunk_h is not None:
-            grad_hidden_into(logits, weight, flags, chunk_h)
-        if grad_w is not None or grad_b is not None:
-            grad_weight_add(logits, h, flags, grad_w, grad_b)
+        h = hidden[r0:r1]
+        for v0 in range(0, vocab, cols):
+            v1 = min(vocab, v0 + cols)
+            w, b = weight[v0:v1], None if bias is None else bias[v0:v1]
+            logits = project(h, w, b, buffer[:(r1 - r0) * (v1 - v0)].view(r1 - r0, v1 - v0))
+            marks = None
+            if flags is not None:
+                marks = flags[:triton.cdiv(r1 - r0, TILE), :triton.cdiv(v1 - v0, TILE)]
+                marks.fill_(0)
+            _triton_kernels.loss_pass(logits, target[r0:r1], alpha, tau, eps, ignore_index,
+                                      grad=logits if with_grads else None,
+                                      scale=scale[r0:r1] if with_grads else None,
+                                      flags=marks, rows=losses[r0:r1], col0=v0, total=vocab)
+            if not with_grads:
+                continue
+            tile_h = None if grad_h is None else grad_h[r0:r1]
+            tile_w = None if grad_w is None else grad_w[v0:v1]
+            tile_b = None if grad_b is None else grad_b[v0:v1]
+            if marks is None:
+                add_tile_grads(logits, h, w, tile_h, tile_w, tile_b, first_h=v0 == 0,
+                               first_w=r0 == 0)
+                continue
+            if tile_h is not None:
+                grad_hidden_into(logits, w, marks, tile_h, accumulate=v0 > 0)
+            if tile_w is not None or tile_b is not None:
+                grad_weight_add(logits, h, marks, tile_w, tile_b)
     return losses, grad_h, grad_w, None if grad_b is None else grad_b.to(bias.dtype)

@@ -64,8 +64,10 @@ def _rows_per_chunk(vocab: int) -> int:
 
 
 # --------------------------------------------------------------------- eager engine
-def _loss_rows_eager(z: torch.Tensor, y: torch.Tensor, alpha: float, tau: float,
-                     eps: float = 0.0) -> torch.Tensor:
+def _eager_sums(z: torch.Tensor, alpha: float, tau: float,
+                logits: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """``sum_j [z_j - c]_+^(e+1)`` per row and, with ``logits``, ``sum_j z_j`` (label
+    smoothing's term), in the accumulation dtype."""
     n, vocab = z.shape
     _, e, c = _constants(alpha, tau)
     acc = _acc_dtype(z.dtype)
@@ -73,7 +75,7 @@ def _loss_rows_eager(z: torch.Tensor, y: torch.Tensor, alpha: float, tau: float,
     t_buf = torch.empty(rows, vocab, dtype=acc, device=z.device)
     p_buf = torch.empty(rows, vocab, dtype=acc, device=z.device)
     sums = torch.empty(n, dtype=acc, device=z.device)
-    logit_sums = torch.empty(n, dtype=acc, device=z.device) if eps else None
+    logit_sums = torch.empty(n, dtype=acc, device=z.device) if logits else None
     for r0 in range(0, n, rows):
         zc = z[r0:r0 + rows]
         t, p = t_buf[:zc.shape[0]], p_buf[:zc.shape[0]]
@@ -81,19 +83,36 @@ def _loss_rows_eager(z: torch.Tensor, y: torch.Tensor, alpha: float, tau: float,
         torch.linalg.vecdot(p, t, out=sums[r0:r0 + rows])
         if logit_sums is not None:                     # while the chunk is in the cache
             torch.sum(zc, 1, dtype=acc, out=logit_sums[r0:r0 + rows])
-    return _rows_from_sums(sums, z, y, alpha, tau, eps, logit_sums)
+    return sums, logit_sums
 
 
-def _rows_from_sums(sums: torch.Tensor, z: torch.Tensor, y: torch.Tensor, alpha: float,
-                    tau: float, eps: float = 0.0,
-                    logit_sums: torch.Tensor | None = None) -> torch.Tensor:
-    """The per-row loss from ``sums = sum_j [z_j - c]_+^(e+1)`` (and, for label smoothing
-    ``eps > 0``, ``logit_sums = sum_j z_j``)."""
+def _loss_rows_eager(z: torch.Tensor, y: torch.Tensor, alpha: float, tau: float,
+                     eps: float = 0.0) -> torch.Tensor:
+    sums, logit_sums = _eager_sums(z, alpha, tau, bool(eps))
+    return rows_from_sums(sums, _target_logit(z, y), z.shape[1], alpha, tau, eps, logit_sums)
+
+
+def rows_from_sums(sums: torch.Tensor, target_logits: torch.Tensor, vocab: int, alpha: float,
+                   tau: float, eps: float = 0.0,
+                   logit_sums: torch.Tensor | None = None) -> torch.Tensor:
+    """The per-row loss from ``sums = sum_j [z_j - c]_+^(e+1)``, the target logits ``z_y``
+    and, for label smoothing ``eps > 0``, ``logit_sums = sum_j z_j`` over ``vocab`` columns
+    (each a sum over the columns, so it may be added up over blocks of them)."""
     a, e, _ = _constants(alpha, tau)
     rows = sums * (a ** (e + 1.0) / alpha) + (1.0 / (alpha * a) + tau / a)
     if not eps:
-        return rows - _target_logit(z, y)
-    return rows - (1.0 - eps) * _target_logit(z, y) - (eps / z.shape[1]) * logit_sums
+        return rows - target_logits
+    return rows - (1.0 - eps) * target_logits - (eps / vocab) * logit_sums
+
+
+def loss_sums(z: torch.Tensor, alpha: float, tau: float) -> torch.Tensor:
+    """``sum_j [z_ij - c]_+^(e+1)`` per row of contiguous ``z (N, V)`` (fp32; fp64 for fp64
+    ``z``): the share of the loss that a block of columns holds, the rest being
+    :func:`rows_from_sums`'. One C++ pass with the ``cpp`` engine, else the eager ops."""
+    if select(z).name == "cpp":
+        _, e, c = _constants(alpha, tau)
+        return _cpp_kernels.loss_sums(z, c, e)
+    return _eager_sums(z, alpha, tau)[0]
 
 
 def _grad_into_eager(z: torch.Tensor, scale: torch.Tensor, alpha: float, tau: float,
@@ -281,8 +300,9 @@ def _cpp_loss_rows(z, y, alpha, tau, eps=0.0):
     _, e, c = _constants(alpha, tau)
     if eps:
         sums, logit_sums = _cpp_kernels.loss_and_logit_sums(z, c, e)
-        return _rows_from_sums(sums, z, y, alpha, tau, eps, logit_sums)
-    return _rows_from_sums(_cpp_kernels.loss_sums(z, c, e), z, y, alpha, tau)
+    else:
+        sums, logit_sums = _cpp_kernels.loss_sums(z, c, e), None
+    return rows_from_sums(sums, _target_logit(z, y), z.shape[1], alpha, tau, eps, logit_sums)
 
 
 def _triton_probs_into(z, scale, alpha, tau, out, shift=0.0):
@@ -400,6 +420,28 @@ def grad_into(z: torch.Tensor, y: torch.Tensor, scale: torch.Tensor, alpha: floa
     """Write ``scale[:, None] * (alpha_relu(z) - q)`` into ``out`` (which may be ``z`` itself),
     ``q = (1 - eps) e_y + eps / V`` the label-smoothed target (``e_y`` for ``eps = 0``)."""
     select(z).grad_into(z, y, scale, alpha, tau, out, eps)
+    return out
+
+
+def support(z: torch.Tensor, alpha: float, tau: float, most: int) -> torch.Tensor | None:
+    """The flat indices ``i * V + j`` (int64, ascending) of the entries of contiguous
+    ``z (N, V)`` where alpha-ReLU is nonzero (``z > tau / (alpha - 1)``) or NaN; None where
+    there are more than ``most``. One C++ pass with the ``cpp`` engine, else tensor ops."""
+    c = tau / (alpha - 1.0)
+    if select(z).name == "cpp":
+        return _cpp_kernels.support(z, c, most)
+    live = torch.le(z, c).logical_not_()
+    if int(torch.count_nonzero(live)) > most:
+        return None
+    return live.view(-1).nonzero().squeeze(1)
+
+
+def probs_into(z: torch.Tensor, scale: torch.Tensor, alpha: float, tau: float,
+               out: torch.Tensor) -> torch.Tensor:
+    """Write ``scale[:, None] * alpha_relu(z)`` into ``out`` (which may be ``z`` itself),
+    ``scale (N,)`` in the accumulation dtype: the gradient ``p - q`` of a block of columns
+    before its targets' ``- scale * (1 - eps)``."""
+    select(z).probs_into(z, scale, alpha, tau, out)
     return out
 
 

@@ -1,23 +1,38 @@
 """The output projection fused with the alpha-ReLU loss: ``N x V`` logits never exist.
 
 The loss is eq. (sp_loss) of ``logits = hidden @ weight.T + bias``; by Lemma 1 its gradient
-in the logits is ``G = P - E`` (scaled alpha-ReLU output minus scaled one-hot targets), so
-``grad_hidden = G @ weight``, ``grad_weight = G^T @ hidden``, ``grad_bias = G^T 1``. A loop
-over chunks of tokens computes each chunk's logits into one reused buffer, its losses,
-overwrites the buffer with ``G`` and adds the chunk's share of the gradients. alpha-ReLU is
-exactly zero below ``c = tau / (alpha - 1)``, so a vocabulary column of ``G`` is zero unless
-a logit of the chunk exceeds ``c`` there or it is a target. ``skip_zeros`` picks how the
-gradient products use that: on CPU (the default, ``None``) they skip those columns (host
-decides); on the ``triton`` engine (CUDA) the default runs them dense on cuBLAS
-(Liger-Kernel's structure: random-like supports leave almost no ``128 x 128`` tile all zero, and
-cuBLAS is the faster GEMM), ``skip_zeros=True`` runs ``_triton_linear``'s own GEMMs that
-skip the all-zero tiles (device decides, no sync). Skipped terms are exact zeros: the dense
-result up to summation order. For ``sum``/``mean`` the gradients are computed in forward,
-the reduction's weight (``1 / n`` for ``mean``) already in them, and only multiplied by the
-upstream gradient in backward (as Liger-Kernel's fused cross-entropy; skipped on the device
-where it is 1), so one call takes one backward; ``none`` recomputes in backward. bf16/fp16:
-matmuls in that dtype, loss math in fp32; autocast casts as ``F.linear``; under
-``torch.compile`` the loss runs eagerly.
+in the logits is ``G = P - Q`` (scaled alpha-ReLU output minus the scaled, possibly
+label-smoothed, targets), so ``grad_hidden = G @ weight``, ``grad_weight = G^T @ hidden``,
+``grad_bias = G^T 1``. alpha-ReLU has no normalizer: with tau fixed, a row's loss is a sum
+over the vocabulary of terms that each column gives alone, plus a constant, minus ``z_y``;
+and ``G``'s columns depend on their own logits only. So a loop over *tiles* (tokens x
+vocabulary columns) computes each tile's logits into one reused buffer, its share of the
+losses, overwrites the buffer with its block of ``G`` and adds its three products; nothing
+is recomputed and no second pass is needed. :func:`tile_shape` is the one rule for the
+tiles; ``loop`` names its two shapes:
+
+* ``"vocab"`` (the default): blocks of the vocabulary over all tokens, the unfused path's
+  three products with an ``N x V_b`` tile instead of the ``N x V`` logits: each block's rows
+  of ``grad_weight`` are written once and never read again, ``grad_hidden`` (``N x d``)
+  accumulates over the blocks; where all tokens times ``MIN_COLS`` columns exceed the
+  budget, blocks of tokens too (2-D tiles: ``grad_weight`` then accumulates over them).
+* ``"tokens"``: chunks of tokens over the whole vocabulary, the only loop softmax allows
+  (its normalizer needs every column first; Liger-Kernel's fused cross-entropy): every
+  chunk re-reads the ``V x d`` weight and re-writes ``grad_weight``.
+
+alpha-ReLU is exactly zero below ``c = tau / (alpha - 1)``, so ``G`` is zero outside the
+support and the targets. ``skip_zeros`` picks how the products use that: on CPU (the
+default, ``None``) a tile's products run on its nonzeros alone where they are few
+(``_torch_linear``); on the ``triton`` engine (CUDA) the default runs dense cuBLAS products
+and ``skip_zeros=True`` Triton GEMMs that skip the all-zero ``128 x 128`` tiles
+(``_triton_linear``). Skipped terms are exact zeros: the dense result up to summation order.
+For ``sum``/``mean`` the gradients are computed in forward, the reduction's weight
+(``1 / max(n, 1)`` for ``mean``) already in them, and only multiplied by the upstream gradient
+in backward (as Liger-Kernel's fused cross-entropy; skipped on the device where it is 1), so
+one call takes one backward. ``none`` recomputes in backward: forward cannot know each row's
+upstream gradient, and ``grad_weight`` sums the rows weighted by it. bf16/fp16: matmuls in
+that dtype, loss math in fp32; autocast casts as ``F.linear``; under ``torch.compile`` the
+loss runs eagerly.
 """
 
 from __future__ import annotations
@@ -28,90 +43,103 @@ import torch
 from torch import nn
 from torch.autograd.function import once_differentiable
 
+from arelu_cli.transforms import _torch_linear
 from arelu_cli.transforms import alpha_relu_kernels as kernels
-from arelu_cli.transforms._chunk_grads import add_chunk_grads
-from arelu_cli.transforms.checks import check_alpha, check_tau
-from arelu_cli.transforms.reduction import (check_reduction, loss_dtype, reduce_rows, row_scale,
-                                            split_ignored)
+from arelu_cli.transforms.checks import check_alpha, check_label_smoothing, check_tau
+from arelu_cli.transforms.reduction import check_reduction, loss_dtype, reduce_rows, row_scale
 
-# Logits elements per chunk, the memory the loop holds beyond the gradients themselves (why
-# these sizes: results/bench/README.md; the triton loop also takes at least N * d, see
-# ``_triton_linear.chunk_rows``).
+# Logits per tile, the memory the loop holds beyond the gradients themselves (why these
+# sizes: results/bench/README.md).
 CHUNK_ELEMENTS = {"cpu": 1 << 22, "cuda": 1 << 26}
-# Largest share of the vocabulary with a nonzero gradient in a chunk at which the gradient
-# matmuls run on those columns only (gathered) rather than on all of them.
-LIVE_FRACTION = {"cpu": 0.5, "cuda": 0.25}
-# Fewest tokens per chunk on CPU: every chunk streams the whole weight (V x d) through the
-# three matmuls, so at large V a chunk of CHUNK_ELEMENTS // V tokens (32 at V = 128K) is
-# bound by reading the weight, not by arithmetic.
+# Fewest vocabulary columns per block of the "vocab" loop: every block reads and writes
+# the N x d grad_hidden once more, so narrow blocks would be bound by that traffic.
+MIN_COLS = {"cpu": 512, "cuda": 4096}
+# Fewest tokens per chunk of the "tokens" loop on CPU: every chunk streams the whole weight
+# (V x d) through the three matmuls, so at large V a chunk of CHUNK_ELEMENTS // V tokens
+# (32 at V = 128K) is bound by reading the weight, not by arithmetic.
 MIN_CPU_ROWS = 256
+LOOPS = ("vocab", "tokens")
+# Tiles of the triton engine are whole multiples of its 128 x 128 skip tiles.
+_TRITON_UNIT = 128
+
+
+def _round_up(value: int, unit: int) -> int:
+    return -(-value // unit) * unit
+
+
+def tile_shape(n: int, width: int, vocab: int, device_type: str, triton: bool, loop: str,
+               chunk: int | None = None, vocab_chunk: int | None = None) -> tuple[int, int]:
+    """(tokens, vocabulary columns) per tile of the loop, the one rule; the budget is
+    ``CHUNK_ELEMENTS[device]`` logits.
+
+    ``"vocab"``: all ``n`` tokens x ``budget // n`` columns where that is at least
+    ``MIN_COLS[device]``; else ``budget // MIN_COLS`` tokens x ``MIN_COLS`` columns.
+    ``"tokens"``: the whole vocabulary x ``budget // V`` tokens (on CPU at least
+    ``MIN_CPU_ROWS``; on the ``triton`` engine at least ``n * width / V``, Liger-Kernel's
+    rule: fewer rows make the per-chunk update of ``grad_weight`` dominate). ``chunk``
+    (tokens) and ``vocab_chunk`` (columns, ``"vocab"`` only) replace either number, the other
+    then follows from the budget. On the ``triton`` engine both are multiples of 128 (the
+    rule's token chunks rounded down, requested sizes up).
+    """
+    budget = CHUNK_ELEMENTS.get(device_type, CHUNK_ELEMENTS["cuda"])
+    unit = _TRITON_UNIT if triton else 1
+    if loop == "tokens":
+        if chunk is not None:
+            return _round_up(chunk, unit), vocab
+        if triton:
+            return max(unit, max(budget, n * width) // vocab // unit * unit), vocab
+        return max(MIN_CPU_ROWS if device_type == "cpu" else 1, budget // vocab), vocab
+    least = min(vocab, vocab_chunk or MIN_COLS.get(device_type, MIN_COLS["cuda"]))
+    rows = chunk or (n if n * least <= budget else max(1, budget // least))
+    cols = vocab_chunk or max(least, budget // max(rows, 1))
+    return _round_up(rows, unit), min(vocab, _round_up(cols, unit))
 
 
 @dataclass(frozen=True)
 class _Loop:
-    """The fixed arguments of one pass of the chunk loop."""
+    """The fixed arguments of one pass of the tile loop."""
 
     alpha: float
     tau: float
-    rows: int          # tokens per chunk
-    skip_zeros: bool   # skip exact zeros: columns (CPU loop), tiles (triton loop)
+    eps: float         # label smoothing
+    rows: int          # tokens per tile
+    cols: int          # vocabulary columns per tile
+    skip_zeros: bool   # skip exact zeros: entries (CPU loop), tiles (triton loop)
     triton: bool = False  # the sync-free loop of ``_triton_linear``
 
 
-def _live_columns(logits: torch.Tensor, target: torch.Tensor, loop: _Loop) -> torch.Tensor | None:
-    """The vocabulary columns of a chunk whose gradient ``p - e_y`` has a nonzero entry (a
-    logit above ``c = tau / (alpha - 1)``, a NaN, or a target) if skipping the others pays
-    (``LIVE_FRACTION``); else None. Every other column of the gradient is exactly zero."""
-    if not loop.skip_zeros:
-        return None
-    live = ~(logits.amax(0) <= loop.tau / (loop.alpha - 1.0))
-    live[target] = True
-    cols = live.nonzero().squeeze(1)
-    share = LIVE_FRACTION.get(logits.device.type, LIVE_FRACTION["cuda"])
-    return cols if cols.numel() <= share * logits.shape[1] else None
-
-
-def _run(hidden, weight, bias, target, loop: _Loop, scale=None, want=(False, False, False)):
-    """The chunk loop over tokens: the per-row losses and, given ``scale`` (each row's
-    upstream gradient), the gradients (hidden, weight, bias) flagged in ``want`` (None for
-    the others)."""
-    n, d = hidden.shape
-    vocab, device = weight.shape[0], hidden.device
-    acc = kernels._acc_dtype(hidden.dtype)
-    with_grads = scale is not None
-    rows = torch.empty(n, dtype=acc, device=device)
-    grads = (torch.empty_like(hidden) if with_grads and want[0] else None,
-             torch.zeros(vocab, d, dtype=acc, device=device) if with_grads and want[1] else None,
-             torch.zeros(vocab, dtype=acc, device=device)
-             if with_grads and want[2] and bias is not None else None)
-    buffer = torch.empty(min(loop.rows, n), vocab, dtype=hidden.dtype, device=device)
-    for r0 in range(0, n, loop.rows):
-        r1 = min(n, r0 + loop.rows)
-        h, y = hidden[r0:r1], target[r0:r1]
-        logits = buffer[:r1 - r0]  # (n_c, V)
-        if bias is None:
-            torch.mm(h, weight.t(), out=logits)
-        else:
-            torch.addmm(bias, h, weight.t(), out=logits)
-        rows[r0:r1] = kernels.loss_rows(logits, y, loop.alpha, loop.tau)
-        if with_grads:
-            cols = _live_columns(logits, y, loop)
-            kernels.grad_into(logits, y, scale[r0:r1], loop.alpha, loop.tau, logits)
-            add_chunk_grads(logits, cols, h, weight,
-                            None if grads[0] is None else grads[0][r0:r1], *grads[1:])
-    return (rows, *grads)
-
-
-def _losses(hidden, weight, bias, target, ignore_index, loop: _Loop, scale=None,
+def _losses(hidden, weight, bias, target, valid, ignore_index, loop: _Loop, scale=None,
             want=(False, False, False)):
-    """:func:`_run` or, on the ``triton`` engine, ``_triton_linear.run`` (which reads the
-    targets with ``ignore_index`` itself)."""
+    """The per-row losses and, given ``scale`` (each row's factor), the gradients flagged in
+    ``want``: ``_triton_linear.run`` on the ``triton`` engine (it reads the targets with
+    ``ignore_index`` itself), else ``_torch_linear.run``."""
     if loop.triton:
         from arelu_cli.transforms import _triton_linear
         return _triton_linear.run(hidden, weight, bias, target, scale, loop.alpha, loop.tau,
-                                  0.0, ignore_index, loop.rows, want, tiles=loop.skip_zeros)
-    _, safe_target = split_ignored(target, ignore_index)
-    return _run(hidden, weight, bias, safe_target, loop, scale, want)
+                                  loop.eps, ignore_index, loop.rows, loop.cols, want,
+                                  tiles=loop.skip_zeros)
+    tiles = _torch_linear.Tiles(loop.alpha, loop.tau, loop.eps, loop.rows, loop.cols,
+                                loop.skip_zeros and hidden.device.type == "cpu")
+    return _torch_linear.run(hidden, weight, bias, target, valid, scale, tiles, want)
+
+
+def _counted(valid: torch.Tensor) -> torch.Tensor:
+    """``mean``'s divisor: the counted rows, at least 1, so that a batch with every target
+    ignored has loss 0 and zero gradients (a 0-d tensor: no host sync)."""
+    return valid.sum().clamp_min(1)
+
+
+def _reduce(rows, valid, reduction, shape):
+    if reduction == "mean":
+        return rows.masked_fill(~valid, 0.0).sum() / _counted(valid)
+    return reduce_rows(rows, valid, reduction, shape)
+
+
+def _unit_scale(valid: torch.Tensor, reduction: str, dtype: torch.dtype) -> torch.Tensor:
+    """Each row's gradient factor for an upstream gradient of 1: 0 at ignored rows, else 1
+    (``sum``) or ``1 / max(n, 1)`` (``mean``)."""
+    mask = valid.to(dtype)
+    return mask / _counted(valid) if reduction == "mean" else mask
 
 
 def _scale_grads(grads: tuple, grad: torch.Tensor, loop: _Loop) -> tuple:
@@ -135,11 +163,10 @@ class _LinearAlphaReLULossFunction(torch.autograd.Function):
         valid = target != ignore_index
         want = ctx.needs_input_grad[:3] if grad_enabled else (False, False, False)
         ctx.early = reduction != "none" and any(want)
-        unit = None
-        if ctx.early:
-            one = torch.ones((), dtype=kernels._acc_dtype(hidden.dtype), device=hidden.device)
-            unit = row_scale(one, valid, reduction)
-        rows, *grads = _losses(hidden, weight, bias, target, ignore_index, loop, unit, want)
+        unit = (_unit_scale(valid, reduction, kernels._acc_dtype(hidden.dtype)) if ctx.early
+                else None)
+        rows, *grads = _losses(hidden, weight, bias, target, valid, ignore_index, loop, unit,
+                               want)
         ctx.loop = loop
         if ctx.early:
             # Saved (not ctx attributes) so that autograd frees them after backward and
@@ -150,7 +177,7 @@ class _LinearAlphaReLULossFunction(torch.autograd.Function):
             ctx.save_for_backward(hidden, weight, bias, target, valid)
             ctx.ignore_index = ignore_index
         ctx.dtypes = (hidden.dtype, weight.dtype, None if bias is None else bias.dtype)
-        return reduce_rows(rows, valid, reduction, shape).to(loss_dtype(out_dtype, reduction))
+        return _reduce(rows, valid, reduction, shape).to(loss_dtype(out_dtype, reduction))
 
     @staticmethod
     @once_differentiable
@@ -165,8 +192,8 @@ class _LinearAlphaReLULossFunction(torch.autograd.Function):
         else:
             hidden, weight, bias, target, valid = ctx.saved_tensors
             scale = row_scale(grad, valid, "none")
-            _, *grads = _losses(hidden, weight, bias, target, ctx.ignore_index, ctx.loop, scale,
-                                ctx.needs_input_grad[:3])
+            _, *grads = _losses(hidden, weight, bias, target, valid, ctx.ignore_index, ctx.loop,
+                                scale, ctx.needs_input_grad[:3])
         out = tuple(None if g is None else g.to(dtype) for g, dtype in zip(grads, ctx.dtypes))
         return (*out, None, None, None, None, None, None, None)
 
@@ -174,8 +201,9 @@ class _LinearAlphaReLULossFunction(torch.autograd.Function):
 def _check(hidden, weight, target, bias) -> None:
     if not (torch.is_floating_point(hidden) and torch.is_floating_point(weight)):
         raise ValueError("hidden and weight must be floating-point tensors")
-    if weight.dim() != 2 or hidden.dim() < 1 or hidden.shape[-1] != weight.shape[1]:
-        raise ValueError(f"weight must have shape (V, d) with d = hidden.shape[-1]; got hidden "
+    if (weight.dim() != 2 or weight.shape[0] < 1 or hidden.dim() < 1
+            or hidden.shape[-1] != weight.shape[1]):
+        raise ValueError(f"weight must have shape (V, d), V >= 1, d = hidden.shape[-1]; got hidden "
                          f"{tuple(hidden.shape)} and weight {tuple(weight.shape)}")
     if bias is not None and tuple(bias.shape) != (weight.shape[0],):
         raise ValueError(f"bias must have shape (V,) = ({weight.shape[0]},), "
@@ -199,68 +227,73 @@ def _autocast_inputs(hidden, weight, bias):
 def linear_alpha_relu_loss(hidden: torch.Tensor, weight: torch.Tensor, target: torch.Tensor,
                            alpha: float = 1.5, tau: float = 0.0, bias: torch.Tensor | None = None,
                            ignore_index: int = -100, reduction: str = "mean",
-                           chunk: int | None = None,
-                           skip_zeros: bool | None = None) -> torch.Tensor:
+                           chunk: int | None = None, skip_zeros: bool | None = None,
+                           label_smoothing: float = 0.0, loop: str = "vocab",
+                           vocab_chunk: int | None = None) -> torch.Tensor:
     """The alpha-ReLU loss (paper eq. (sp_loss)) of ``hidden @ weight.T + bias`` at ``target``,
     without materializing the logits.
 
     Args:
         hidden: ``(..., d)`` inputs of the output projection. weight: ``(V, d)``.
         target: ``(...)`` class indices; rows equal to ``ignore_index`` contribute nothing.
-        alpha, tau, ignore_index, reduction: as in :func:`alpha_relu_loss`.
+        alpha, tau, ignore_index, reduction, label_smoothing: as in :func:`alpha_relu_loss`.
         bias: optional ``(V,)``.
-        chunk: tokens per chunk (default: ``CHUNK_ELEMENTS[device] // V``, on CPU at least
-            ``MIN_CPU_ROWS``; on the
-            ``triton`` engine rounded up to a multiple of 128, by default at least
-            ``N * d / V``): the memory held is one ``chunk x V`` logits buffer plus the
-            gradients.
+        chunk: tokens per tile; vocab_chunk: vocabulary columns per tile (``loop="vocab"``
+            only). Default: :func:`tile_shape`'s rule; the memory held is one tile of logits
+            plus the gradients.
         skip_zeros: whether the gradient products skip the exact zeros of alpha-ReLU's
             gradient (never changes the result beyond summation order). ``None`` (the
-            default) picks the faster path as measured: on CPU, skip the all-zero vocabulary
-            columns of each chunk (where few enough remain, ``LIVE_FRACTION``); on the
-            ``triton`` engine (CUDA), dense cuBLAS products. ``True``: the same on CPU; on
-            the ``triton`` engine, Triton GEMMs that skip the all-zero ``128 x 128`` tiles
-            (pays only where whole tiles are zero, e.g. a trained model's very sparse
-            supports). ``False``: dense products everywhere.
+            default) picks the faster path as measured: on CPU, products on the nonzeros of
+            each tile (where few enough, ``_torch_linear.SPARSE_SHARE``); on the ``triton``
+            engine (CUDA), dense cuBLAS products. ``True``: the same on CPU; on the
+            ``triton`` engine, Triton GEMMs that skip the all-zero ``128 x 128`` tiles (pays
+            only where whole tiles are zero, e.g. a trained model's very sparse supports).
+            ``False``: dense products everywhere.
+        loop: ``"vocab"`` (blocks of the vocabulary; the default) or ``"tokens"`` (chunks of
+            tokens over the whole vocabulary); see the module docstring.
 
     Same value and gradients (hidden, weight, bias) as
     ``alpha_relu_loss(F.linear(hidden, weight, bias), target, ...)``, the loss in
     ``hidden``'s dtype (under autocast the matmuls run in the autocast dtype, the loss math
-    in fp32 and the loss keeps ``hidden``'s dtype, as ``logits.float()`` would give); not
-    twice differentiable.
+    in fp32 and the loss keeps ``hidden``'s dtype, as ``logits.float()`` would give); a
+    ``mean`` over no counted row is 0, with zero gradients; not twice differentiable.
     """
     if torch.compiler.is_compiling():
         # Dynamo can trace neither the triton loop's kernels nor the CPU loop's
         # data-dependent skip: one graph break, the loss runs eagerly.
         return _eager_loss(hidden, weight, target, alpha, tau, bias, ignore_index, reduction,
-                           chunk, skip_zeros)
+                           chunk, skip_zeros, label_smoothing, loop, vocab_chunk)
     alpha, tau = check_alpha(alpha), check_tau(tau)
+    eps = check_label_smoothing(label_smoothing)
     check_reduction(reduction)
     _check(hidden, weight, target, bias)
-    if chunk is not None and chunk < 1:
-        raise ValueError(f"chunk must be a positive number of tokens, got {chunk}")
+    for name, value in (("chunk", chunk), ("vocab_chunk", vocab_chunk)):
+        if value is not None and value < 1:
+            raise ValueError(f"{name} must be a positive number of "
+                             f"{'tokens' if name == 'chunk' else 'columns'}, got {value}")
     if skip_zeros is not None and not isinstance(skip_zeros, bool):
         raise TypeError(f"skip_zeros must be None (the faster path), True or False, "
                         f"got {skip_zeros!r}")
+    if loop not in LOOPS:
+        raise ValueError(f"loop must be one of {', '.join(LOOPS)}, got {loop!r}")
+    if loop == "tokens" and vocab_chunk is not None:
+        raise ValueError("vocab_chunk sets the vocabulary blocks of loop='vocab'; the 'tokens' "
+                         "loop takes the whole vocabulary per chunk")
     out_dtype = hidden.dtype  # under autocast: the loss stays in the caller's dtype
     hidden, weight, bias = _autocast_inputs(hidden, weight, bias)
     if hidden.dtype != weight.dtype or (bias is not None and bias.dtype != weight.dtype):
         raise ValueError(f"hidden, weight and bias must share a dtype, got {hidden.dtype}, "
                          f"{weight.dtype}{'' if bias is None else ', ' + str(bias.dtype)}")
-    vocab = weight.shape[0]
     flat = hidden.reshape(-1, hidden.shape[-1]).contiguous()
-    elements = CHUNK_ELEMENTS.get(hidden.device.type, CHUNK_ELEMENTS["cuda"])
-    if kernels.engine_for(flat) == "triton":
-        from arelu_cli.transforms import _triton_linear
-        rows = _triton_linear.chunk_rows(chunk, *flat.shape, vocab, elements)
-        loop = _Loop(alpha, float(tau), rows, skip_zeros is True, triton=True)
-    else:
-        rows = chunk or max(MIN_CPU_ROWS if flat.device.type == "cpu" else 1, elements // vocab)
-        loop = _Loop(alpha, float(tau), rows, skip_zeros is not False)
+    triton = kernels.engine_for(flat) == "triton"
+    rows, cols = tile_shape(*flat.shape, weight.shape[0], flat.device.type, triton, loop,
+                            chunk, vocab_chunk)
+    skip = skip_zeros is True if triton else skip_zeros is not False
+    plan = _Loop(alpha, float(tau), eps, rows, cols, skip, triton)
     with torch.autocast(hidden.device.type, enabled=False):
         return _LinearAlphaReLULossFunction.apply(
             flat, weight.contiguous(), bias, target.reshape(-1).long(), ignore_index, reduction,
-            target.shape, loop, torch.is_grad_enabled(), out_dtype)
+            target.shape, plan, torch.is_grad_enabled(), out_dtype)
 
 
 _eager_loss = torch.compiler.disable(linear_alpha_relu_loss)
@@ -271,14 +304,18 @@ class LinearAlphaReLULoss(nn.Module):
 
     def __init__(self, alpha: float = 1.5, tau: float = 0.0, ignore_index: int = -100,
                  reduction: str = "mean", chunk: int | None = None,
-                 skip_zeros: bool | None = None):
+                 skip_zeros: bool | None = None, label_smoothing: float = 0.0,
+                 loop: str = "vocab", vocab_chunk: int | None = None):
         super().__init__()
         self.alpha, self.tau = check_alpha(alpha), float(tau)
         self.ignore_index, self.reduction = ignore_index, check_reduction(reduction)
+        self.label_smoothing = check_label_smoothing(label_smoothing)
         self.chunk, self.skip_zeros = chunk, skip_zeros
+        self.loop, self.vocab_chunk = loop, vocab_chunk
 
     def forward(self, hidden: torch.Tensor, weight: torch.Tensor, target: torch.Tensor,
                 bias: torch.Tensor | None = None) -> torch.Tensor:
         return linear_alpha_relu_loss(hidden, weight, target, self.alpha, self.tau, bias,
                                       self.ignore_index, self.reduction, self.chunk,
-                                      self.skip_zeros)
+                                      self.skip_zeros, self.label_smoothing, self.loop,
+                                      self.vocab_chunk)

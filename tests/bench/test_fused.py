@@ -33,6 +33,7 @@ def test_quick_bench_writes_a_row_per_method(tmp_path):
     (dict(device="tpu"), "--device"),
     (dict(methods="fused,fast"), "unknown method 'fast'"),
     (dict(chunk=0), "--chunk must"),
+    (dict(vocab_chunk=0), "--vocab-chunk must"),
 ])
 def test_bad_options_are_user_errors(kwargs, match):
     with pytest.raises(ValueError, match=match):  # UserError, or the library's ValueError
@@ -64,32 +65,38 @@ def test_cuda_defaults_are_the_gpu_cases(monkeypatch):
     plan = make_plan(device="cuda")
     assert plan.sizes == tuple((n, v) for n in (16384, 65536) for v in (32768, 131072, 262144))
     assert plan.widths == (2048, 4096) and plan.dtype == "bfloat16"
-    assert plan.methods == ("fused", "fused-tiles", "liger", "cce")
+    assert plan.methods == ("fused", "fused-tokens", "fused-tiles", "liger", "cce")
     assert make_plan(device="cuda", methods="fused,liger").methods == ("fused", "liger")
 
 
 def test_methods_pick_the_rows_and_each_runs_its_path(tmp_path, monkeypatch):
-    """``--methods fused-tiles,fused-dense,fused``: those rows in that order; ``fused`` passes
-    ``skip_zeros=None`` (the default), ``fused-tiles`` True, ``fused-dense`` False; each the
-    ``--chunk`` asked for."""
+    """``--methods fused-tiles,fused-tokens-dense,unfused,fused``: those rows in that order;
+    each fused method passes its own options (``fused``: none, the library's defaults) and
+    the ``--chunk``/``--vocab-chunk`` asked for (the token loop takes no ``vocab_chunk``);
+    ``unfused`` gets a row of its own, its time over itself."""
     from arelu_cli.bench import fused as bench_fused
 
     seen = []
     real = bench_fused.linear_alpha_relu_loss
 
-    def spy(*args, skip_zeros="unset", chunk="unset", **kwargs):
-        seen.append((skip_zeros, chunk))
-        return real(*args, skip_zeros=skip_zeros, chunk=chunk, **kwargs)
+    def spy(*args, **kwargs):
+        seen.append(tuple(sorted(kwargs.items())))
+        return real(*args, **kwargs)
     monkeypatch.setattr(bench_fused, "linear_alpha_relu_loss", spy)
     monkeypatch.setenv("ARELU_ENGINE", "eager")
     out = tmp_path / "fused.csv"
     result = CliRunner().invoke(app, ["bench", "fused-linear", "--quick", "--sizes", "32x300",
                                       "--d", "8", "--repeats", "1", "--device", "cpu",
-                                      "--methods", "fused-tiles,fused-dense,fused",
-                                      "--chunk", "8", "--out", str(out)])
+                                      "--methods", "fused-tiles,fused-tokens-dense,unfused,fused",
+                                      "--chunk", "8", "--vocab-chunk", "64", "--out", str(out)])
     assert result.exit_code == 0, result.output
     frame = pd.read_csv(out)
-    assert list(frame["method"]) == ["fused-tiles", "fused-dense", "fused"]
+    assert list(frame["method"]) == ["fused-tiles", "fused-tokens-dense", "unfused", "fused"]
     assert (frame["status"] == "ok").all()
-    assert set(seen) == {(True, 8), (False, 8), (None, 8)}
+    assert set(seen) == {(("chunk", 8), ("skip_zeros", True), ("vocab_chunk", 64)),
+                         (("chunk", 8), ("loop", "tokens"), ("skip_zeros", False)),
+                         (("chunk", 8), ("vocab_chunk", 64))}
     assert frame["signature"].str.contains("chunk:8").all()
+    assert frame["signature"].str.contains("vocab_chunk:64").all()
+    unfused = frame[frame["method"] == "unfused"].iloc[0]
+    assert unfused["ratio"] == 1.0 and unfused["median_ms"] == unfused["unfused_ms"]

@@ -1,7 +1,8 @@
 """The fused linear + alpha-ReLU loss on the ``triton`` engine under ``TRITON_INTERPRET=1``
-(CPU tensors, no GPU): chunks of 128 tokens, both gradient paths (the default dense matmuls,
+(CPU tensors, no GPU): tiles of 128 tokens x 128 vocabulary columns and chunks of 128 tokens
+over the whole vocabulary, both gradient paths (the default dense matmuls,
 ``skip_zeros=True``'s tile-skipping Triton GEMMs) against the unfused loss in float64; tied
-and untied weights, bias, ignored rows, bf16, torch.compile."""
+and untied weights, bias, ignored rows, label smoothing, bf16, torch.compile."""
 
 import pytest
 import torch
@@ -23,7 +24,7 @@ def problem(n=140, d=24, vocab=150, dtype=torch.float32, seed=0):
     return hidden, weight, bias, target
 
 
-def run(hidden, weight, bias, target, tau, reduction, tied, fused, **kwargs):
+def run(hidden, weight, bias, target, tau, reduction, tied, fused, eps=0.0, **kwargs):
     """Loss and gradients (hidden, weight[, bias]); ``tied``: the weight is also the input
     embedding, ``hidden`` then scales rows of it (gradients reach it both ways)."""
     leaves = [t.clone().requires_grad_(True) for t in (hidden, weight)]
@@ -34,18 +35,19 @@ def run(hidden, weight, bias, target, tau, reduction, tied, fused, **kwargs):
         h = h + 0.5 * w[torch.arange(h.shape[0]) % w.shape[0]]
     if fused:
         loss = linear_alpha_relu_loss(h, w, target, 1.5, tau, bias=b, reduction=reduction,
-                                      **kwargs)
+                                      label_smoothing=eps, **kwargs)
     else:
-        loss = alpha_relu_loss(F.linear(h, w, b), target, 1.5, tau, reduction=reduction)
+        loss = alpha_relu_loss(F.linear(h, w, b), target, 1.5, tau, reduction=reduction,
+                               label_smoothing=eps)
     upstream = torch.rand(loss.shape, generator=torch.Generator().manual_seed(3)) + 0.5
     return loss, torch.autograd.grad(loss, leaves, upstream.to(loss.dtype))
 
 
-def reference(hidden, weight, bias, target, tau, reduction, tied, monkeypatch):
+def reference(hidden, weight, bias, target, tau, reduction, tied, monkeypatch, eps=0.0):
     """The unfused loss in float64 (the eager engine, itself checked against the paper)."""
     with use_engine("eager"):
         return run(hidden.double(), weight.double(), None if bias is None else bias.double(),
-                   target, tau, reduction, tied, fused=False)
+                   target, tau, reduction, tied, fused=False, eps=eps)
 
 
 def assert_close(got, expected, tol):
@@ -63,30 +65,36 @@ def gemms(monkeypatch):
     for key, name in (("hidden", "grad_hidden_into"), ("weight", "grad_weight_add")):
         real = getattr(_triton_linear, name)
 
-        def counted(*args, _real=real, _key=key):
+        def counted(*args, _real=real, _key=key, **kwargs):
             calls[_key] += 1
-            return _real(*args)
+            return _real(*args, **kwargs)
         monkeypatch.setattr(_triton_linear, name, counted)
     return calls
 
 
+# bias, tied, reduction, label smoothing, loop options and the tiles they make of 140 x 150.
+CASES = [(True, False, "sum", 0.0, dict(vocab_chunk=128), 4),
+         (False, True, "mean", 0.1, dict(loop="tokens"), 2),
+         (True, True, "none", 0.1, dict(vocab_chunk=128), 4)]
+
+
 @pytest.mark.parametrize("skip", [None, True])
-@pytest.mark.parametrize("bias, tied, reduction", [(True, False, "sum"), (False, True, "mean"),
-                                                   (True, True, "none")])
+@pytest.mark.parametrize("bias, tied, reduction, eps, options, tiles", CASES)
 def test_matches_the_unfused_loss_in_float64(interpreted, monkeypatch, gemms, bias, tied,
-                                             reduction, skip):
-    """140 tokens: chunks of 128 and 12; V = 150: tiles of 128 and 22 columns (a whole and a
-    partial one of each, at a fraction of the interpreter's time of larger shapes). The
-    default (None) runs the gradient products as matmuls, never the Triton GEMMs; True runs
-    the Triton GEMMs on each of the two chunks (twice for ``none``: forward has no
-    gradient work there, backward recomputes)."""
+                                             reduction, eps, options, tiles, skip):
+    """140 tokens in tiles of 128 and 12, V = 150 in blocks of 128 and 22 (``vocab``) or
+    whole (``tokens``): whole and partial tiles of each kind, at a fraction of the
+    interpreter's time of larger shapes. The default (None) runs the gradient products as
+    matmuls, never the Triton GEMMs; True runs the Triton GEMMs on each tile (``none``:
+    forward has no gradient work there, backward recomputes)."""
     hidden, weight, b, target = problem()
     b = b if bias else None
-    got = run(hidden, weight, b, target, 0.3, reduction, tied, fused=True, chunk=128,
-              skip_zeros=skip)
-    assert_close(got, reference(hidden, weight, b, target, 0.3, reduction, tied, monkeypatch),
-                 1e-5)
-    assert gemms == ({"hidden": 2, "weight": 2} if skip else {"hidden": 0, "weight": 0})
+    got = run(hidden, weight, b, target, 0.3, reduction, tied, fused=True, eps=eps,
+              chunk=128, skip_zeros=skip, **options)
+    assert_close(got, reference(hidden, weight, b, target, 0.3, reduction, tied, monkeypatch,
+                                eps), 1e-5)
+    expected = {"hidden": tiles, "weight": tiles} if skip else {"hidden": 0, "weight": 0}
+    assert gemms == expected
 
 
 def test_skipping_tiles_changes_nothing_and_dead_tiles_stay_zero(interpreted, gemms):
@@ -97,15 +105,15 @@ def test_skipping_tiles_changes_nothing_and_dead_tiles_stay_zero(interpreted, ge
     target[target >= 128] = 5  # no target in the last vocabulary tile
     weight[128:] *= 0.01       # and logits far below the threshold there
     tiles = run(hidden, weight, b, target, 1.0, "sum", False, fused=True, chunk=128,
-                skip_zeros=True)
-    assert gemms == {"hidden": 2, "weight": 2}
+                vocab_chunk=128, skip_zeros=True)
+    assert gemms == {"hidden": 4, "weight": 4}
     for skip in (None, False):
         dense = run(hidden, weight, b, target, 1.0, "sum", False, fused=True, chunk=128,
-                    skip_zeros=skip)
+                    vocab_chunk=128, skip_zeros=skip)
         assert torch.equal(tiles[0], dense[0])  # the same loss pass
         for a, c in zip(tiles[1], dense[1]):
             torch.testing.assert_close(a, c, rtol=1e-6, atol=1e-6)
-    assert gemms == {"hidden": 2, "weight": 2}  # the dense runs used none
+    assert gemms == {"hidden": 4, "weight": 4}  # the dense runs used none
     assert torch.all(tiles[1][1][128:] == 0) and torch.all(tiles[1][2][128:] == 0)
 
 
@@ -118,13 +126,11 @@ def test_bfloat16_matches_float64(interpreted, monkeypatch, skip):
     assert_close(got, expected, 3e-2)
 
 
-def test_chunks_are_whole_tiles(interpreted):
-    from arelu_cli.transforms import _triton_linear
-
-    assert _triton_linear.chunk_rows(4, 1000, 64, 50000, 1 << 26) == 128
-    assert _triton_linear.chunk_rows(None, 1000, 64, 40000, 1 << 24) == 384  # not 419
-    assert _triton_linear.chunk_rows(None, 65536, 4096, 262144, 1 << 26) == 1024  # N d / V
-    assert _triton_linear.chunk_rows(None, 10, 8, 1 << 30, 1 << 26) == 128
+def test_a_mean_over_no_counted_row_is_zero_with_zero_gradients(interpreted):
+    hidden, weight, b, target = problem(n=20, vocab=70)
+    target[:] = -100
+    loss, grads = run(hidden, weight, b, target, 0.3, "mean", False, fused=True, eps=0.1)
+    assert float(loss.detach()) == 0.0 and all(bool((g == 0).all()) for g in grads)
 
 
 def test_under_torch_compile_it_runs_eagerly(interpreted, monkeypatch):
@@ -150,7 +156,7 @@ def test_without_gradients_the_loop_does_no_gradient_work(interpreted, monkeypat
     from arelu_cli.transforms import _triton_linear
 
     products, passes = [], []
-    monkeypatch.setattr(_triton_linear, "add_chunk_grads", lambda *a: products.append(1))
+    monkeypatch.setattr(_triton_linear, "add_tile_grads", lambda *a, **k: products.append(1))
     real_pass = _triton_linear._triton_kernels.loss_pass
 
     def spy(*args, grad=None, **kwargs):

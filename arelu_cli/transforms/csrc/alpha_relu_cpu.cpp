@@ -7,6 +7,9 @@
 //   loss_and_logit_sums: s_i and w_i = sum_j z_ij (one read pass; label smoothing's term)
 //   probs_into: out_ij = scale_i * (ka * t_ij^e - shift)
 //                                                 (one read + one write pass; out may be z)
+//   support:    the flat indices i * V + j of the entries with t_ij > 0 or NaN (one read pass)
+// and, for the fused linear layer's sparse gradient (transforms/_torch_linear.py),
+//   sparse_addmm_: out (+)= A @ B for A in compressed sparse rows, B dense
 // shift = eps / V is label smoothing's uniform part of the gradient p - q; shift = 0 and
 // the plain loss_sums run the loops without it.
 // Integer e in 1..4 (alpha = 2, 1.5, 4/3, 1.25) are straight-line SIMD loops; any other e
@@ -25,8 +28,10 @@
 #include <torch/library.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 namespace {
 
@@ -264,6 +269,96 @@ void probs_into(const at::Tensor& z, const at::Tensor& scale, double c, double e
   }
 }
 
+// ------------------------------------------------- the support and sparse products
+// The flat indices (row-major) of the entries of z above c or NaN: alpha-ReLU's support, the
+// nonzeros of p. Rows go in parts of `rows`, each collected apart and then concatenated in
+// order; once more than `most` are found the scan stops (the caller then runs dense).
+template <typename scalar_t>
+void support_parts(const scalar_t* z, int64_t n, int64_t vocab, int64_t rows, double c,
+                   int64_t most, std::vector<std::vector<int64_t>>& found,
+                   std::atomic<int64_t>& total) {
+  using acc_t = at::opmath_type<scalar_t>;
+  const acc_t cc = static_cast<acc_t>(c);
+  at::parallel_for(0, static_cast<int64_t>(found.size()), 1, [&](int64_t begin, int64_t end) {
+    for (int64_t p = begin; p < end && total.load(std::memory_order_relaxed) <= most; ++p) {
+      const int64_t last = std::min(n, (p + 1) * rows) * vocab;
+      for (int64_t k0 = p * rows * vocab; k0 < last; k0 += kBlock) {
+        const int64_t m = std::min(kBlock, last - k0);
+        int live = 0;
+#pragma omp simd reduction(+ : live)
+        for (int64_t j = 0; j < m; ++j) live += !(static_cast<acc_t>(z[k0 + j]) <= cc);
+        if (live == 0) continue;
+        for (int64_t j = 0; j < m; ++j) {
+          if (!(static_cast<acc_t>(z[k0 + j]) <= cc)) found[p].push_back(k0 + j);
+        }
+      }
+      total.fetch_add(static_cast<int64_t>(found[p].size()), std::memory_order_relaxed);
+    }
+  });
+}
+
+// The indices and their count; more than `most`: no indices.
+std::tuple<at::Tensor, int64_t> support(const at::Tensor& z, double c, int64_t most) {
+  check_matrix(z);
+  const int64_t n = z.size(0), vocab = z.size(1), rows = grain_rows(vocab);
+  std::vector<std::vector<int64_t>> found((n + rows - 1) / rows);
+  std::atomic<int64_t> total{0};
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, z.scalar_type(), "support", [&] {
+    support_parts(z.const_data_ptr<scalar_t>(), n, vocab, rows, c, most, found, total);
+  });
+  const int64_t count = total.load();
+  at::Tensor flat = at::empty({count > most ? 0 : count}, z.options().dtype(at::kLong));
+  if (count <= most) {
+    std::vector<int64_t> offsets(found.size() + 1, 0);
+    for (size_t p = 0; p < found.size(); ++p) offsets[p + 1] = offsets[p] + found[p].size();
+    int64_t* fp = flat.mutable_data_ptr<int64_t>();
+    at::parallel_for(0, static_cast<int64_t>(found.size()), 1, [&](int64_t begin, int64_t end) {
+      for (int64_t p = begin; p < end; ++p) {
+        std::copy(found[p].begin(), found[p].end(), fp + offsets[p]);
+      }
+    });
+  }
+  return {flat, count};
+}
+
+// out (+)= A @ dense, A in compressed sparse rows (pointers, cols, values): each row of out
+// adds values[k] * dense[cols[k]] over its entries k; with `write` a row is set (zeroed
+// first), otherwise a row without entries is never touched.
+template <typename scalar_t>
+void sparse_rows(scalar_t* out, int64_t n, int64_t width, int64_t out_stride,
+                 const int64_t* pointers, const int64_t* cols, const scalar_t* values,
+                 const scalar_t* dense, int64_t dense_stride, bool write) {
+  at::parallel_for(0, n, grain_rows(width), [=](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      scalar_t* o = out + i * out_stride;
+      if (write) std::fill(o, o + width, scalar_t(0));
+      for (int64_t k = pointers[i]; k < pointers[i + 1]; ++k) {
+        const scalar_t v = values[k];
+        const scalar_t* d = dense + cols[k] * dense_stride;
+#pragma omp simd
+        for (int64_t j = 0; j < width; ++j) o[j] += v * d[j];
+      }
+    }
+  });
+}
+
+void sparse_addmm_(const at::Tensor& out, const at::Tensor& pointers, const at::Tensor& cols,
+                   const at::Tensor& values, const at::Tensor& dense, bool write) {
+  TORCH_CHECK(out.dim() == 2 && out.stride(1) == 1 && dense.dim() == 2 && dense.stride(1) == 1 &&
+              out.size(1) == dense.size(1) && pointers.numel() == out.size(0) + 1 &&
+              pointers.is_contiguous() && cols.is_contiguous() && values.is_contiguous() &&
+              pointers.scalar_type() == at::kLong && cols.scalar_type() == at::kLong &&
+              values.scalar_type() == out.scalar_type() &&
+              dense.scalar_type() == out.scalar_type(),
+              "arelu_cpu: sparse_addmm_ takes rows of unit stride, int64 indices, one dtype");
+  AT_DISPATCH_FLOATING_TYPES(out.scalar_type(), "sparse_addmm_", [&] {
+    sparse_rows(out.mutable_data_ptr<scalar_t>(), out.size(0), out.size(1), out.stride(0),
+                pointers.const_data_ptr<int64_t>(), cols.const_data_ptr<int64_t>(),
+                values.const_data_ptr<scalar_t>(), dense.const_data_ptr<scalar_t>(),
+                dense.stride(0), write);
+  });
+}
+
 // ---------------------------------------------------------------- decoding: top-k logits
 // A token's log-score log([(alpha - 1) z - tau]_+) / (alpha - 1) never decreases with its
 // logit z, so the k best scores of a row are those of its k largest logits.
@@ -339,6 +434,9 @@ TORCH_LIBRARY(arelu_cpu, m) {
   m.def("probs_into(Tensor z, Tensor scale, float c, float e, float ka, Tensor(a!) out, "
         "float shift=0.0) -> ()");
   m.def("top_k_logits(Tensor z, int k) -> (Tensor, Tensor)");
+  m.def("support(Tensor z, float c, int most) -> (Tensor, int)");
+  m.def("sparse_addmm_(Tensor(a!) out, Tensor pointers, Tensor cols, Tensor values, "
+        "Tensor dense, bool write) -> ()");
 }
 
 TORCH_LIBRARY_IMPL(arelu_cpu, CPU, m) {
@@ -346,4 +444,6 @@ TORCH_LIBRARY_IMPL(arelu_cpu, CPU, m) {
   m.impl("loss_and_logit_sums", &loss_and_logit_sums);
   m.impl("probs_into", &probs_into);
   m.impl("top_k_logits", &top_k_logits);
+  m.impl("support", &support);
+  m.impl("sparse_addmm_", &sparse_addmm_);
 }
