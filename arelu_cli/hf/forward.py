@@ -5,7 +5,8 @@
   forward without labels (decoder inputs from ``prepare_decoder_input_ids_from_labels``, as
   the model would build them) and adds the transform's loss of its logits;
 * the fused output layer of causal LMs (:func:`fused_causal_forward`): in training with
-  labels, the base model's last hidden states and the LM head's weight go to
+  labels, the LM head's input (times the family's logit scale, :mod:`arelu_cli.hf.head`)
+  and its weight go to
   :func:`arelu_cli.transforms.linear_alpha_relu_loss`, which never holds the
   ``(tokens, V)`` logits; ``logits`` is then None, as Liger-Kernel's fused linear
   cross-entropy forward does. Otherwise (eval, generation) the model's own forward;
@@ -30,18 +31,11 @@ import warnings
 from types import MethodType
 
 import torch
-from transformers.modeling_outputs import CausalLMOutputWithPast
 
+from arelu_cli.hf.head import head_params, swapped_forward
 from arelu_cli.hf.loss import over_items, shift_left, token_loss
 from arelu_cli.hf.transform import output_layer
 from arelu_cli.transforms import linear_alpha_relu_loss
-
-# Causal LMs whose forward is exactly lm_head(base_model(...).last_hidden_state): no logit
-# scaling or soft-capping after the head, so the fused loss equals the unfused one (tested).
-FUSED_MODEL_TYPES = ("gpt2", "llama")
-
-# The output's cache field: ``cache`` (transformers >= 5.24), ``past_key_values`` before.
-_CACHE = "cache" if "cache" in CausalLMOutputWithPast.__dataclass_fields__ else "past_key_values"
 
 
 def bind(model: torch.nn.Module, impl):
@@ -77,14 +71,6 @@ def causal_forward(self, *args, **kwargs):
     return base(self, *args, **kwargs)
 
 
-def check_fusable(model: torch.nn.Module) -> None:
-    """A ValueError unless the fused output layer is exact for ``model``."""
-    kind = getattr(model.config, "model_type", None)
-    if model.config.is_encoder_decoder or kind not in FUSED_MODEL_TYPES:
-        raise ValueError(f"fused=True supports the causal LMs {', '.join(FUSED_MODEL_TYPES)} "
-                         f"(forward = lm_head(hidden states)), not {kind!r}; use fused=False")
-
-
 def seq2seq_forward(self, *args, labels=None, num_items_in_batch=None, **kwargs):
     """The model's forward with the transform's loss of ``labels`` (no shift: the decoder
     inputs are the labels shifted right)."""
@@ -104,23 +90,35 @@ def seq2seq_forward(self, *args, labels=None, num_items_in_batch=None, **kwargs)
 def fused_causal_forward(self, input_ids=None, attention_mask=None, labels=None,
                          num_items_in_batch=None, shift_labels=None, logits_to_keep=0,
                          **kwargs):
-    """Training with labels: the fused alpha-ReLU loss of the last hidden states, no logits."""
+    """Training with labels: the model's own forward without labels, its LM head swapped for
+    one that keeps its input and gives no logits, then the fused alpha-ReLU loss of that
+    input (times the family's logit scale) and the head's weight."""
     if not self.training or (labels is None and shift_labels is None):
         warn_unlabelled(self, labels, shift_labels)
         return type(self).forward(self, input_ids=input_ids, attention_mask=attention_mask,
                                   labels=labels, num_items_in_batch=num_items_in_batch,
                                   shift_labels=shift_labels, logits_to_keep=logits_to_keep,
                                   **kwargs)
+    head, kept = output_layer(self), []
+
+    def keep(x, *args, **more):
+        kept.append(x)
+        return x.new_zeros(*x.shape[:-1], 0)                           # (B, T, 0) logits
+
     kwargs.setdefault("use_cache", False)
-    out = self.base_model(input_ids=input_ids, attention_mask=attention_mask, **kwargs)
-    hidden = out.last_hidden_state                                     # (B, T, d)
+    with swapped_forward(head, keep):
+        out = type(self).forward(self, input_ids=input_ids, attention_mask=attention_mask,
+                                 **kwargs)
+    hidden = kept[0]                                                    # (B, T, d)
     target = shift_left(labels) if shift_labels is None else shift_labels
-    transform, head = self.arelu_transform, output_layer(self)
+    transform, scale = self.arelu_transform, self.arelu_fused_head.scale
+    weight, bias = head_params(head)
+    if scale != 1.0:                                 # (s x) W^T + s b = s (x W^T + b)
+        hidden, bias = hidden * scale, None if bias is None else bias * scale
     reduction = "mean" if num_items_in_batch is None else "sum"
-    loss = linear_alpha_relu_loss(hidden, head.weight, target.to(hidden.device), transform.alpha,
-                                  transform.tau, bias=head.bias, reduction=reduction,
+    loss = linear_alpha_relu_loss(hidden, weight, target.to(hidden.device), transform.alpha,
+                                  transform.tau, bias=bias, reduction=reduction,
                                   chunk=self.arelu_chunk)
     if num_items_in_batch is not None:
         loss = over_items(loss, num_items_in_batch)
-    return CausalLMOutputWithPast(loss=loss, logits=None, **{_CACHE: getattr(out, _CACHE, None)},
-                                  hidden_states=out.hidden_states, attentions=out.attentions)
+    return type(out)(loss=loss, **{k: v for k, v in out.items() if k not in ("loss", "logits")})

@@ -65,15 +65,20 @@ def test_a_tokenizer_that_fits_is_accepted():
     use_transform(make_model("llama"), "sparsemax", tokenizer=_Tokenizer(VOCAB - 3))
 
 
-def test_generate_refuses_options_it_does_not_implement():
+def test_generate_refuses_what_its_beam_search_cannot_do():
     model = make_model("llama")
     use_transform(model, "1.5-relu", tau=TAU)
-    with pytest.raises(TypeError, match="top_p"):
-        model.generate(tokens(1, 3), top_p=0.9)
-    with pytest.raises(ValueError, match="at most num_beams"):
+    with pytest.raises(ValueError, match="num_beams"):
         model.generate(tokens(1, 3), num_beams=2, num_return_sequences=3)
     with pytest.raises(ValueError, match="max_length beyond the prompt"):
-        model.generate(tokens(1, 3), max_length=3)
+        model.generate(tokens(1, 3), num_beams=2, max_length=3)
+
+
+@pytest.mark.parametrize("tau", [float("nan"), float("inf"), -float("inf"), "x"])
+def test_a_tau_that_is_not_a_finite_number_is_refused(tau):
+    with pytest.raises(ValueError, match="tau must be a finite number") as info:
+        use_transform(make_model("llama"), "1.5-relu", tau=tau)
+    assert "\n" not in str(info.value)
 
 
 def test_max_length_counts_the_prompt():
