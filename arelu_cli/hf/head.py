@@ -12,7 +12,9 @@ among the config's numbers, so that the fused loss of ``s x`` (and ``s b``), exa
 refused with one line naming what the family does to its logits: a soft-cap
 ``c tanh(z / c)`` (Gemma 2/3's ``final_logit_softcapping``), a scale that no config value
 explains, a different shape, an auxiliary loss added to the LM loss (a router's, with
-``output_router_logits``), a LoRA variant or dropout on the head.
+``output_router_logits``), a LoRA variant or dropout on the head, a head sharded on its own
+by FSDP2 (under ``fully_shard`` of the root module the head's weight is gathered for the
+root's forward, which the fused loss runs in).
 """
 
 from __future__ import annotations
@@ -50,12 +52,24 @@ def _lora_deltas(head: nn.Module) -> list[torch.Tensor]:
 
 def head_params(head: nn.Module) -> tuple[torch.Tensor, torch.Tensor | None]:
     """The head's effective ``(weight (V, d), bias (V,) or None)``: a ``Linear``'s own, or
-    a PEFT LoRA layer's base weight plus its active adapters' updates."""
+    a PEFT LoRA layer's base weight plus its active adapters' updates. A ValueError where
+    the weight is a shard (:func:`check_whole`)."""
     base = getattr(head, "base_layer", head)
-    weight = base.weight
+    weight = check_whole(base.weight)
     for delta in _lora_deltas(head) if base is not head else ():
         weight = weight + delta
     return weight, base.bias
+
+
+def check_whole(weight: torch.Tensor) -> torch.Tensor:
+    """``weight`` if it is the whole tensor, a ValueError if it is a ``DTensor`` shard: the
+    head was sharded on its own (FSDP2 ``fully_shard(model.lm_head)``), so its weight is
+    gathered only inside its own forward, which the fused loss does not run."""
+    if type(weight).__name__ == "DTensor":
+        raise ValueError("the LM head's weight is a DTensor shard (fully_shard(lm_head) on its "
+                         "own): shard the head with the root module instead (fully_shard each "
+                         "decoder layer, then fully_shard(model)), or use fused=False")
+    return weight
 
 
 def _check_lora(model: nn.Module, head: nn.Module) -> None:
@@ -160,6 +174,7 @@ def fused_head(model: nn.Module) -> FusedHead:
         raise ValueError(f"fused=True is for causal LMs; {name} is an encoder-decoder model: "
                          "use fused=False")
     head = output_layer(model)
+    check_whole(getattr(head, "base_layer", head).weight)
     _check_lora(model, head)
     if getattr(model.config, "output_router_logits", False):
         raise ValueError(f"{name} adds its router's load-balancing loss to the LM loss "
