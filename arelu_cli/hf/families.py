@@ -4,9 +4,10 @@ fused output layer covers it (:func:`arelu_cli.hf.head.fused_head`): the table o
 
 A family is a class of ``MODEL_FOR_CAUSAL_LM_MAPPING_NAMES``, built from its own default
 config (``cls.config_class()``) shrunk by :func:`tiny_config`: every size the config names
-in :data:`SMALL` set small, two layers (a layer-type list keeps one layer of each kind),
-dropout, layer drop and router jitter off, special token ids inside the small vocabulary, eager attention and experts.
-No model type is named here; a family that the shrink cannot build, or that needs more
+among :func:`sizes` set small, two layers (a layer-type list keeps one layer of each kind),
+dropout, layer drop and router jitter off, special token ids inside the small vocabulary,
+eager attention and experts (:func:`sized_config` builds the same at other sizes, for
+``arelu bench hf``). No model type is named here; a family that the shrink cannot build, or that needs more
 than token ids (image, audio or speech towers), is listed as not built, with why.
 
 ``python -m arelu_cli.hf.families`` prints the table; ``... --write docs/transformers.md``
@@ -23,37 +24,47 @@ import torch
 
 VOCAB = 97
 LAYERS = 2
-SMALL = {
-    **dict.fromkeys(("hidden_size", "n_embd", "d_model", "n_embed", "embed_dim", "dim",
-                     "model_dim", "hidden_dim", "word_embed_proj_dim", "emb_dim", "dim_model",
-                     "pronunciation_embed_dim", "shape_embed_dim", "backbone_hidden_size"), 32),
-    **dict.fromkeys(("num_hidden_layers", "num_layers", "n_layer", "n_layers",
-                     "num_decoder_layers", "decoder_layers"), LAYERS),
-    **dict.fromkeys(("num_attention_heads", "n_head", "num_heads", "n_heads",
-                     "decoder_attention_heads"), 4),
-    **dict.fromkeys(("head_dim", "kv_channels", "attention_head_dim", "qk_rope_head_dim",
-                     "qk_nope_head_dim", "v_head_dim", "dim_head", "swa_head_dim",
-                     "index_head_dim", "hidden_size_per_layer_input"), 8),
-    **dict.fromkeys(("rotary_dim", "rotary_emb_dim"), 4),
-    **dict.fromkeys(("intermediate_size", "ffn_dim", "n_inner", "d_ff", "decoder_ffn_dim",
-                     "ffn_hidden_size", "dim_ff"), 64),
-    **dict.fromkeys(("moe_intermediate_size", "shared_expert_intermediate_size",
-                     "shared_experts_intermediate_size", "expert_intermediate_size",
-                     "expert_ffn_hidden_size", "q_lora_rank", "kv_lora_rank"), 16),
-    **dict.fromkeys(("num_experts", "num_local_experts", "n_routed_experts",
-                     "moe_num_experts"), 4),
-    **dict.fromkeys(("num_experts_per_tok", "moe_topk"), 2),
-    **dict.fromkeys(("n_group", "topk_group"), 1),
-    **dict.fromkeys(("vocab_size", "vocab_size_per_layer_input", "unpadded_vocab_size",
-                     "pronunciation_vocab_size", "shape_vocab_size"), VOCAB),
-    **dict.fromkeys(("zero_expert_num", "index_topk"), 2),
-    "num_centroids": 8, "max_position_embeddings": 128,
-}
-"""Config sizes set small wherever a config has them (and the default is a number)."""
+WIDTH = 32
+HEADS = 4
 KV_HEADS = 2
 MAX_PARAMETERS = 2_000_000
-"""A shrunk config with more parameters than this kept a size :data:`SMALL` does not name."""
+"""A shrunk config with more parameters than this kept a size :func:`sizes` does not name."""
 TOWERS = ("vision", "audio", "speech", "image", "visual")
+LAYER_KEYS = ("num_hidden_layers", "num_layers", "n_layer", "n_layers", "num_decoder_layers",
+              "decoder_layers")
+
+
+def sizes(width: int = WIDTH, layers: int = LAYERS, vocab: int = VOCAB,
+          positions: int = 128) -> dict[str, int]:
+    """Config sizes by the names configs give them, set wherever a config has them (and its
+    default is a number): ``width`` (a multiple of 8) wide in :data:`HEADS` heads, MLPs
+    twice as wide, mixtures of 4 experts (2 a token) half as wide, ``layers`` layers."""
+    return {
+        **dict.fromkeys(("hidden_size", "n_embd", "d_model", "n_embed", "embed_dim", "dim",
+                         "model_dim", "hidden_dim", "word_embed_proj_dim", "emb_dim",
+                         "dim_model", "pronunciation_embed_dim", "shape_embed_dim",
+                         "backbone_hidden_size"), width),
+        **dict.fromkeys(LAYER_KEYS, layers),
+        **dict.fromkeys(("num_attention_heads", "n_head", "num_heads", "n_heads",
+                         "decoder_attention_heads"), HEADS),
+        **dict.fromkeys(("head_dim", "kv_channels", "attention_head_dim", "qk_rope_head_dim",
+                         "qk_nope_head_dim", "v_head_dim", "dim_head", "swa_head_dim",
+                         "index_head_dim", "hidden_size_per_layer_input"), width // HEADS),
+        **dict.fromkeys(("rotary_dim", "rotary_emb_dim"), width // (2 * HEADS)),
+        **dict.fromkeys(("intermediate_size", "ffn_dim", "n_inner", "d_ff", "decoder_ffn_dim",
+                         "ffn_hidden_size", "dim_ff"), 2 * width),
+        **dict.fromkeys(("moe_intermediate_size", "shared_expert_intermediate_size",
+                         "shared_experts_intermediate_size", "expert_intermediate_size",
+                         "expert_ffn_hidden_size", "q_lora_rank", "kv_lora_rank"), width // 2),
+        **dict.fromkeys(("num_experts", "num_local_experts", "n_routed_experts",
+                         "moe_num_experts"), 4),
+        **dict.fromkeys(("num_experts_per_tok", "moe_topk"), 2),
+        **dict.fromkeys(("n_group", "topk_group"), 1),
+        **dict.fromkeys(("vocab_size", "vocab_size_per_layer_input", "unpadded_vocab_size",
+                         "pronunciation_vocab_size", "shape_vocab_size"), vocab),
+        **dict.fromkeys(("zero_expert_num", "index_topk"), 2),
+        "num_centroids": 8, "max_position_embeddings": positions,
+    }
 
 
 @dataclass(frozen=True)
@@ -76,27 +87,33 @@ def _layer_kinds(values: list, count: int) -> list:
     return picked + values[len(picked):len(picked) + count - len(picked)]
 
 
-def tiny_config(config_class):
-    """``config_class()`` shrunk (module docstring)."""
+def sized_config(config_class, width: int = WIDTH, layers: int = LAYERS, vocab: int = VOCAB,
+                 positions: int = 128):
+    """``config_class()`` with the :func:`sizes` it names, dropout, layer drop and router
+    jitter off, special token ids inside the vocabulary, eager attention and experts."""
     default = config_class().to_dict()
-    over = {k: v for k, v in SMALL.items()
+    over = {k: v for k, v in sizes(width, layers, vocab, positions).items()
             if isinstance(default.get(k), int) and not isinstance(default.get(k), bool)}
     if isinstance(default.get("num_key_value_heads"), int):
         same = default["num_key_value_heads"] == default.get("num_attention_heads")
-        over["num_key_value_heads"] = over.get("num_attention_heads", 4) if same else KV_HEADS
-    layers = next((default[k] for k in SMALL if SMALL[k] == LAYERS
-                   and isinstance(default.get(k), int)), None)
+        over["num_key_value_heads"] = HEADS if same else KV_HEADS
+    count = next((default[k] for k in LAYER_KEYS if isinstance(default.get(k), int)), None)
     for key, value in default.items():
         if any(w in key for w in ("drop", "jitter")) and isinstance(value, float):
             over[key] = 0.0
         elif (key.endswith("token_id") and isinstance(value, int)
-              and not isinstance(value, bool) and value >= VOCAB):
+              and not isinstance(value, bool) and value >= vocab):
             over[key] = 2
-        elif isinstance(value, list) and layers and len(value) == layers and value:
-            over[key] = _layer_kinds(value, LAYERS)
+        elif isinstance(value, list) and count and len(value) == count and value:
+            over[key] = _layer_kinds(value, layers)
     if "is_decoder" in default:
         over["is_decoder"] = True
     return config_class(**over, attn_implementation="eager", experts_implementation="eager")
+
+
+def tiny_config(config_class):
+    """``config_class()`` shrunk (module docstring)."""
+    return sized_config(config_class)
 
 
 def _towers(config) -> list[str]:
