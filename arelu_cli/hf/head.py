@@ -19,6 +19,7 @@ root's forward, which the fused loss runs in).
 
 from __future__ import annotations
 
+import math
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -65,7 +66,11 @@ def check_whole(weight: torch.Tensor) -> torch.Tensor:
     """``weight`` if it is the whole tensor, a ValueError if it is a ``DTensor`` shard: the
     head was sharded on its own (FSDP2 ``fully_shard(model.lm_head)``), so its weight is
     gathered only inside its own forward, which the fused loss does not run."""
-    if type(weight).__name__ == "DTensor":
+    try:
+        from torch.distributed.tensor import DTensor
+    except ImportError:                              # a torch without distributed tensors
+        return weight
+    if isinstance(weight, DTensor):
         raise ValueError("the LM head's weight is a DTensor shard (fully_shard(lm_head) on its "
                          "own): shard the head with the root module instead (fully_shard each "
                          "decoder layer, then fully_shard(model)), or use fused=False")
@@ -91,9 +96,12 @@ def _check_lora(model: nn.Module, head: nn.Module) -> None:
 
 
 def _numbers(config) -> dict[str, float]:
-    """The config's real-valued settings (top level), by name."""
-    return {k: float(v) for k, v in config.to_dict().items()
-            if isinstance(v, float) and v not in (0.0,) and torch.isfinite(torch.tensor(v))}
+    """The config's nonzero finite numbers (top level) by name, real-valued ones first (a
+    scale stored as a whole number, e.g. ``logits_scaling = 16``, is found after them)."""
+    items = [(k, v) for k, v in config.to_dict().items()
+             if isinstance(v, (int, float)) and not isinstance(v, bool)
+             and v != 0 and math.isfinite(v)]
+    return {k: float(v) for k, v in sorted(items, key=lambda kv: isinstance(kv[1], int))}
 
 
 def _close(a: torch.Tensor, b: torch.Tensor, dtype: torch.dtype) -> bool:

@@ -5,13 +5,15 @@ arelu output transform, in one call.
   forward calls it with HF's label shifting, ``ignore_index=-100`` and the Trainer's
   ``num_items_in_batch``); a seq2seq model's forward, which computes cross-entropy itself,
   is wrapped to compute the transform's loss instead; ``fused=True`` (alpha-ReLU, causal
-  LMs whose logits are a constant times their head's product, :mod:`arelu_cli.hf.head`)
-  computes it from the last hidden states and the LM head's weight without the logits. ``Trainer(model=model, ...)`` then
-  needs nothing else; :func:`compute_loss_func` gives the same loss for
+  LMs whose logits are a constant times their head's output, :mod:`arelu_cli.hf.head`)
+  computes it from the head's input and weight without the logits. ``Trainer(model=model,
+  ...)`` then needs nothing else; :func:`compute_loss_func` gives the same loss for
   ``Trainer(compute_loss_func=...)`` on an unchanged causal LM. ``label_smoothing`` smooths
   the transform's own target; a training forward without labels (what a Trainer with
   ``label_smoothing_factor`` > 0 runs before computing softmax cross-entropy itself) warns.
-* generation: ``model.generate`` becomes :func:`arelu_cli.hf.generate.generate`.
+* generation: ``model.generate`` becomes :func:`arelu_cli.hf.generate.generate`
+  (transformers' own for greedy search and sampling, with the transform's processor;
+  arelu's beam search).
 * saving: the choice is written to ``model.config.arelu`` (:data:`CONFIG_KEY`), so that
   ``save_pretrained`` keeps it; after ``from_pretrained``, ``use_transform(model)`` applies it
   again (transformers alone would train and generate the reloaded model with softmax).
