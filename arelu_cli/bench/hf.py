@@ -107,7 +107,7 @@ def _model(plan: HFPlan, family: str, vocab: int):
 
     cls = getattr(transformers, MODEL_FOR_CAUSAL_LM_MAPPING_NAMES[family])
     config = sized_config(cls.config_class, plan.d_model, plan.layers, vocab,
-                          positions=max(plan.seq, 64))
+                          positions=max(plan.seq, 64), eager=False)
     config.tie_word_embeddings = False
     torch.manual_seed(plan.seed)
     return cls(config).to(plan.device).train()

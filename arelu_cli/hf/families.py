@@ -95,9 +95,10 @@ def _layer_kinds(values: list, count: int) -> list:
 
 
 def sized_config(config_class, width: int = WIDTH, layers: int = LAYERS, vocab: int = VOCAB,
-                 positions: int = 128):
+                 positions: int = 128, eager: bool = True):
     """``config_class()`` with the :func:`sizes` it names, dropout, layer drop and router
-    jitter off, special token ids inside the vocabulary, eager attention and experts."""
+    jitter off, special token ids inside the vocabulary; ``eager``: eager attention and
+    experts (exact in float64), else transformers' defaults (faster)."""
     default = config_class().to_dict()
     over = {k: v for k, v in sizes(width, layers, vocab, positions).items()
             if isinstance(default.get(k), int) and not isinstance(default.get(k), bool)}
@@ -115,7 +116,9 @@ def sized_config(config_class, width: int = WIDTH, layers: int = LAYERS, vocab: 
             over[key] = _layer_kinds(value, layers)
     if "is_decoder" in default:
         over["is_decoder"] = True
-    return config_class(**over, attn_implementation="eager", experts_implementation="eager")
+    if eager:
+        over.update(attn_implementation="eager", experts_implementation="eager")
+    return config_class(**over)
 
 
 def tiny_config(config_class):
