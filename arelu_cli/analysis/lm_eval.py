@@ -7,9 +7,9 @@ Per checkpoint, one CSV row per (model, decoding, split):
   ``[data] block_size``; with ``stride`` less than it, sliding windows that score each token
   once with at least ``block_size - stride`` tokens of context), from the distribution the
   decoding samples from
-  (:func:`arelu_cli.decode.sampling.sampling_probs`: softmax after top-k / top-p / temperature;
-  sparsemax and entmax's own ``p``; alpha-ReLU's ``p`` divided by its sum on its support, the
-  arg-max's point mass where it is empty; a one-hot for greedy): ``ppl`` (softmax only, empty
+  (:func:`arelu_cli.decode.sampling.sampling_probs`: softmax, sparsemax and entmax's own
+  ``p``, alpha-ReLU's ``p`` divided by its sum on its support, the arg-max's point mass where
+  it is empty, each after the temperature, top-k and top-p; a one-hot for greedy): ``ppl`` (softmax only, empty
   where a target gets probability 0), ``eps_ppl`` at ``eps`` tuned on ``dev_split`` (the best
   dev epsilon-perplexity over :data:`arelu_cli.analysis.lm_metrics.EPS_GRID`, reported as
   ``dev_eps_ppl``), ``sp``, ``jsd``, ``rep_l`` / ``wrep_l`` for l in 16, 32, 128, the support

@@ -180,9 +180,12 @@ def bench_hf(
     repeats: Optional[int] = typer.Option(None, min=1, help="Timed pairs per method (median)."),
     device: str = typer.Option("auto", help="cpu, cuda or auto (cuda adds Liger-Kernel's fused "
                                "linear cross-entropy)."),
+    families: Optional[str] = typer.Option(
+        None, help="Comma-separated transformers model types (default: llama; e.g. "
+        "llama,qwen2,qwen3,gemma2,mistral,phi3,gpt_neox,granite,cohere)."),
 ) -> None:
-    """A training step of a small Llama-style transformers model: softmax (its own loss),
-    1.5-ReLU and 1.5-ReLU with the fused output layer, time and peak memory; write CSV."""
+    """A training step of small transformers causal LMs: softmax (their own loss), 1.5-ReLU
+    and 1.5-ReLU with the fused output layer, time and peak memory; write CSV."""
     from arelu_cli.bench.timing import device_path
     from arelu_cli.util.options import parse_list
     from arelu_cli.util.results import write_rows
@@ -194,7 +197,8 @@ def bench_hf(
         raise UserError(str(err)) from None
     plan = bench.make_plan(quick=quick, vocabs=parse_list(vocabs, int, "--vocabs") if vocabs
                            else None, d_model=d_model, layers=layers, batch=batch, seq=seq,
-                           repeats=repeats, device=device)
+                           repeats=repeats, device=device,
+                           families=parse_list(families, str, "--families") if families else None)
     out = device_path(out, plan.device)
     rows = bench.run(plan, lambda done: write_rows(done, out))
     bench.print_table(rows, console)

@@ -60,9 +60,11 @@ def generate(
     unconditional: Optional[int] = typer.Option(None, help="Generate N samples from no prompt."),
     decoding: str = typer.Option("sample", help="sample (from the transform's own distribution; "
                                  "alpha-ReLU's divided by its sum) or greedy."),
-    top_k: Optional[int] = typer.Option(None, help="softmax only: sample among the k most likely."),
-    top_p: Optional[float] = typer.Option(None, help="softmax only: nucleus sampling, p in (0, 1]."),
-    temperature: float = typer.Option(1.0, help="Divide the logits by this (> 0) before the transform."),
+    top_k: Optional[int] = typer.Option(None, help="Sample among the k most likely tokens."),
+    top_p: Optional[float] = typer.Option(None, help="Nucleus sampling, p in (0, 1] (after "
+                                          "--top-k)."),
+    temperature: float = typer.Option(1.0, help="T > 0: sample from p^(1/T) over its sum (every "
+                                      "transform; the support stays; T -> 0 is greedy)."),
     tau: float = typer.Option(0.0, help="alpha-ReLU only: add this to its tau at decode time "
                               "(> 0: sparser)."),
     seed: int = typer.Option(0, help="Seed of the draws: the same seed and batch size give the "
@@ -137,9 +139,11 @@ def lm_eval(
     split: str = typer.Option("test", help="Split measured and prompted from."),
     dev_split: str = typer.Option("dev", help="Split on which epsilon is tuned."),
     decoding: str = typer.Option("sample", help="sample or greedy (as for arelu generate)."),
-    top_k: Optional[int] = typer.Option(None, help="softmax only: top-k."),
-    top_p: Optional[float] = typer.Option(None, help="softmax only: nucleus p in (0, 1]."),
-    temperature: float = typer.Option(1.0, help="Divide the logits by this (> 0)."),
+    top_k: Optional[int] = typer.Option(None, help="Top-k (as for arelu generate)."),
+    top_p: Optional[float] = typer.Option(None, help="Nucleus p in (0, 1] (as for arelu "
+                                          "generate)."),
+    temperature: float = typer.Option(1.0, help="T > 0: p^(1/T) over its sum (as for arelu "
+                                      "generate)."),
     tau: float = typer.Option(0.0, help="alpha-ReLU only: decode-time shift of tau."),
     prefix_tokens: int = typer.Option(5, help="Prompt tokens per line of the split."),
     max_prompts: int = typer.Option(0, help="Generate from the first N prompts only (0: all)."),

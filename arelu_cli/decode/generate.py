@@ -4,8 +4,9 @@ A continuation is generated after the context ``[eos] + prompt`` (a line of the 
 stream starts after an end-of-sentence token, :mod:`arelu_cli.data.blocks`), one token at a
 time with the model's key/value cache, each chosen by :func:`arelu_cli.decode.sampling.next_tokens`
 from the logits and the checkpoint's output transform (``sample``: the transform's own
-distribution, alpha-ReLU's divided by its sum on its support; softmax's top-k / top-p /
-temperature; alpha-ReLU's ``tau_shift``; or ``greedy``). It stops at the end-of-sentence
+distribution, alpha-ReLU's divided by its sum on its support, with the temperature rule,
+top-k / top-p and alpha-ReLU's ``tau_shift`` of :mod:`arelu_cli.decode.sampling`; or
+``greedy``). It stops at the end-of-sentence
 token (not written) or after ``max_tokens`` new tokens, or when the context reaches
 ``[model] max_positions``. An empty prompt is an unconditional sample. A prompt longer than
 :func:`prompt_limit` keeps its last tokens (the context nearest the continuation), leaving

@@ -2,22 +2,34 @@
 
 The paper's motivation (introduction, after Holtzman et al. 2020): softmax puts mass on every
 token, so sampling is truncated with top-k or top-p, at the cost of a sort; alpha-ReLU is
-sparse by construction, truncated already. :func:`sampling_probs` is the distribution each
-decoding samples from, :func:`next_tokens` draws from it. For a row of logits ``z`` at
-temperature ``T`` (applied before the transform, so it moves a sparse support too):
+sparse by construction, truncated already. This module is the one owner of what a sampler
+draws from, for ``arelu generate`` and for ``model.generate`` of :mod:`arelu_cli.hf` alike:
 
-* softmax: ``softmax(z / T)``, then top-k and/or top-p (top-k first), renormalized;
-* sparsemax / alpha-entmax: the transform's own ``p`` of ``z / T``;
-* alpha-ReLU: ``w = [(alpha - 1) z / T - (tau + tau_shift)]_+ ^ (1 / (alpha - 1))`` over its
-  sum; an empty support falls back to the arg-max token (:func:`empty_support` counts them).
+* **the transform's distribution** ``p`` of a row of logits ``z`` (:func:`log_probs`):
+  ``softmax(z)``; sparsemax / alpha-entmax their own sparse ``p``; alpha-ReLU
+  ``[(alpha - 1) z - (tau + tau_shift)]_+ ^ (1 / (alpha - 1))`` divided by its sum on its
+  support;
+* **the empty-support policy**: an alpha-ReLU row that is all zero (every logit at or below
+  ``(tau + tau_shift) / (alpha - 1)``) is the arg-max logit's token with probability 1
+  (:func:`empty_support` says which rows);
+* **the temperature rule**: ``p_T = p ^ (1 / T)`` divided by its sum, i.e.
+  ``softmax(log p / T)``, for every transform. The support never changes with ``T``; ``T = 1``
+  is ``p``; as ``T`` falls the top probability never falls and the entropy never rises;
+  ``T -> 0`` is the arg-max (greedy), ``T -> inf`` uniform over the support. For softmax it
+  is the usual ``softmax(z / T)``; for alpha-ReLU it raises the bracket to
+  ``1 / ((alpha - 1) T)`` (dividing the logits instead would let *more* tokens pass the fixed
+  threshold as ``T`` falls, a flatter distribution);
+* **top-k / top-p** truncate ``p_T`` (top-k first, then the nucleus of what is left, both
+  renormalized), for every transform, as ``transformers``' warpers do after its temperature.
 
-top-k/top-p on a sparse transform and ``tau_shift`` on any but alpha-ReLU are ValueErrors;
-``greedy`` is the arg-max logit and takes no sampling option.
+:func:`sampling_probs` is that distribution, :func:`next_tokens` draws from it; ``greedy``
+is the arg-max logit and takes no sampling option; ``tau_shift`` on any transform but
+alpha-ReLU is a ValueError.
 
 Sampling is an exponential race: ``argmax_i log(U_i) / w_i`` with ``U_i ~ U[0, 1)`` picks
 ``i`` with probability ``w_i / sum_j w_j`` without normalizing ``w`` and never picks a zero
 weight (``U_i = 0``, probability 2^-24 in float32, biases by about 6e-8). alpha-ReLU sampling
-is thus its elementwise weights and one race: no sort, no max, no sum.
+is thus its elementwise weights and one race: no sort, no sum.
 """
 
 from __future__ import annotations
@@ -45,11 +57,11 @@ class Decoding:
     method: Literal["sample", "greedy"] = "sample"
     """``sample``: draw from :func:`sampling_probs`; ``greedy``: the arg-max logit."""
     top_k: int | None = None
-    """Softmax only: sample among the ``top_k`` largest logits (None: all)."""
+    """Sample among the ``top_k`` most likely tokens of ``p_T`` (None: all)."""
     top_p: float | None = None
-    """Softmax only: nucleus sampling, in (0, 1] (1 or None: no truncation)."""
+    """Nucleus sampling on ``p_T`` (after top-k), in (0, 1] (1 or None: no truncation)."""
     temperature: float = 1.0
-    """Divides the logits before the transform, for every transform; > 0."""
+    """``p_T = p ^ (1 / T)`` over its sum, for every transform (module docstring); > 0."""
     tau_shift: float = 0.0
     """alpha-ReLU only: added to its threshold tau at decode time (> 0: sparser)."""
 
@@ -97,11 +109,6 @@ class Decoding:
         if self.tau_shift != 0 and transform.family != "relu":
             raise ValueError(f"a tau shift applies only to alpha-ReLU, not {transform.name}: "
                              "drop it")
-        truncations = [n for n, on in (("top-k", self.top_k is not None),
-                                       ("top-p", self.top_p is not None)) if on]
-        if truncations and transform.family != "softmax":
-            raise ValueError(f"{' and '.join(truncations)} truncate softmax; {transform.name} "
-                             "is sparse already (alpha-ReLU: use a tau shift): drop them")
         return self
 
 
@@ -117,9 +124,8 @@ def _refuse_nan(values: torch.Tensor) -> None:
                          "check the checkpoint")
 
 
-def _scaled(logits: torch.Tensor, decoding: Decoding) -> torch.Tensor:
-    z = logits if logits.dtype == torch.float64 else logits.float()
-    return z if decoding.temperature == 1.0 else z / decoding.temperature
+def _float(logits: torch.Tensor) -> torch.Tensor:
+    return logits if logits.dtype == torch.float64 else logits.float()
 
 
 def _relu_threshold(transform: OutputTransform, shift: float) -> float:
@@ -127,44 +133,68 @@ def _relu_threshold(transform: OutputTransform, shift: float) -> float:
     return (transform.tau + shift) / (transform.alpha - 1.0)
 
 
+def _one_hot(index: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    return torch.zeros_like(like).scatter_(1, index.unsqueeze(1), 1.0)
+
+
+def _power(weights: torch.Tensor, exponent: float) -> torch.Tensor:
+    """``weights ** exponent`` in place (a square or nothing where that is exact)."""
+    if exponent == 1.0:
+        return weights
+    return weights.square_() if exponent == 2.0 else weights.pow_(exponent)
+
+
 def _relu_weights(z: torch.Tensor, transform: OutputTransform, shift: float,
-                  scaled: bool = False) -> torch.Tensor:
-    """``[z - c]_+^(1/(alpha-1))`` (:func:`_relu_threshold`): alpha-ReLU's output
-    ``[(alpha - 1) z - (tau + shift)]_+^(1/(alpha-1))`` over the constant
-    ``(alpha - 1)^(1/(alpha-1))``, which neither the race nor normalizing sees (one pass
-    fewer). ``scaled``: the bracket divided by its row maximum first (the same distribution
-    once normalized, and no overflow of the power for large alpha-ReLU outputs)."""
+                  temperature: float, scaled: bool = True) -> torch.Tensor:
+    """``[z - c]_+ ^ (1 / ((alpha - 1) T))`` (:func:`_relu_threshold`): ``p_T`` of alpha-ReLU
+    up to a positive factor per row, which neither the race nor normalizing sees (the
+    constant ``(alpha - 1) ^ (1 / (alpha - 1))`` dropped). ``scaled``: the bracket divided by
+    its row maximum first, so that the power neither overflows nor underflows at the top,
+    and an empty row is the arg-max logit's one-hot (the empty-support policy); unscaled,
+    an empty row stays all zero (the race's fallback takes the arg-max)."""
     t = torch.sub(z, _relu_threshold(transform, shift)).clamp_min_(0.0)
     if scaled:
         top = t.amax(-1, keepdim=True)
         t = t.div_(torch.where(top > 0, top, torch.ones_like(top)))
-    exponent = 1.0 / (transform.alpha - 1.0)
-    return t if exponent == 1.0 else (t.square_() if exponent == 2.0 else t.pow_(exponent))
+        if bool((top == 0).any()):
+            t = torch.where(top > 0, t, _one_hot(z.argmax(-1), z))
+    return _power(t, 1.0 / ((transform.alpha - 1.0) * temperature))
 
 
-def _softmax_candidates(z: torch.Tensor, decoding: Decoding
-                        ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Softmax's unnormalized weights over its candidate tokens: ``(weights (B, K),
-    indices (B, K))`` after top-k/top-p (weights 0 outside the nucleus), or ``(weights (B, V),
-    None)`` without truncation. Sampling and :func:`sampling_probs` both use it, so both
-    keep the same tokens to the last bit."""
-    top_k = decoding.top_k if decoding.top_k is not None and decoding.top_k < z.shape[1] else None
+def _weights(z: torch.Tensor, transform: OutputTransform, decoding: Decoding,
+             scaled: bool = True) -> torch.Tensor:
+    """Non-negative ``(B, V)`` weights proportional to ``p_T`` of each row of ``z`` (module
+    docstring), before top-k/top-p (an empty alpha-ReLU row: :func:`_relu_weights`)."""
+    t = decoding.temperature
+    if transform.family == "relu":
+        return _relu_weights(z, transform, decoding.tau_shift, t, scaled)
+    if transform.family == "entmax":
+        _refuse_nan(z.amax(-1))  # entmax's threshold search would hide NaN
+        p = transform.probs(z).to(z.dtype)
+        return p if t == 1.0 else _power(p / p.amax(-1, keepdim=True), 1.0 / t)
+    return torch.sub(z, z.amax(-1, keepdim=True)).div_(t).exp_()
+
+
+def _truncated(weights: torch.Tensor, decoding: Decoding
+               ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """``weights`` after top-k and top-p: ``(weights (B, K), indices (B, K))`` of the kept
+    candidates, best first (weights 0 outside the nucleus), or ``(weights, None)`` without
+    truncation. Sampling and :func:`sampling_probs` both use it, so both keep the same
+    tokens to the last bit."""
+    vocab = weights.shape[1]
+    top_k = decoding.top_k if decoding.top_k is not None and decoding.top_k < vocab else None
     top_p = decoding.top_p if decoding.top_p is not None and decoding.top_p < 1.0 else None
     if top_k is None and top_p is None:
-        return torch.sub(z, z.amax(-1, keepdim=True)).exp_(), None
+        return weights, None
     if top_k is not None:
-        values, indices = z.topk(top_k, dim=-1)                # best first
+        values, indices = weights.topk(top_k, dim=-1)                # best first
     else:
-        values, indices = z.sort(dim=-1, descending=True, stable=True)
+        values, indices = weights.sort(dim=-1, descending=True, stable=True)
     if top_p is None:
-        return torch.sub(values, values[:, :1]).exp_(), indices
-    probs = torch.softmax(values, dim=-1)
-    before = probs.cumsum(-1) - probs                          # mass of the better tokens
-    return probs.masked_fill_(before >= top_p, 0.0), indices
-
-
-def _one_hot(index: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
-    return torch.zeros_like(like).scatter_(1, index.unsqueeze(1), 1.0)
+        return values, indices
+    probs = values / values.sum(-1, keepdim=True)
+    before = probs.cumsum(-1) - probs                                # mass of the better tokens
+    return values.masked_fill(before >= top_p, 0.0), indices
 
 
 def _normalized(weights: torch.Tensor, fallback: torch.Tensor) -> torch.Tensor:
@@ -175,6 +205,33 @@ def _normalized(weights: torch.Tensor, fallback: torch.Tensor) -> torch.Tensor:
     return torch.where(empty, _one_hot(fallback, weights), probs)
 
 
+def log_probs(logits: torch.Tensor, transform: OutputTransform,
+              tau_shift: float = 0.0) -> torch.Tensor:
+    """``log p`` ``(B, V)`` of the transform's distribution at ``T = 1`` (module docstring):
+    ``-inf`` off the support, an empty alpha-ReLU support the arg-max logit's token (log 0
+    there), float32 (float64 for float64 logits). ``softmax(log_probs / T)`` is ``p_T``, so
+    a sampler that divides these by its temperature (``transformers``' temperature warper)
+    applies the temperature rule exactly. NaN logits raise ValueError."""
+    _check_logits(logits)
+    Decoding(tau_shift=tau_shift).check(transform)
+    _refuse_nan(logits)
+    z = _float(logits)
+    if transform.family == "softmax":
+        return torch.log_softmax(z, dim=-1)
+    if transform.family == "entmax":
+        return transform.probs(z).to(z.dtype).log()
+    bracket = z - _relu_threshold(transform, tau_shift)
+    inside = bracket > 0
+    # log [z - c]_+ ^ e over its sum, in logs: no power to overflow.
+    scores = torch.log_softmax(torch.where(inside, bracket.log() / (transform.alpha - 1.0),
+                                           -math.inf), dim=-1)
+    empty = ~inside.any(-1, keepdim=True)
+    if bool(empty.any()):
+        best = torch.full_like(z, -math.inf).scatter_(1, z.argmax(-1, keepdim=True), 0.0)
+        scores = torch.where(empty, best, scores)
+    return scores
+
+
 def sampling_probs(logits: torch.Tensor, transform: OutputTransform,
                    decoding: Decoding = Decoding()) -> torch.Tensor:
     """The distribution ``(B, V)`` that :func:`next_tokens` samples from, for each row of
@@ -183,30 +240,24 @@ def sampling_probs(logits: torch.Tensor, transform: OutputTransform,
     _check_logits(logits)
     decoding.check(transform)
     _refuse_nan(logits)
-    z = _scaled(logits, decoding)
+    z = _float(logits)
     if decoding.method == "greedy":
         return _one_hot(z.argmax(-1), z)
-    if transform.family == "entmax":
-        return transform.probs(z).to(z.dtype)
-    if transform.family == "relu":
-        return _normalized(_relu_weights(z, transform, decoding.tau_shift, scaled=True),
-                           z.argmax(-1))
-    weights, indices = _softmax_candidates(z, decoding)
+    weights, indices = _truncated(_weights(z, transform, decoding), decoding)
     if indices is not None:
         weights = torch.zeros_like(z).scatter_(1, indices, weights)
-    return weights / weights.sum(-1, keepdim=True)
+    return _normalized(weights, z.argmax(-1))
 
 
 def empty_support(logits: torch.Tensor, transform: OutputTransform,
                   decoding: Decoding = Decoding()) -> torch.Tensor:
-    """``(B,)`` bool: the rows whose alpha-ReLU support is empty, where sampling falls back
-    to the arg-max token (all False for the other transforms, whose support never is)."""
+    """``(B,)`` bool: the rows whose alpha-ReLU support is empty, where sampling takes the
+    arg-max token (all False for the other transforms, whose support never is)."""
     _check_logits(logits)
     decoding.check(transform)
     if transform.family != "relu" or decoding.method == "greedy":
         return torch.zeros(logits.shape[0], dtype=torch.bool, device=logits.device)
-    top = _scaled(logits, decoding).amax(-1)
-    return top - _relu_threshold(transform, decoding.tau_shift) <= 0
+    return _float(logits).amax(-1) - _relu_threshold(transform, decoding.tau_shift) <= 0
 
 
 def race(weights: torch.Tensor, generator: torch.Generator | None = None,
@@ -238,14 +289,14 @@ def next_tokens(logits: torch.Tensor, transform: OutputTransform,
         best, index = logits.max(-1)
         _refuse_nan(best)
         return index
-    z = _scaled(logits, decoding)
-    if transform.family == "relu":
-        # The arg-max logit is in the support whenever the support is not empty.
-        return race(_relu_weights(z, transform, decoding.tau_shift), generator,
-                    fallback=lambda: z.argmax(-1))
-    if transform.family == "entmax":
-        _refuse_nan(z.amax(-1))  # entmax's threshold search would hide NaN
-        return race(transform.probs(z).to(z.dtype), generator)
-    weights, indices = _softmax_candidates(z, decoding)
-    chosen = race(weights, generator)
-    return chosen if indices is None else indices.gather(1, chosen.unsqueeze(1)).squeeze(1)
+    z = _float(logits)
+    # alpha-ReLU untruncated with a power of at most 2 (1.5-ReLU at T = 1: the bracket
+    # squared): no row maximum needed, an empty row falls back to the arg-max in the race.
+    plain = (transform.family == "relu" and decoding.top_k is None and decoding.top_p is None
+             and (transform.alpha - 1.0) * decoding.temperature >= 0.5)
+    weights, indices = _truncated(_weights(z, transform, decoding, scaled=not plain), decoding)
+    if indices is None:
+        return race(weights, generator, fallback=lambda: z.argmax(-1))
+    # Candidates are best first: a row where nothing won takes its first.
+    chosen = race(weights, generator, fallback=lambda: torch.zeros_like(indices[:, 0]))
+    return indices.gather(1, chosen.unsqueeze(1)).squeeze(1)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -40,6 +41,9 @@ class Hypothesis:
     """Sum of the transform's log scores of the chosen tokens (eos included when ``ended``)."""
     ended: bool = True
     """False when the hypothesis stopped at the length limit (or died) without eos."""
+    eos: int | None = None
+    """The end-of-sequence token that ended it, where beam search was given several
+    (None otherwise)."""
 
 
 def length_penalty(length: int, alpha: float) -> float:
@@ -218,20 +222,21 @@ def _extend(live: _Live, row_best: torch.Tensor, row_token: torch.Tensor, batch:
     return _Step(parent, token, best, torch.isfinite(best))
 
 
-def _finish(live: _Live, step: _Step, finished: list[list[Hypothesis]], *, eos_id: int,
+def _finish(live: _Live, step: _Step, finished: list[list[Hypothesis]], *, eos: torch.Tensor,
             at_limit: torch.Tensor, done: torch.Tensor, top_ended: torch.Tensor,
             n_best: int) -> torch.Tensor:
     """Record the hypotheses that end at this step (and mark in ``top_ended``, in place, the
     sentences whose best extension was eos); return the sentences done after it (B,)."""
     running = step.finite & ~done[:, None]
-    is_eos = running & (step.token == eos_id)
+    is_eos = running & torch.isin(step.token, eos)
     ends = is_eos | (running & at_limit[:, None])
     top_ended |= is_eos[:, 0]
     for b, j in ends.nonzero().tolist():
         tokens = live.prefix[step.parent[b, j]].tolist()
-        eos = bool(is_eos[b, j])
-        finished[b].append(Hypothesis(tokens + ([] if eos else [int(step.token[b, j])]),
-                                      float(step.score[b, j]), ended=eos))
+        ended, token = bool(is_eos[b, j]), int(step.token[b, j])
+        finished[b].append(Hypothesis(tokens + ([] if ended else [token]),
+                                      float(step.score[b, j]), ended=ended,
+                                      eos=token if ended and eos.numel() > 1 else None))
     dead = ~step.finite[:, 0] & ~done
     for b in dead.nonzero()[:, 0].tolist():
         if not finished[b]:
@@ -242,9 +247,9 @@ def _finish(live: _Live, step: _Step, finished: list[list[Hypothesis]], *, eos_i
     return done | (top_ended & (count >= n_best)) | at_limit | dead
 
 
-def _advance(live: _Live, step: _Step, done: torch.Tensor, eos_id: int) -> _Live:
+def _advance(live: _Live, step: _Step, done: torch.Tensor, eos: torch.Tensor) -> _Live:
     """The new live rows: finite, non-eos extensions of sentences not done."""
-    keep = step.finite & (step.token != eos_id) & ~done[:, None]
+    keep = step.finite & ~torch.isin(step.token, eos) & ~done[:, None]
     sent, slot = keep.nonzero(as_tuple=True)
     parent, token = step.parent[sent, slot], step.token[sent, slot]
     prefix = torch.cat([live.prefix[parent], token[:, None]], dim=1)
@@ -253,11 +258,12 @@ def _advance(live: _Live, step: _Step, done: torch.Tensor, eos_id: int) -> _Live
 
 @torch.no_grad()
 def beam_search(model: Transformer, src: torch.Tensor, transform: OutputTransform, *,
-                bos_id: int, eos_id: int, limits: torch.Tensor, beam: int, n_best: int = 1,
-                length_penalty: float = 0.0,
+                bos_id: int, eos_id: int | Sequence[int], limits: torch.Tensor, beam: int,
+                n_best: int = 1, length_penalty: float = 0.0,
                 renormalize: bool = False) -> list[list[Hypothesis]]:
     """The ``n_best`` best hypotheses of each source of ``src`` (B, S), best first (see the
-    module docstring); ``limits`` (B,) from :func:`max_lengths`. Model in eval mode."""
+    module docstring); ``limits`` (B,) from :func:`max_lengths`; ``eos_id`` one token or
+    several, any of which ends a hypothesis (its ``eos`` says which). Model in eval mode."""
     if beam < 1:
         raise UserError(f"beam must be at least 1 (1 is greedy search), got {beam}")
     if not 1 <= n_best <= beam:
@@ -268,15 +274,16 @@ def beam_search(model: Transformer, src: torch.Tensor, transform: OutputTransfor
     done = torch.zeros(batch, dtype=torch.bool, device=device)
     top_ended = torch.zeros_like(done)
     limits = limits.to(device)
+    eos = torch.tensor(eos_id, dtype=torch.long, device=device).reshape(-1)
     tokens = torch.full((batch,), bos_id, dtype=torch.long, device=device)
     for t in range(int(limits.max())):
         logits = model.step(tokens, live.state)                                  # (R, V)
         row_best, row_token = step_top_scores(transform, logits, min(beam, logits.shape[1]),
                                               renormalize)                      # (R, k)
         step = _extend(live, row_best, row_token, batch, beam)
-        done = _finish(live, step, finished, eos_id=eos_id, at_limit=limits <= t + 1, done=done,
+        done = _finish(live, step, finished, eos=eos, at_limit=limits <= t + 1, done=done,
                        top_ended=top_ended, n_best=n_best)
-        live = _advance(live, step, done, eos_id)
+        live = _advance(live, step, done, eos)
         if live.sent.numel() == 0:
             break
         tokens = live.prefix[:, -1]

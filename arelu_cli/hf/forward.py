@@ -5,16 +5,21 @@
   forward without labels (decoder inputs from ``prepare_decoder_input_ids_from_labels``, as
   the model would build them) and adds the transform's loss of its logits;
 * the fused output layer of causal LMs (:func:`fused_causal_forward`): in training with
-  labels, the base model's last hidden states and the LM head's weight go to
+  labels, the model's own forward runs with its LM head swapped for one that keeps its
+  input (:func:`head_input`); that input (times the family's logit scale,
+  :mod:`arelu_cli.hf.head`) and the head's weight go to
   :func:`arelu_cli.transforms.linear_alpha_relu_loss`, which never holds the
   ``(tokens, V)`` logits; ``logits`` is then None, as Liger-Kernel's fused linear
-  cross-entropy forward does. Otherwise (eval, generation) the model's own forward;
+  cross-entropy forward does (a trainer that reads them in training needs fused=False).
+  Otherwise (eval, generation) the model's own forward;
 * every other causal LM: the model's own forward (:func:`causal_forward`), whose
   ``model.loss_function`` is the transform's.
 
 Each warns, once per model, when it trains without labels (:func:`warn_unlabelled`): the
 transform's loss is then not computed, and a Trainer with ``label_smoothing_factor`` > 0
-does exactly that, then computes softmax cross-entropy from the logits itself.
+does exactly that, then computes softmax cross-entropy from the logits itself. Each refuses
+TRL's ``fused_lm_head=True`` (:func:`refuse_trl_head`), whose head computes softmax
+cross-entropy from the backbone.
 
 Each reads the transform from ``self.arelu_transform``; :func:`bind` gives it the class
 forward's signature (the Trainer keeps only the dataset columns that signature names) and
@@ -30,18 +35,11 @@ import warnings
 from types import MethodType
 
 import torch
-from transformers.modeling_outputs import CausalLMOutputWithPast
 
+from arelu_cli.hf.head import head_params, swapped_forward
 from arelu_cli.hf.loss import over_items, shift_left, token_loss
 from arelu_cli.hf.transform import output_layer
 from arelu_cli.transforms import linear_alpha_relu_loss
-
-# Causal LMs whose forward is exactly lm_head(base_model(...).last_hidden_state): no logit
-# scaling or soft-capping after the head, so the fused loss equals the unfused one (tested).
-FUSED_MODEL_TYPES = ("gpt2", "llama")
-
-# The output's cache field: ``cache`` (transformers >= 5.24), ``past_key_values`` before.
-_CACHE = "cache" if "cache" in CausalLMOutputWithPast.__dataclass_fields__ else "past_key_values"
 
 
 def bind(model: torch.nn.Module, impl):
@@ -68,6 +66,7 @@ def warn_unlabelled(model: torch.nn.Module, labels, shift_labels=None) -> None:
 def causal_forward(self, *args, **kwargs):
     """The class's forward (its loss through ``self.loss_function``), after
     :func:`warn_unlabelled`."""
+    refuse_trl_head(kwargs)
     base = type(self).forward
     named = kwargs.get("labels") is not None or kwargs.get("shift_labels") is not None
     if (not named and self.training and torch.is_grad_enabled()
@@ -75,14 +74,6 @@ def causal_forward(self, *args, **kwargs):
         given = inspect.signature(base).bind_partial(self, *args, **kwargs).arguments
         warn_unlabelled(self, given.get("labels"), given.get("kwargs", {}).get("shift_labels"))
     return base(self, *args, **kwargs)
-
-
-def check_fusable(model: torch.nn.Module) -> None:
-    """A ValueError unless the fused output layer is exact for ``model``."""
-    kind = getattr(model.config, "model_type", None)
-    if model.config.is_encoder_decoder or kind not in FUSED_MODEL_TYPES:
-        raise ValueError(f"fused=True supports the causal LMs {', '.join(FUSED_MODEL_TYPES)} "
-                         f"(forward = lm_head(hidden states)), not {kind!r}; use fused=False")
 
 
 def seq2seq_forward(self, *args, labels=None, num_items_in_batch=None, **kwargs):
@@ -101,10 +92,35 @@ def seq2seq_forward(self, *args, labels=None, num_items_in_batch=None, **kwargs)
     return type(out)(loss=loss, **{k: v for k, v in out.items() if k != "loss"})
 
 
+def head_input(model: torch.nn.Module, **inputs):
+    """The model's own forward on ``inputs`` (no labels), its LM head swapped for one that
+    keeps its input and gives ``(..., 0)`` logits: ``(output, the head's input (B, T, d))``."""
+    kept = []
+
+    def keep(x, *args, **kwargs):
+        kept.append(x)
+        return x.new_zeros(*x.shape[:-1], 0)
+
+    with swapped_forward(output_layer(model), keep):
+        out = type(model).forward(model, **inputs)
+    return out, kept[0]
+
+
+def refuse_trl_head(kwargs: dict) -> None:
+    """A ValueError for TRL's ``fused_lm_head=True``: its trainers' own fused head computes
+    softmax log-probabilities from the backbone, never the model's loss."""
+    if kwargs.pop("fused_lm_head", False):
+        raise ValueError("TRL's fused_lm_head computes softmax cross-entropy itself, not the "
+                         "arelu transform's loss: give the trainer compute_loss_func="
+                         "compute_loss_func(model, name) (arelu_cli.hf) instead")
+
+
 def fused_causal_forward(self, input_ids=None, attention_mask=None, labels=None,
                          num_items_in_batch=None, shift_labels=None, logits_to_keep=0,
                          **kwargs):
-    """Training with labels: the fused alpha-ReLU loss of the last hidden states, no logits."""
+    """Training with labels: :func:`head_input`, then the fused alpha-ReLU loss of the head's
+    input (times the family's logit scale) and the head's weight."""
+    refuse_trl_head(kwargs)
     if not self.training or (labels is None and shift_labels is None):
         warn_unlabelled(self, labels, shift_labels)
         return type(self).forward(self, input_ids=input_ids, attention_mask=attention_mask,
@@ -112,15 +128,16 @@ def fused_causal_forward(self, input_ids=None, attention_mask=None, labels=None,
                                   shift_labels=shift_labels, logits_to_keep=logits_to_keep,
                                   **kwargs)
     kwargs.setdefault("use_cache", False)
-    out = self.base_model(input_ids=input_ids, attention_mask=attention_mask, **kwargs)
-    hidden = out.last_hidden_state                                     # (B, T, d)
+    out, hidden = head_input(self, input_ids=input_ids, attention_mask=attention_mask, **kwargs)
     target = shift_left(labels) if shift_labels is None else shift_labels
-    transform, head = self.arelu_transform, output_layer(self)
+    transform, scale = self.arelu_transform, self.arelu_fused_head.scale
+    weight, bias = head_params(output_layer(self))
+    if scale != 1.0:                                 # (s x) W^T + s b = s (x W^T + b)
+        hidden, bias = hidden * scale, None if bias is None else bias * scale
     reduction = "mean" if num_items_in_batch is None else "sum"
-    loss = linear_alpha_relu_loss(hidden, head.weight, target.to(hidden.device), transform.alpha,
-                                  transform.tau, bias=head.bias, reduction=reduction,
+    loss = linear_alpha_relu_loss(hidden, weight, target.to(hidden.device), transform.alpha,
+                                  transform.tau, bias=bias, reduction=reduction,
                                   chunk=self.arelu_chunk)
     if num_items_in_batch is not None:
         loss = over_items(loss, num_items_in_batch)
-    return CausalLMOutputWithPast(loss=loss, logits=None, **{_CACHE: getattr(out, _CACHE, None)},
-                                  hidden_states=out.hidden_states, attentions=out.attentions)
+    return type(out)(loss=loss, **{k: v for k, v in out.items() if k not in ("loss", "logits")})

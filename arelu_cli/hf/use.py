@@ -5,13 +5,15 @@ arelu output transform, in one call.
   forward calls it with HF's label shifting, ``ignore_index=-100`` and the Trainer's
   ``num_items_in_batch``); a seq2seq model's forward, which computes cross-entropy itself,
   is wrapped to compute the transform's loss instead; ``fused=True`` (alpha-ReLU, causal
-  LMs of :data:`~arelu_cli.hf.forward.FUSED_MODEL_TYPES`) computes it from the last hidden
-  states and the LM head's weight without the logits. ``Trainer(model=model, ...)`` then
-  needs nothing else; :func:`compute_loss_func` gives the same loss for
+  LMs whose logits are a constant times their head's output, :mod:`arelu_cli.hf.head`)
+  computes it from the head's input and weight without the logits. ``Trainer(model=model,
+  ...)`` then needs nothing else; :func:`compute_loss_func` gives the same loss for
   ``Trainer(compute_loss_func=...)`` on an unchanged causal LM. ``label_smoothing`` smooths
   the transform's own target; a training forward without labels (what a Trainer with
   ``label_smoothing_factor`` > 0 runs before computing softmax cross-entropy itself) warns.
-* generation: ``model.generate`` becomes :func:`arelu_cli.hf.generate.generate`.
+* generation: ``model.generate`` becomes :func:`arelu_cli.hf.generate.generate`
+  (transformers' own for greedy search and sampling, with the transform's processor;
+  arelu's beam search).
 * saving: the choice is written to ``model.config.arelu`` (:data:`CONFIG_KEY`), so that
   ``save_pretrained`` keeps it; after ``from_pretrained``, ``use_transform(model)`` applies it
   again (transformers alone would train and generate the reloaded model with softmax).
@@ -28,6 +30,7 @@ from torch import nn
 
 from arelu_cli.hf import forward
 from arelu_cli.hf.generate import generate
+from arelu_cli.hf.head import fused_head
 from arelu_cli.hf.loss import loss_function, trainer_loss
 from arelu_cli.hf.transform import check_tokenizer, output_layer, resolve
 from arelu_cli.registry import OutputTransform
@@ -37,7 +40,7 @@ CONFIG_KEY = "arelu"
 "renormalize", "chunk", "label_smoothing"}``."""
 
 
-def _check_model(model) -> None:
+def check_model(model) -> None:
     if not isinstance(model, nn.Module) or not hasattr(model, "config"):
         raise TypeError(f"expected a transformers model (PreTrainedModel), got "
                         f"{type(model).__name__}")
@@ -93,7 +96,8 @@ def use_transform(model: nn.Module, name: str | None = None, *, tau: float | Non
     """Train and generate ``model`` with the registry's transform ``name`` (``softmax``,
     ``sparsemax``, ``1.5-entmax``, ``1.5-relu``, ...; alpha-ReLU's ``tau`` defaults to the
     analytic estimate for the model's vocabulary, printed). ``fused``: the fused output
-    layer (alpha-ReLU, GPT-2 / Llama); ``chunk``: its tokens per chunk. ``renormalize``:
+    layer (alpha-ReLU; causal LMs, :func:`arelu_cli.hf.head.fused_head` says which);
+    ``chunk``: its tokens per chunk. ``renormalize``:
     generation divides alpha-ReLU by its sum per step. ``label_smoothing``: the training
     target ``(1 - eps) e_y + eps / V``. ``tokenizer``: checked against the vocabulary.
     Without ``name``: the choice stored in ``model.config.arelu`` by an earlier call (a
@@ -101,7 +105,7 @@ def use_transform(model: nn.Module, name: str | None = None, *, tau: float | Non
     raises ValueError/TypeError. A PEFT model (LoRA, ...) is changed inside: its wrapper's
     forward and generate run the inner model's."""
     model = _unwrap(model)
-    _check_model(model)
+    check_model(model)
     if name is None:
         if tau is not None or fused or renormalize or chunk is not None or label_smoothing:
             raise ValueError("without a transform name use_transform applies the stored "
@@ -121,8 +125,7 @@ def use_transform(model: nn.Module, name: str | None = None, *, tau: float | Non
     if fused and eps:
         raise ValueError("the fused output layer has no label smoothing; use fused=False with "
                          "label_smoothing, or label_smoothing=0")
-    if fused:
-        forward.check_fusable(model)
+    model.arelu_fused_head = fused_head(model) if fused else None
     model.arelu_transform, model.arelu_renormalize, model.arelu_chunk = transform, renormalize, chunk
     model.arelu_label_smoothing = eps
     model.__dict__.pop("forward", None)                                  # an earlier call's
@@ -147,7 +150,7 @@ def compute_loss_func(model: nn.Module, name: str, *, tau: float | None = None,
     Trainer drops the labels before the forward, whose decoder inputs would then come from
     somewhere else (BART's: the inputs shifted), so use :func:`use_transform` there."""
     model = _unwrap(model)
-    _check_model(model)
+    check_model(model)
     if model.config.is_encoder_decoder:
         raise ValueError(f"{type(model).__name__} is a seq2seq model: with compute_loss_func "
                          "the Trainer drops the labels its decoder inputs come from; use "

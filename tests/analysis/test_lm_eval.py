@@ -85,8 +85,8 @@ def test_rerun_replaces_its_row_and_keeps_others(lm_runs, tmp_path):
 def test_nothing_is_written_when_one_checkpoint_fails(cli, lm_runs, tmp_path):
     out, gens = _outs(tmp_path)
     ran = cli("lm-eval", "--checkpoint", lm_runs["softmax"], "--checkpoint", lm_runs["1.5-relu"],
-              "--top-p", "0.9", "--max-prompts", "2", "--out", out, "--generations", gens)
-    assert ran.code == 2 and "top-p truncate softmax; 1.5-relu is sparse already" in ran.err
+              "--tau", "0.1", "--max-prompts", "2", "--out", out, "--generations", gens)
+    assert ran.code == 2 and "a tau shift applies only to alpha-ReLU, not softmax" in ran.err
     assert ran.err.count("\n") == 1
     assert not out.exists() and not gens.exists()
 

@@ -1,5 +1,6 @@
-"""``arelu bench hf``: a tiny run writes one row per transform x vocabulary with ratios to
-softmax's step; bad options fail in one line (exit 2)."""
+"""``arelu bench hf``: a tiny run writes one row per family x transform x vocabulary with
+ratios to softmax's step (a family whose logits do not fuse gets a refused row); bad
+options fail in one line (exit 2)."""
 
 import pandas as pd
 import pytest
@@ -22,6 +23,7 @@ def test_tiny_bench_writes_a_row_per_transform_and_vocabulary(tmp_path):
     frame = pd.read_csv(out)
     assert list(frame["transform"]) == ["softmax", "1.5-relu", "1.5-relu+fused"] * 2
     assert list(frame["vocab"]) == [64] * 3 + [96] * 3
+    assert (frame["family"] == "llama").all()
     assert (frame["status"] == "ok").all() and (frame["time_ms"] > 0).all()
     assert (frame.loc[frame["transform"] == "softmax", "time_ratio"] == 1.0).all()
     assert (frame["time_ratio"] > 0).all() and (frame["tau"] > 0).all()
@@ -31,8 +33,9 @@ def test_tiny_bench_writes_a_row_per_transform_and_vocabulary(tmp_path):
 
 
 @pytest.mark.parametrize("kwargs, match", [
-    (dict(vocabs=(4,)), "--vocabs"), (dict(d_model=30), "multiple of the 4"),
-    (dict(batch=0), "--batch"), (dict(device="tpu"), "--device")])
+    (dict(vocabs=(4,)), "--vocabs"), (dict(d_model=30), "multiple of 8"),
+    (dict(batch=0), "--batch"), (dict(device="tpu"), "--device"),
+    (dict(families=("llama", "nosuch")), "not nosuch")])
 def test_bad_options_are_user_errors(kwargs, match):
     with pytest.raises(UserError, match=match):
         make_plan(**kwargs)
@@ -43,3 +46,18 @@ def test_bad_option_is_a_user_error_before_anything_is_written(tmp_path):
                                       "--out", str(tmp_path / "x.csv")])
     assert isinstance(result.exception, UserError) and "--vocabs" in str(result.exception)
     assert not (tmp_path / "x.csv").exists()
+
+
+def test_families_each_get_their_rows_and_a_soft_cap_is_a_refused_row(tmp_path):
+    out = tmp_path / "hf.csv"
+    result = CliRunner().invoke(app, ["bench", "hf", "--families", "qwen2,gemma2",
+                                      "--vocabs", "64", "--d-model", "16", "--layers", "1",
+                                      "--batch", "2", "--seq", "8", "--repeats", "1",
+                                      "--device", "cpu", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    frame = pd.read_csv(out).set_index(["family", "transform"])
+    assert (frame.loc["qwen2", "status"] == "ok").all()
+    assert frame.loc[("gemma2", "1.5-relu"), "status"] == "ok"
+    assert frame.loc[("gemma2", "1.5-relu+fused"), "status"].startswith(
+        "refused: Gemma2ForCausalLM soft-caps its logits")
+    assert frame["signature"].str.contains("model:gemma2-d16-l1", regex=False).any()

@@ -66,9 +66,9 @@ def test_bad_decoding_options(cli, lm_runs, tmp_path, args, match):
            match=match)
 
 
-def test_top_p_on_a_sparse_transform(cli, lm_runs, tmp_path):
-    _fails(cli, tmp_path, "--checkpoint", lm_runs["1.5-relu"], "--unconditional", "2",
-           "--top-p", "0.9", match="top-p truncate softmax; 1.5-relu is sparse already")
+def test_a_tau_shift_on_softmax(cli, lm_runs, tmp_path):
+    _fails(cli, tmp_path, "--checkpoint", lm_runs["softmax"], "--unconditional", "2",
+           "--tau", "0.1", match="a tau shift applies only to alpha-ReLU, not softmax")
 
 
 def test_a_translation_checkpoint(cli, toy_runs, tmp_path):

@@ -1,5 +1,7 @@
 """Next-token selection: the distribution sampled from, draws that never hit a zero, seeds,
-truncations by hand, alpha-ReLU by hand, entmax against the entmax package, bad input."""
+truncations by hand, alpha-ReLU by hand, entmax against the entmax package, the temperature
+rule (p ^ (1 / T) on the support: sharper as T falls for every transform, greedy at T -> 0),
+log p for samplers that apply the temperature themselves, bad input."""
 
 import math
 
@@ -10,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.stats import chisquare
 
-from arelu_cli.decode.sampling import (Decoding, empty_support, next_tokens, race,
-                                    sampling_probs)
+from arelu_cli.decode.sampling import (Decoding, empty_support, log_probs, next_tokens,
+                                       race, sampling_probs)
 from arelu_cli.registry import get_transform
 
 DRAWS = 10_000
@@ -29,6 +31,11 @@ CASES = [
     ("1.5-relu", 0.5, Decoding()),
     ("1.5-relu", 0.5, Decoding(tau_shift=0.3)),
     ("1.5-relu", 0.5, Decoding(temperature=2.0)),
+    ("1.5-relu", 0.5, Decoding(temperature=0.4)),
+    ("1.5-relu", 0.2, Decoding(top_k=2)),
+    ("1.5-relu", 0.2, Decoding(top_p=0.8, temperature=1.5)),
+    ("1.5-entmax", 0.0, Decoding(top_k=2, temperature=0.5)),
+    ("sparsemax", 0.0, Decoding(top_p=0.6)),
     ("2-relu", 0.2, Decoding()),
     ("1.25-relu", 0.1, Decoding()),
     ("softmax", 0.0, Decoding("greedy")),
@@ -127,8 +134,9 @@ def test_alpha_relu_by_hand():
     assert torch.allclose(sampling_probs(z, relu), torch.tensor([[0.9, 0.1, 0.0]]))
     shifted = sampling_probs(z, relu, Decoding(tau_shift=0.25))  # 1.25^2, 0.25^2
     assert torch.allclose(shifted, torch.tensor([[1.5625, 0.0625, 0.0]]) / 1.625)
-    assert torch.equal(sampling_probs(z, relu, Decoding(temperature=2.0)),
-                       torch.tensor([[1.0, 0.0, 0.0]]))
+    # T = 2: p ^ (1 / 2) = (0.9, 0.1) ^ 0.5 over its sum; the support stays {0, 1}
+    assert torch.allclose(sampling_probs(z, relu, Decoding(temperature=2.0)),
+                          torch.tensor([[0.75, 0.25, 0.0]]))
     two = get_transform("2-relu", tau=0.5)   # p ~ (z - tau)_+
     assert torch.allclose(sampling_probs(z, two), torch.tensor([[3.5, 1.5, 0.0]]) / 5.0)
 
@@ -147,8 +155,9 @@ def test_entmax_sampling_probs_are_the_entmax_package(name, reference):
     z = torch.randn(6, 50, dtype=torch.float64) * 2
     assert torch.allclose(sampling_probs(z, get_transform(name)), reference(z, dim=-1),
                           atol=1e-6)
+    tempered = reference(z, dim=-1).sqrt()                  # T = 2: p ^ (1 / 2) over its sum
     assert torch.allclose(sampling_probs(z, get_transform(name), Decoding(temperature=2.0)),
-                          reference(z / 2, dim=-1), atol=1e-6)
+                          tempered / tempered.sum(-1, keepdim=True), atol=1e-6)
 
 
 def test_empty_alpha_relu_support_falls_back_to_the_arg_max():
@@ -210,8 +219,6 @@ def test_bad_decodings_raise(kwargs, match):
 @pytest.mark.parametrize("name, decoding, match", [
     ("softmax", Decoding(tau_shift=0.1), "only to alpha-ReLU"),
     ("1.5-entmax", Decoding(tau_shift=0.1), "only to alpha-ReLU"),
-    ("1.5-relu", Decoding(top_p=0.9), "top-p truncate softmax"),
-    ("sparsemax", Decoding(top_k=5), "top-k truncate softmax"),
 ])
 def test_decodings_that_do_not_fit_the_transform_raise(name, decoding, match):
     z = torch.randn(2, 10)
@@ -257,5 +264,88 @@ def test_large_alpha_relu_outputs_do_not_overflow_the_distribution():
     """(z - tau)^20 of 1.05-ReLU overflows float32 for z ~ 2000; the distribution does not."""
     z = torch.tensor([[2000.0, 1990.0, 0.0]])
     probs = sampling_probs(z, get_transform("1.05-relu", tau=0.0))
+    expected = torch.tensor([1.0, (1990 / 2000) ** 20, 0.0])
+    assert torch.allclose(probs[0], expected / expected.sum())
+
+
+TRANSFORMS = [("softmax", 0.0), ("sparsemax", 0.0), ("1.5-entmax", 0.0), ("1.3-entmax", 0.0),
+              ("1.5-relu", 0.5), ("2-relu", 0.2), ("1.25-relu", 0.1)]
+TEMPERATURES = [8.0, 4.0, 2.0, 1.5, 1.0, 0.7, 0.5, 0.3, 0.2, 0.1, 0.05]
+
+
+def _entropy(probs: torch.Tensor) -> torch.Tensor:
+    return -(probs * probs.clamp_min(1e-300).log()).sum(-1)
+
+
+@pytest.mark.parametrize("name, tau", TRANSFORMS)
+def test_temperature_sharpens_as_it_falls_for_every_transform(name, tau):
+    """As T falls: the top probability never falls, the entropy never rises, the support
+    stays the transform's own; T = 1 is the transform's p; T -> 0 is the arg-max."""
+    transform = get_transform(name, tau=tau)
+    z = torch.randn(6, 200, dtype=torch.float64, generator=torch.Generator().manual_seed(5)) * 3
+    base = sampling_probs(z, transform)
+    tops, entropies = [], []
+    for t in TEMPERATURES:
+        probs = sampling_probs(z, transform, Decoding(temperature=t))
+        assert torch.equal(probs > 0, base > 0), f"T={t} moved the support"
+        tops.append(probs.amax(-1))
+        entropies.append(_entropy(probs))
+    for before, after in zip(tops, tops[1:]):
+        assert bool((after >= before - 1e-12).all())
+    for before, after in zip(entropies, entropies[1:]):
+        assert bool((after <= before + 1e-12).all())
+    several = (base > 0).sum(-1) > 1                          # it does sharpen
+    assert bool(several.any()) and bool((tops[-1][several] > tops[0][several]).all())
+    assert torch.equal(sampling_probs(z, transform, Decoding(temperature=1e-12)),
+                       sampling_probs(z, transform, Decoding("greedy")))
+    tokens = next_tokens(z, transform, Decoding(temperature=1e-30),
+                         torch.Generator().manual_seed(0))
+    assert torch.equal(tokens, z.argmax(-1))
+    flat = sampling_probs(z, transform, Decoding(temperature=1e6))
+    support = (base > 0).sum(-1, keepdim=True).double()
+    assert torch.allclose(flat, (base > 0) / support, atol=1e-4)   # uniform on the support
+
+
+def test_the_old_alpha_relu_temperature_would_have_flattened():
+    """What the rule replaces: dividing the logits by T before alpha-ReLU's fixed threshold
+    widens its support as T falls (the top probability drops); the rule sharpens."""
+    transform = get_transform("1.5-relu", tau=1.0)
+    z = torch.randn(1, 1000, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    divided = [sampling_probs(z / t, transform) for t in (2.0, 0.1)]
+    assert float(divided[1].amax()) < float(divided[0].amax())
+    kept = [sampling_probs(z, transform, Decoding(temperature=t)) for t in (2.0, 0.1)]
+    assert float(kept[1].amax()) > float(kept[0].amax())
+
+
+@pytest.mark.parametrize("name, tau", TRANSFORMS)
+@pytest.mark.parametrize("temperature", [1.0, 0.5, 3.0])
+def test_softmax_of_log_probs_over_t_is_the_sampling_distribution(name, tau, temperature):
+    """log_probs is what a sampler that applies the temperature itself (transformers'
+    warper divides its scores by T) needs: softmax(log p / T) = p_T, -inf off the support."""
+    transform = get_transform(name, tau=tau)
+    z = torch.randn(5, 60, dtype=torch.float64, generator=torch.Generator().manual_seed(2)) * 2
+    z[0] = -5.0                                   # alpha-ReLU: an empty support here
+    z[0, 7] = -4.0
+    scores = log_probs(z, transform)
+    want = sampling_probs(z, transform, Decoding(temperature=temperature))
+    assert torch.allclose(torch.softmax(scores / temperature, -1), want, atol=1e-12)
+    assert torch.equal(scores == -math.inf, want == 0)
+
+
+def test_log_probs_of_an_empty_support_is_the_arg_max_and_nan_raises():
+    relu = get_transform("1.5-relu", tau=0.5)
+    z = torch.tensor([[0.1, 0.3, -1.0], [4.0, 2.0, 0.0]])
+    assert log_probs(z, relu)[0].tolist() == [-math.inf, 0.0, -math.inf]
+    assert log_probs(z, relu, tau_shift=-0.5)[0, 0] > -math.inf
+    z[1, 1] = math.nan
+    with pytest.raises(ValueError, match="NaN"):
+        log_probs(z, relu)
+    with pytest.raises(ValueError, match="only to alpha-ReLU"):
+        log_probs(z, get_transform("softmax"), tau_shift=0.1)
+
+
+def test_log_probs_of_large_alpha_relu_outputs_are_finite():
+    z = torch.tensor([[2000.0, 1990.0, 0.0]])
+    probs = log_probs(z, get_transform("1.05-relu", tau=0.0)).exp()
     expected = torch.tensor([1.0, (1990 / 2000) ** 20, 0.0])
     assert torch.allclose(probs[0], expected / expected.sum())

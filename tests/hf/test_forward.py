@@ -61,3 +61,16 @@ def test_use_transform_again_replaces_the_fused_forward():
     use_transform(model, "1.5-relu", tau=TAU, fused=True)
     use_transform(model, "1.5-relu", tau=TAU)
     assert model(input_ids=tokens(1, 4), labels=tokens(1, 4)).logits is not None
+
+
+@pytest.mark.parametrize("fused", [False, True])
+def test_trls_fused_lm_head_is_refused_with_what_to_do(fused):
+    """TRL's trainers call model(..., fused_lm_head=True) and take softmax log-probabilities
+    from their own head: the transform's loss would never be computed."""
+    model = make_model("llama", scale=30.0).train()
+    use_transform(model, "1.5-relu", tau=TAU, fused=fused)
+    ids = tokens(1, 4)
+    with pytest.raises(ValueError, match="compute_loss_func=compute_loss_func") as info:
+        model(input_ids=ids, labels=ids, fused_lm_head=True)
+    assert "\n" not in str(info.value)
+    assert model(input_ids=ids, labels=ids, fused_lm_head=False).loss is not None

@@ -1,11 +1,15 @@
-"""model.generate after use_transform (arelu_cli.hf.generate and .search): the tokens and
-scores of arelu's own greedy and beam search (arelu_cli.decode.search) driven by a reference
-adapter that reruns the whole sequence at every step (no cache), so the cached adapter's
-positions, padding and reordering are checked against a plain forward; greedy equals
-transformers' own greedy; sampling never draws a token of probability zero."""
+"""model.generate after use_transform (arelu_cli.hf.generate and .search).
+
+Beam search: the tokens and scores of arelu's own beam search (arelu_cli.decode.search)
+driven by a reference adapter that reruns the whole sequence at every step (no cache), so
+the cached adapter's positions, padding, reordering and processors are checked against a
+plain forward. Greedy and sampling: transformers' own, through the transform's processor,
+whose distribution is decode.sampling's (the sampler of arelu generate) on the same logits,
+with the processors before and the warpers after it; draws follow it and never hit a zero."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import pytest
@@ -14,12 +18,14 @@ pytest.importorskip("transformers")
 
 import torch  # noqa: E402
 
+from arelu_cli.decode.sampling import Decoding, log_probs, next_tokens, sampling_probs
+from arelu_cli.decode.search import beam_search
 from arelu_cli.hf import use_transform
-from arelu_cli.hf.generate import pack_hypotheses
-from arelu_cli.decode.search import beam_search, greedy
+from arelu_cli.hf.generate import TransformLogitsProcessor, pack_hypotheses, raw_processors
+from arelu_cli.hf.search import forced_logits
 from arelu_cli.registry import get_transform
 
-from .conftest import EOS, FAMILIES, PAD, TAU, make_model, tokens
+from .conftest import EOS, FAMILIES, PAD, TAU, VOCAB, make_model, tokens
 
 
 @dataclass
@@ -38,8 +44,8 @@ class FullRecompute:
     """arelu's search interface over an HF model, no cache: each step runs the whole
     sequence through the model's own (unwrapped) forward."""
 
-    def __init__(self, model, mask):
-        self.model, self.mask = model, mask
+    def __init__(self, model, mask, processors=None):
+        self.model, self.mask, self.processors = model, mask, processors
 
     def encode(self, src):
         return src, self.mask
@@ -53,15 +59,19 @@ class FullRecompute:
         forward = type(self.model).forward
         if self.model.config.is_encoder_decoder:
             state.seq = torch.cat([state.seq, tokens[:, None]], 1)
-            return forward(self.model, input_ids=state.src, attention_mask=state.mask,
-                           decoder_input_ids=state.seq, use_cache=False).logits[:, -1]
-        if not state.first:
-            state.seq = torch.cat([state.seq, tokens[:, None]], 1)
-            state.mask = torch.cat([state.mask, state.mask.new_ones(len(tokens), 1)], 1)
-        state.first = False
-        positions = (state.mask.cumsum(1) - 1).clamp(min=0)
-        return forward(self.model, input_ids=state.seq, attention_mask=state.mask,
-                       position_ids=positions, use_cache=False).logits[:, -1]
+            logits = forward(self.model, input_ids=state.src, attention_mask=state.mask,
+                             decoder_input_ids=state.seq, use_cache=False).logits[:, -1]
+        else:
+            if not state.first:
+                state.seq = torch.cat([state.seq, tokens[:, None]], 1)
+                state.mask = torch.cat([state.mask, state.mask.new_ones(len(tokens), 1)], 1)
+            state.first = False
+            positions = (state.mask.cumsum(1) - 1).clamp(min=0)
+            logits = forward(self.model, input_ids=state.seq, attention_mask=state.mask,
+                             position_ids=positions, use_cache=False).logits[:, -1]
+        if not self.processors:
+            return logits
+        return forced_logits(self.processors(state.seq, logits), self.model.arelu_transform)
 
 
 def _inputs(kind):
@@ -76,32 +86,28 @@ def _inputs(kind):
 
 
 def _reference(model, name, ids, mask, *, beam, n_best=1, length_penalty=0.0,
-               renormalize=False, steps=6):
+               renormalize=False, steps=6, processors=None):
     transform = get_transform(name, tau=TAU)
-    search = FullRecompute(model, mask)
+    search = FullRecompute(model, mask, processors)
     bos = EOS if model.config.is_encoder_decoder else 0
     limits = torch.full((len(ids),), steps)
     with torch.no_grad():
-        if beam == 1:
-            hyps = [[h] for h in greedy(search, ids, transform, bos_id=bos, eos_id=EOS,
-                                        limits=limits, renormalize=renormalize)]
-        else:
-            hyps = beam_search(search, ids, transform, bos_id=bos, eos_id=EOS, limits=limits,
-                               beam=beam, n_best=n_best, length_penalty=length_penalty,
-                               renormalize=renormalize)
+        hyps = beam_search(search, ids, transform, bos_id=bos, eos_id=EOS, limits=limits,
+                           beam=beam, n_best=n_best, length_penalty=length_penalty,
+                           renormalize=renormalize)
     prefix = ids if not model.config.is_encoder_decoder else torch.full((len(ids), 1), EOS)
     return pack_hypotheses(prefix, hyps, EOS, PAD)
 
 
-CASES = [(1, 1, 0.0, False), (3, 2, 1.0, False), (4, 2, 0.6, True)]
-# alpha-ReLU in every case (renormalize applies to it alone); the others in the beam case.
-RUNS = [("1.5-relu", *case) for case in CASES] + [(name, *CASES[1]) for name in FAMILIES
+CASES = [(3, 2, 1.0, False), (4, 2, 0.6, True), (2, 1, 0.0, False)]
+# alpha-ReLU in every case (renormalize applies to it alone); the others in the first.
+RUNS = [("1.5-relu", *case) for case in CASES] + [(name, *CASES[0]) for name in FAMILIES
                                                   if name != "1.5-relu"]
 
 
 @pytest.mark.parametrize("kind", ["llama", "bart"])
 @pytest.mark.parametrize("name, beam, n_best, penalty, renormalize", RUNS)
-def test_generate_equals_arelus_search(kind, name, beam, n_best, penalty, renormalize):
+def test_beam_search_equals_arelus_search(kind, name, beam, n_best, penalty, renormalize):
     model = make_model(kind, scale=30.0)
     ids, mask = _inputs(kind)
     want = _reference(model, name, ids, mask, beam=beam, n_best=n_best,
@@ -117,9 +123,39 @@ def test_generate_equals_arelus_search(kind, name, beam, n_best, penalty, renorm
 
 
 @pytest.mark.parametrize("kind", ["gpt2", "t5"])
-def test_generate_equals_arelus_search_on_more_architectures(kind):
+def test_beam_search_equals_arelus_search_on_more_architectures(kind):
     """GPT-2 (learned positions) and T5 (relative position bias) on the cache, beam 3."""
-    test_generate_equals_arelus_search(kind, "1.5-relu", 3, 2, 1.0, False)
+    test_beam_search_equals_arelus_search(kind, "1.5-relu", 3, 2, 1.0, False)
+
+
+@pytest.mark.parametrize("kind", ["llama", "bart"])
+def test_beam_search_applies_transformers_processors(kind):
+    """Repetition and n-gram penalties, a minimum length and a forced eos act on the raw
+    logits of each beam row (its own tokens so far, through the cache), as the reference
+    applies them on full recomputes; the forced eos has probability 1 (score 0)."""
+    model = make_model(kind, scale=30.0)
+    use_transform(model, "1.5-relu", tau=TAU)
+    ids, mask = _inputs(kind)
+    options = dict(repetition_penalty=1.5, no_repeat_ngram_size=2, min_new_tokens=3,
+                   forced_eos_token_id=EOS)
+    got = model.generate(ids, attention_mask=mask, max_new_tokens=6, num_beams=3,
+                         num_return_sequences=2, return_dict_in_generate=True, **options)
+    from transformers import GenerationConfig
+
+    config = GenerationConfig(**options, eos_token_id=EOS)
+    prefix = 1 if kind == "bart" else ids.shape[1]
+    processors = raw_processors(model, config, ids, prefix, [EOS], 6)
+    want = _reference(model, "1.5-relu", ids, mask, beam=3, n_best=2, processors=processors)
+    assert torch.equal(got.sequences, want.sequences)
+    torch.testing.assert_close(got.sequences_scores, want.sequences_scores, rtol=1e-5,
+                               atol=1e-5)
+    new = got.sequences[:, prefix:]
+    assert bool(got.ended.all())                          # every row ends: eos is forced
+    for row in new.tolist():
+        row = row[:row.index(EOS) + 1]
+        assert len(row) >= 4                               # 3 tokens at least, then eos
+        pairs = list(zip(row, row[1:]))
+        assert len(pairs) == len(set(pairs))               # no bigram twice
 
 
 def test_searches_see_sparse_outputs():
@@ -133,103 +169,230 @@ def test_searches_see_sparse_outputs():
 
 
 @pytest.mark.parametrize("kind", ["gpt2", "llama"])
-def test_greedy_equals_transformers_greedy(kind):
+@pytest.mark.parametrize("name", FAMILIES)
+def test_greedy_equals_transformers_greedy(kind, name):
     """Greedy picks the arg-max logit for every transform, as transformers' greedy does."""
     model = make_model(kind, scale=30.0)
     ids = tokens(2, 5)
     native = type(model).generate(model, ids, max_new_tokens=6, do_sample=False,
                                   eos_token_id=None, pad_token_id=PAD)
-    use_transform(model, "1.5-relu", tau=TAU)
-    ours = model.generate(ids, max_new_tokens=6, eos_token_id=-1)
+    use_transform(model, name, tau=TAU if name == "1.5-relu" else None)
+    ours = model.generate(ids, max_new_tokens=6, eos_token_id=None)
     assert torch.equal(ours, native)
+    assert torch.equal(model.generate(ids, max_new_tokens=6, eos_token_id=None,
+                                      use_cache=False), native)
 
 
-def test_sampling_never_draws_a_zero_probability_token():
-    """2,000 draws of 3 tokens: every drawn token has alpha-ReLU output > 0 under a plain
-    forward of the drawn sequence (a row stops, score -inf, exactly where its support is
-    empty), and the first token's frequencies match p / sum p."""
-    tau = 1.2                                        # a support of a few tokens per row
+def _sample(model, ids, **options):
+    return model.generate(ids, do_sample=True, max_new_tokens=4, eos_token_id=None,
+                          output_scores=True, output_logits=True,
+                          return_dict_in_generate=True,
+                          generator=torch.Generator().manual_seed(0), **options)
+
+
+SAMPLED = [("1.5-relu", dict(temperature=0.7)), ("1.5-relu", dict(top_k=4, top_p=0.8)),
+           ("1.5-entmax", dict(temperature=1.5, top_p=0.9)), ("sparsemax", {}),
+           ("softmax", dict(temperature=0.8, top_k=10, top_p=0.9))]
+
+
+@pytest.mark.parametrize("name, options", SAMPLED)
+def test_sampling_draws_from_decode_samplings_distribution(name, options):
+    """At every step, transformers' processed scores are decode.sampling's p_T (the
+    sampler of arelu generate) of the same logits after the repetition penalty, with the
+    same temperature, top-k and top-p; every drawn token has p > 0 there."""
+    from transformers import RepetitionPenaltyLogitsProcessor
+
     model = make_model("llama", scale=30.0)
-    prompt = tokens(1, 4).repeat(2000, 1)
-    use_transform(model, "1.5-relu", tau=tau)
-    gen = torch.Generator().manual_seed(0)
-    out = model.generate(prompt, max_new_tokens=3, do_sample=True, eos_token_id=-1,
-                         generator=gen, return_dict_in_generate=True)
-    transform = get_transform("1.5-relu", tau=tau)
+    use_transform(model, name, tau=TAU if name == "1.5-relu" else None)
+    ids = tokens(4, 5)
+    out = _sample(model, ids, repetition_penalty=1.3, **options)
+    transform = model.arelu_transform
+    decoding = Decoding(**options)
+    penalty = RepetitionPenaltyLogitsProcessor(1.3)
+    for t, (scores, logits) in enumerate(zip(out.scores, out.logits)):
+        seen = out.sequences[:, :ids.shape[1] + t]
+        want = sampling_probs(penalty(seen, logits.clone()), transform, decoding)
+        torch.testing.assert_close(torch.softmax(scores, -1), want, rtol=0, atol=2e-6)
+        drawn = out.sequences[:, ids.shape[1] + t]
+        assert bool((want.gather(1, drawn[:, None]) > 0).all())
+
+
+@pytest.mark.parametrize("name, options", [("1.5-relu", dict(temperature=0.7)),
+                                           ("1.5-entmax", dict(top_k=3)),
+                                           ("softmax", dict(top_p=0.8))])
+def test_draws_of_generate_and_of_arelu_generate_follow_the_same_distribution(name, options):
+    """4,000 first tokens drawn by model.generate and by decode.sampling.next_tokens (the
+    sampler of arelu generate) on the same logits: each matches the distribution
+    (chi-square), and both only ever draw its support."""
+    from scipy.stats import chisquare
+
+    model = make_model("llama", scale=30.0)
+    use_transform(model, name, tau=TAU if name == "1.5-relu" else None)
+    prompt = tokens(1, 4)
     with torch.no_grad():
-        probs = transform.probs(type(model).forward(model, input_ids=out.sequences).logits)
-    steps = probs[:, 3:3 + out.sequences.shape[1] - 4]                  # (N, k, V)
-    drawn = out.sequences[:, 4:]                                        # (N, k)
-    p_drawn = steps.gather(2, drawn[..., None])[..., 0]
-    finite = torch.isfinite(out.sequences_scores)
-    assert bool((p_drawn[finite] > 0).all()) and int(finite.sum()) > 1500
-    for row in (~finite).nonzero()[:, 0].tolist():                     # rows that stopped
-        stop = int((p_drawn[row] > 0).long().cumprod(0).sum())
-        assert float(steps[row, stop].sum()) == 0.0                     # no support there
-    first = steps[0, 0] / steps[0, 0].sum()
-    assert 2 <= int((first > 0).sum()) < first.numel() // 2
-    freq = torch.bincount(drawn[:, 0], minlength=first.numel()).double() / len(drawn)
-    assert float((freq - first).abs().max()) < 0.04
+        logits = type(model).forward(model, input_ids=prompt).logits[:, -1].float()
+    probs = sampling_probs(logits, model.arelu_transform, Decoding(**options))[0]
+    support = (probs > 0).nonzero()[:, 0]
+    assert len(support) >= 2
+    n = 4000
+    ours = model.generate(prompt.repeat(n, 1), do_sample=True, max_new_tokens=1,
+                          eos_token_id=None, generator=torch.Generator().manual_seed(1),
+                          **options)[:, -1]
+    theirs = next_tokens(logits.repeat(n, 1), model.arelu_transform, Decoding(**options),
+                         torch.Generator().manual_seed(2))
+    for drawn in (ours, theirs):
+        assert bool((probs[drawn] > 0).all())
+        seen = torch.bincount(drawn, minlength=probs.numel())[support].double()
+        expected = probs[support].double()
+        assert chisquare(seen, expected * n / expected.sum()).pvalue > 1e-4
 
 
-def test_the_generation_config_is_honoured_where_the_call_is_silent():
-    """do_sample, max_new_tokens, num_beams and num_return_sequences come from
-    model.generation_config, as in transformers; the call's own values win."""
+def test_an_empty_alpha_relu_support_takes_the_arg_max_as_arelu_generate_does():
+    """A tau above every logit: no support anywhere. Sampling draws the arg-max logit (as
+    decode.sampling does), so it equals greedy; the processor's row is that one-hot."""
+    model = make_model("llama", scale=1.0)
+    use_transform(model, "1.5-relu", tau=50.0)
+    ids = tokens(3, 4)
+    sampled = model.generate(ids, do_sample=True, max_new_tokens=4, eos_token_id=None)
+    assert torch.equal(sampled, model.generate(ids, max_new_tokens=4, eos_token_id=None))
+    z = torch.tensor([[0.2, 1.0, -3.0]])
+    scores = TransformLogitsProcessor(model.arelu_transform)(ids[:1], z)
+    assert scores.tolist() == [[-math.inf, 0.0, -math.inf]]
+    assert torch.equal(scores, log_probs(z, model.arelu_transform))
+
+
+def test_a_checkpoints_sampling_config_generates_without_arguments():
+    """An instruct-style generation_config (sampling, temperature, top-p, top-k, a
+    repetition penalty) is used as it is."""
     from transformers import GenerationConfig
 
     model = make_model("llama", scale=30.0)
     use_transform(model, "1.5-relu", tau=TAU)
-    ids = tokens(2, 4)
-    model.generation_config.update(max_new_tokens=3, num_beams=2, num_return_sequences=2,
-                                   eos_token_id=None)
-    beams = model.generate(ids, eos_token_id=-1)
-    assert beams.shape == (4, 7)
-    assert torch.equal(beams, model.generate(ids, eos_token_id=-1, max_new_tokens=3,
-                                             num_beams=2, num_return_sequences=2,
-                                             generation_config=GenerationConfig()))
-    assert model.generate(ids, eos_token_id=-1, max_new_tokens=5, num_beams=1,
-                          num_return_sequences=1).shape == (2, 9)
-    model.generation_config = GenerationConfig(do_sample=True, max_new_tokens=3)
-    draws = {tuple(model.generate(ids[:1], eos_token_id=-1)[0].tolist()) for _ in range(20)}
-    assert len(draws) > 1                                    # sampled, not greedy
+    model.generation_config = GenerationConfig(do_sample=True, temperature=0.6, top_p=0.9,
+                                               top_k=20, repetition_penalty=1.1,
+                                               max_new_tokens=3, eos_token_id=None)
+    ids = tokens(1, 4)
+    draws = {tuple(model.generate(ids)[0].tolist()) for _ in range(10)}
+    assert all(len(d) == 7 for d in draws) and len(draws) > 1
 
 
-@pytest.mark.parametrize("options, do_sample, match", [
-    ({"top_k": 5}, True, "top_k=5"),
-    ({"temperature": 0.3, "top_p": 0.9}, True, "temperature=0.3, top_p=0.9"),
-    ({"repetition_penalty": 1.2}, False, "repetition_penalty=1.2"),
-    ({"no_repeat_ngram_size": 3, "forced_eos_token_id": 2}, False, "no_repeat_ngram_size=3"),
+@pytest.mark.parametrize("kind", ["bart", "marian", "mbart", "pegasus"])
+def test_seq2seq_defaults_with_forced_tokens_generate_out_of_the_box(kind):
+    """BART, Marian, mBART and Pegasus set forced_eos_token_id in their default generation
+    config: greedy, sampling and beam search all run, and a row that reaches the length
+    limit ends with the forced eos."""
+    import transformers
+
+    from arelu_cli.hf import families
+
+    cls = {"bart": "BartForConditionalGeneration", "marian": "MarianMTModel",
+           "mbart": "MBartForConditionalGeneration",
+           "pegasus": "PegasusForConditionalGeneration"}[kind]
+    model_cls = getattr(transformers, cls)
+    torch.manual_seed(0)
+    model = model_cls(families.tiny_config(model_cls.config_class)).double().eval()
+    eos = model.generation_config.eos_token_id
+    assert model.generation_config.forced_eos_token_id == eos
+    use_transform(model, "1.5-relu", tau=0.0)
+    src = torch.randint(3, families.VOCAB, (2, 5))
+    for options in (dict(), dict(do_sample=True), dict(num_beams=3)):
+        out = model.generate(src, max_new_tokens=4, **options)
+        assert out.shape[0] == 2
+        for row in out.tolist():
+            assert eos in row[1:]                      # ended, forced at the limit at latest
+
+
+def test_a_list_of_eos_ids_stops_at_any_of_them():
+    """Llama-3-style eos_token_id lists, for greedy (transformers') and beam search."""
+    model = make_model("llama", scale=30.0)
+    use_transform(model, "1.5-relu", tau=TAU)
+    ids = tokens(1, 5)
+    free = model.generate(ids, max_new_tokens=6, eos_token_id=None)
+    second = int(free[0, 6])                                 # the second new token
+    stopped = model.generate(ids, max_new_tokens=6, eos_token_id=[EOS, second])
+    assert stopped[0, 5:].tolist() == free[0, 5:7].tolist()
+    # Renormalized scores are log-probabilities: the most likely first token, now an eos,
+    # is the best hypothesis (anything longer adds negative scores) and ends the search.
+    first = int(free[0, 5])
+    ended = model.generate(ids, max_new_tokens=6, num_beams=2, eos_token_id=[EOS, first],
+                           renormalize=True, return_dict_in_generate=True)
+    assert ended.sequences[0, 5:].tolist() == [first] and bool(ended.ended[0])
+
+
+def test_streamers_see_every_token():
+    from transformers.generation.streamers import BaseStreamer
+
+    class Recorder(BaseStreamer):
+        def __init__(self):
+            self.seen, self.ended = [], False
+
+        def put(self, value):
+            self.seen.append(value.reshape(-1).tolist())
+
+        def end(self):
+            self.ended = True
+
+    model = make_model("llama", scale=30.0)
+    use_transform(model, "1.5-relu", tau=TAU)
+    ids = tokens(1, 4)
+    streamer = Recorder()
+    out = model.generate(ids, max_new_tokens=3, eos_token_id=None, streamer=streamer)
+    assert streamer.ended and sum(streamer.seen, []) == out[0].tolist()
+
+
+def test_stop_strings_stop_generation():
+    """transformers' stop strings, with an in-memory tokenizer of one character a token."""
+    from tokenizers import Tokenizer, decoders, models
+    from transformers import PreTrainedTokenizerFast
+
+    chars = "abcdefghijklmnopqrstuvwxyz0123456789!"[:VOCAB]
+    inner = Tokenizer(models.BPE({c: i for i, c in enumerate(chars)}, []))
+    inner.decoder = decoders.BPEDecoder()
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=inner)
+    model = make_model("llama", scale=30.0)
+    use_transform(model, "1.5-relu", tau=TAU)
+    ids = tokens(1, 4)
+    free = model.generate(ids, max_new_tokens=6, eos_token_id=None)
+    stop = chars[int(free[0, 5])]                            # the second new token
+    out = model.generate(ids, max_new_tokens=6, eos_token_id=None, stop_strings=[stop],
+                         tokenizer=tokenizer)
+    assert out[0].tolist() == free[0, :6].tolist()
+
+
+def test_samples_are_seeded_by_a_generator_and_leave_the_global_state_alone():
+    model = make_model("llama", scale=30.0)
+    use_transform(model, "1.5-relu", tau=TAU)
+    ids = tokens(3, 4)
+    state = torch.random.get_rng_state()
+    a, b, c = (model.generate(ids, do_sample=True, max_new_tokens=4, eos_token_id=None,
+                              num_return_sequences=2,
+                              generator=torch.Generator().manual_seed(s)) for s in (5, 5, 6))
+    assert torch.equal(torch.random.get_rng_state(), state)
+    assert a.shape == (6, 8) and torch.equal(a, b) and not torch.equal(a, c)
+
+
+@pytest.mark.parametrize("options, match", [
+    (dict(num_beams=2, output_scores=True, return_dict_in_generate=True), "per-step scores"),
+    (dict(num_beams=2, do_sample=True), "beam sampling"),
+    (dict(num_beams=2, stop_strings=["x"]), "stops at eos and the length limit"),
+    (dict(num_beams=2, encoder_repetition_penalty=1.2), "batch x num_beams"),
+    (dict(num_beams=2, token_type_ids=torch.zeros(1, 3, dtype=torch.long)),
+     "not token_type_ids"),
 ])
-def test_a_generation_config_option_it_does_not_implement_is_refused(options, do_sample,
-                                                                      match):
-    from transformers import GenerationConfig
-
+def test_beam_search_refuses_what_it_cannot_do_in_one_line(options, match):
     model = make_model("llama", scale=30.0)
     use_transform(model, "1.5-relu", tau=TAU)
-    model.generation_config = GenerationConfig(**options)
     with pytest.raises(ValueError, match=match) as info:
-        model.generate(tokens(1, 3), do_sample=do_sample, max_new_tokens=2)
-    assert "\n" not in str(info.value) and "GenerationConfig()" in str(info.value)
-    model.generate(tokens(1, 3), do_sample=do_sample, max_new_tokens=2,
-                   generation_config=GenerationConfig())          # the way out it names
+        model.generate(tokens(1, 3), max_new_tokens=2, **options)
+    assert "\n" not in str(info.value)
 
 
-def test_sampling_options_do_not_stop_greedy_search():
-    """A checkpoint's top_p / temperature apply to sampling only (transformers ignores them
-    in greedy search too)."""
-    from transformers import GenerationConfig
-
+def test_empty_and_right_padded_prompts_are_refused():
     model = make_model("llama", scale=30.0)
     use_transform(model, "1.5-relu", tau=TAU)
-    model.generation_config = GenerationConfig(temperature=0.6, top_p=0.9)
-    assert model.generate(tokens(1, 3), max_new_tokens=2).shape == (1, 5)
-
-
-def test_beam_sampling_and_right_padding_are_refused():
-    model = make_model("llama", scale=30.0)
-    use_transform(model, "1.5-relu", tau=TAU)
-    with pytest.raises(ValueError, match="beam sampling"):
-        model.generate(tokens(1, 3), do_sample=True, num_beams=2)
+    for options in (dict(), dict(num_beams=2), dict(do_sample=True)):
+        with pytest.raises(ValueError, match="the prompt is empty"):
+            model.generate(torch.zeros(1, 0, dtype=torch.long), **options)
     ids, mask = tokens(2, 4), torch.ones(2, 4, dtype=torch.long)
     mask[1, -1] = 0                                          # row 1 right-padded
     with pytest.raises(ValueError, match="padding_side = 'left'"):

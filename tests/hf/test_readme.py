@@ -1,5 +1,6 @@
-"""The README's "Hugging Face Transformers" example, extracted from README.md and run as
-it is, so that the two never drift apart."""
+"""The Transformers examples of the README (its "Hugging Face Transformers" section) and of
+docs/transformers.md (its "Quick start"), extracted and run as they are, so that the text
+and the code never drift apart."""
 
 from __future__ import annotations
 
@@ -12,21 +13,25 @@ pytest.importorskip("transformers")
 
 import torch  # noqa: E402
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+ROOT = Path(__file__).resolve().parents[2]
+SOURCES = {"README.md": "## Hugging Face Transformers",
+           "docs/transformers.md": "## Quick start"}
 
 
-def readme_example() -> str:
-    section = README.read_text().split("## Hugging Face Transformers", 1)[1]
+def example(path: str) -> str:
+    """The first python block after the section heading ``SOURCES[path]``."""
+    section = (ROOT / path).read_text().split(SOURCES[path], 1)[1]
     return re.search(r"```python\n(.*?)```", section, re.S).group(1)
 
 
-def test_readme_example_trains_and_generates(tmp_path, monkeypatch, capsys):
+@pytest.mark.parametrize("path", sorted(SOURCES))
+def test_example_trains_and_generates(path, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     torch.manual_seed(0)
-    code = readme_example()
-    assert 'use_transform(model, "1.5-relu")' in code and "Trainer(" in code
+    code = example(path)
+    assert 'use_transform(model, "1.5-relu"' in code and "Trainer(" in code
     scope: dict = {}
-    exec(compile(code, str(README), "exec"), scope)
+    exec(compile(code, str(ROOT / path), "exec"), scope)
     out = capsys.readouterr()
     assert "analytic tau" in out.err
     printed = re.findall(r"tensor\(\[\[([^\]]*)\]\]\)", out.out)

@@ -65,15 +65,20 @@ def test_a_tokenizer_that_fits_is_accepted():
     use_transform(make_model("llama"), "sparsemax", tokenizer=_Tokenizer(VOCAB - 3))
 
 
-def test_generate_refuses_options_it_does_not_implement():
+def test_generate_refuses_what_its_beam_search_cannot_do():
     model = make_model("llama")
     use_transform(model, "1.5-relu", tau=TAU)
-    with pytest.raises(TypeError, match="top_p"):
-        model.generate(tokens(1, 3), top_p=0.9)
-    with pytest.raises(ValueError, match="at most num_beams"):
+    with pytest.raises(ValueError, match="num_beams"):
         model.generate(tokens(1, 3), num_beams=2, num_return_sequences=3)
     with pytest.raises(ValueError, match="max_length beyond the prompt"):
-        model.generate(tokens(1, 3), max_length=3)
+        model.generate(tokens(1, 3), num_beams=2, max_length=3)
+
+
+@pytest.mark.parametrize("tau", [float("nan"), float("inf"), -float("inf"), "x"])
+def test_a_tau_that_is_not_a_finite_number_is_refused(tau):
+    with pytest.raises(ValueError, match="tau must be a finite number") as info:
+        use_transform(make_model("llama"), "1.5-relu", tau=tau)
+    assert "\n" not in str(info.value)
 
 
 def test_max_length_counts_the_prompt():
@@ -199,3 +204,51 @@ def test_a_peft_model_trains_and_generates_with_the_transform(before):
                            return_dict_in_generate=True)
     assert torch.equal(got.sequences, model.generate(ids, max_new_tokens=3,
                                                      eos_token_id=-1))
+
+
+def test_a_lora_adapter_on_the_lm_head():
+    """PEFT LoRA on lm_head (and q_proj): the head is still an LM head (unfused: the
+    transform's loss of the adapted logits); the fused loss reads its base weight plus the
+    adapter's B A, so loss and every gradient (the adapter's included) equal the unfused."""
+    peft = pytest.importorskip("peft")
+    from .test_loss import grads
+
+    def wrapped():
+        model = make_model("llama", scale=30.0).train()
+        out = peft.get_peft_model(model, peft.LoraConfig(r=2, lora_alpha=4,
+                                                         target_modules=["lm_head", "q_proj"]))
+        torch.manual_seed(3)
+        with torch.no_grad():
+            for name, p in out.named_parameters():
+                if "lora_B" in name:
+                    p.normal_(0, 0.5)                    # an adapter that changes the logits
+        return out
+
+    ids = tokens(2, 6)
+    results = []
+    for fused in (False, True):
+        model = wrapped()
+        use_transform(model, "1.5-relu", tau=TAU, fused=fused)
+        loss = model(input_ids=ids, labels=ids).loss
+        loss.backward()
+        results.append((loss.detach(), grads(model)))
+        if not fused:
+            inner = model.get_base_model()
+            logits = type(inner).forward(inner, input_ids=ids).logits
+            want = get_transform("1.5-relu", tau=TAU).loss(logits[:, :-1].reshape(-1, VOCAB),
+                                                           ids[:, 1:].reshape(-1))
+            torch.testing.assert_close(loss, want.detach())
+    torch.testing.assert_close(results[1][0], results[0][0], rtol=1e-12, atol=1e-12)
+    for got, want in zip(results[1][1], results[0][1]):
+        torch.testing.assert_close(got, want, rtol=1e-9, atol=1e-12)
+    head = model.get_base_model().get_output_embeddings()
+    assert float(head.lora_B["default"].weight.grad.abs().sum()) > 0
+
+
+def test_lora_dropout_on_the_lm_head_is_refused_fused():
+    peft = pytest.importorskip("peft")
+    model = peft.get_peft_model(make_model("llama"), peft.LoraConfig(
+        r=2, target_modules=["lm_head"], lora_dropout=0.1))
+    with pytest.raises(ValueError, match="lora_dropout=0.1"):
+        use_transform(model, "1.5-relu", tau=TAU, fused=True)
+    use_transform(model, "1.5-relu", tau=TAU)                     # unfused: fine
