@@ -217,6 +217,20 @@ def test_sampling_draws_from_decode_samplings_distribution(name, options):
         assert bool((want.gather(1, drawn[:, None]) > 0).all())
 
 
+@pytest.mark.parametrize("name", ["1.5-relu", "1.5-entmax"])
+def test_min_p_truncates_the_transforms_distribution(name):
+    """transformers' min-p, after the transform: kept are the tokens of p_T with at least
+    min_p times the top probability, renormalized."""
+    model = make_model("llama", scale=30.0)
+    use_transform(model, name, tau=TAU if name == "1.5-relu" else None)
+    out = _sample(model, tokens(4, 5), temperature=1.5, min_p=0.2)
+    for scores, logits in zip(out.scores, out.logits):
+        want = sampling_probs(logits, model.arelu_transform, Decoding(temperature=1.5))
+        want = want * (want >= 0.2 * want.amax(-1, keepdim=True))
+        torch.testing.assert_close(torch.softmax(scores, -1), want / want.sum(-1, keepdim=True),
+                                   rtol=0, atol=2e-6)
+
+
 @pytest.mark.parametrize("name, options", [("1.5-relu", dict(temperature=0.7)),
                                            ("1.5-entmax", dict(top_k=3)),
                                            ("softmax", dict(top_p=0.8))])
