@@ -1,6 +1,5 @@
-"""The Transformers examples of the README (its "Hugging Face Transformers" section) and of
-docs/transformers.md (its "Quick start"), extracted and run as they are, so that the text
-and the code never drift apart."""
+"""The README's Transformers example (its "Hugging Face Transformers" section), extracted and
+run as it is, so that the text and the code never drift apart."""
 
 from __future__ import annotations
 
@@ -14,8 +13,7 @@ pytest.importorskip("transformers")
 import torch  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
-SOURCES = {"README.md": "## Hugging Face Transformers",
-           "docs/transformers.md": "## Quick start"}
+SOURCES = {"README.md": "## Hugging Face Transformers"}
 
 
 def example(path: str) -> str:
