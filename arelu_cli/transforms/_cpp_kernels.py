@@ -1,9 +1,9 @@
 """The ``cpp`` engine of alpha-ReLU: ``csrc/alpha_relu_cpu.cpp``, compiled once per machine.
 
 The two passes of the paper's eq. (sp_loss) and Lemma 1 (see ``alpha_relu_kernels``), with
-label smoothing's row sum and uniform gradient term fused in, alpha-ReLU's support and the
-sparse products of the fused linear layer's gradient (``_torch_linear``), and decoding's
-per-row top-k logits (``top_scores``), as vectorized C++ loops over rows on ATen's own thread pool
+label smoothing's row sum and uniform gradient term fused in, alpha-ReLU's support (the
+fused linear layer's sparse gradient, ``_torch_linear``), and decoding's per-row top-k
+logits (``top_scores``), as vectorized C++ loops over rows on ATen's own thread pool
 (``at::parallel_for``; the extension links the OpenMP runtime torch already loaded). Built by
 ``torch.utils.cpp_extension.load_inline`` at the first call, or ahead of time by
 :func:`arelu_cli.transforms.build_cpp`; a compile (not a load of the cached build, under
@@ -81,8 +81,7 @@ def _build():
 
 def ops():
     """``torch.ops.arelu_cpu`` (``loss_sums``, ``loss_and_logit_sums``, ``probs_into``,
-    ``support``, ``sparse_addmm_``, ``top_k_logits``), built on the first call; None when it
-    cannot be built."""
+    ``support``, ``top_k_logits``), built on the first call; None when it cannot be built."""
     if _state["ops"] is not None or _state["failed"]:
         return _state["ops"]
     with _lock:
@@ -126,14 +125,6 @@ def support(z: torch.Tensor, c: float, most: int) -> torch.Tensor | None:
     ``z (N, V)`` above ``c`` or NaN, in one read pass; None where more than ``most``."""
     flat, count = _state["ops"].support(z, c, most)
     return None if count > most else flat
-
-
-def sparse_addmm_(out: torch.Tensor, pointers: torch.Tensor, cols: torch.Tensor,
-                  values: torch.Tensor, dense: torch.Tensor, write: bool) -> None:
-    """``out = A @ dense`` (``write``) or ``out += A @ dense``, ``A`` in compressed sparse rows
-    (int64 ``pointers``, ``cols``; ``values``); rows of ``out`` and ``dense`` of unit stride,
-    one float dtype. Added to, a row of ``out`` without entries is not touched."""
-    _state["ops"].sparse_addmm_(out, pointers, cols, values, dense, write)
 
 
 def top_k_logits(z: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:

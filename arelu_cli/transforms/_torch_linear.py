@@ -12,8 +12,8 @@ both added once, after the loop. The rest of the gradient, ``s (p - (1 - eps) e_
 exactly zero outside alpha-ReLU's support and the targets: on CPU, where a tile holds few
 enough nonzeros (``SPARSE_SHARE``), its gradient products run on those alone, found in one
 pass over the tile (:func:`alpha_relu_kernels.support`) and multiplied as compressed sparse
-rows (the ``cpp`` engine's loops, else torch's sparse tensors): the skipped terms are exact
-zeros, the result the dense one up to summation order. Other tiles run dense matmuls
+rows (torch's sparse CSR x dense product): the skipped terms are exact zeros, the result the
+dense one up to summation order. Other tiles run dense matmuls
 (``_tiles``). On CPU the ignored rows are dropped before the loop. Gradients accumulate in
 fp32 (fp64 for fp64 inputs); each tile writes its blocks of ``grad_hidden`` and
 ``grad_weight`` where it is their first, and adds to them after.
@@ -26,7 +26,6 @@ from dataclasses import dataclass
 
 import torch
 
-from arelu_cli.transforms import _cpp_kernels
 from arelu_cli.transforms import alpha_relu_kernels as kernels
 from arelu_cli.transforms._tiles import add_tile_grads, project
 
@@ -84,12 +83,9 @@ def _row_pointers(index: torch.Tensor, size: int) -> torch.Tensor:
     return pointers
 
 
-def _sparse_addmm(out, pointers, cols, values, dense, write: bool, native: bool) -> None:
-    """``out (+)= A @ dense``, ``A`` given in compressed sparse rows: the ``cpp`` engine's
-    loop (``native``), else torch's sparse CSR product."""
-    if native:
-        _cpp_kernels.sparse_addmm_(out, pointers, cols, values, dense, write)
-        return
+def _sparse_addmm(out, pointers, cols, values, dense, write: bool) -> None:
+    """``out = A @ dense`` (``write``: beta 0 ignores what ``out`` held) or
+    ``out += A @ dense``, ``A`` given in compressed sparse rows."""
     with warnings.catch_warnings():  # torch's "sparse CSR support is in beta": for a user
         warnings.simplefilter("ignore", UserWarning)  # who never asked for sparse tensors
         a = torch.sparse_csr_tensor(pointers, cols, values, (out.shape[0], dense.shape[0]),
@@ -97,31 +93,30 @@ def _sparse_addmm(out, pointers, cols, values, dense, write: bool, native: bool)
         out.addmm_(a, dense, beta=0.0 if write else 1.0)
 
 
-def _add_sparse_grads(entries, shape, hidden, weight, grads, first, native) -> None:
+def _add_sparse_grads(entries, shape, hidden, weight, grads, first) -> None:
     """:func:`_tiles.add_tile_grads` for the gradient given by its nonzeros ``entries``,
     ``hidden`` and ``weight`` in the accumulation dtype; ``first``: whether this tile writes
     its block of ``grad_hidden``, of ``grad_weight`` (else adds to it)."""
     rows, cols, values = entries
     grad_h, grad_w, grad_b = grads
     if grad_h is not None:
-        _sparse_addmm(grad_h, _row_pointers(rows, shape[0]), cols, values, weight, first[0],
-                      native)
+        _sparse_addmm(grad_h, _row_pointers(rows, shape[0]), cols, values, weight, first[0])
     if grad_w is not None:
         order = torch.argsort(cols, stable=True)
         _sparse_addmm(grad_w, _row_pointers(cols[order], shape[1]), rows[order],
-                      values[order], hidden, first[1], native)
+                      values[order], hidden, first[1])
     if grad_b is not None:
         grad_b.index_add_(0, cols, values)
 
 
-def _add_tile(z, inside, local, scale, h, w, grads, first, loop: Tiles, wide, native) -> None:
+def _add_tile(z, inside, local, scale, h, w, grads, first, loop: Tiles, wide) -> None:
     """One tile's gradient and its share of the gradients: sparse where it pays, else in
     ``z`` itself and dense. ``wide``: ``(h, w)`` in the accumulation dtype; ``first``:
     whether this tile writes its block of ``grad_hidden``, of ``grad_weight``."""
     if loop.sparse:
         entries = _sparse_gradient(z, inside, local, scale, loop)
         if entries is not None:
-            _add_sparse_grads(entries, z.shape, *wide, grads, first, native)
+            _add_sparse_grads(entries, z.shape, *wide, grads, first)
             return
     kernels.probs_into(z, scale, loop.alpha, loop.tau, z)
     z[inside, local[inside]] -= ((1.0 - loop.eps) * scale[inside]).to(z.dtype)
@@ -162,7 +157,6 @@ def _loop(hidden, weight, bias, target, scale, loop: Tiles, want):
     rows, cols = min(loop.rows, n), min(loop.cols, vocab)
     buffer = torch.empty(rows * cols, dtype=hidden.dtype, device=device)
     wide_h = hidden.to(acc) if loop.sparse else None
-    native = kernels.engine_for(hidden) == "cpp"
     for r0 in range(0, n, max(rows, 1)):
         r1 = min(n, r0 + rows)
         h = hidden[r0:r1]
@@ -180,7 +174,7 @@ def _loop(hidden, weight, bias, target, scale, loop: Tiles, want):
                               None if grads[2] is None else grads[2][v0:v1])
                 wide = None if wide_h is None else (wide_h[r0:r1], w.to(acc))
                 _add_tile(z, inside, local, scale[r0:r1], h, w, tile_grads, (v0 == 0, r0 == 0),
-                          loop, wide, native)
+                          loop, wide)
     # A target outside [0, V) lies in no tile: its row's loss is NaN, as on every engine.
     outside = (target < 0) | (target >= vocab)
     target_logits.masked_fill_(outside, float("nan"))

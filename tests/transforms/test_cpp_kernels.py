@@ -1,6 +1,6 @@
-"""The ``cpp`` engine: its two passes against float64 definitions, NaN, in-place writes, the
-support and sparse products of the fused linear layer, no threads of its own, and the clean
-fallback when it cannot be built."""
+"""The ``cpp`` engine: its two passes against float64 definitions, NaN, in-place writes,
+alpha-ReLU's support, no threads of its own, and the clean fallback when it cannot be
+built."""
 
 import os
 import warnings
@@ -94,28 +94,6 @@ def test_support_is_every_entry_above_c_or_nan_in_order(dtype):
     assert torch.equal(_cpp_kernels.support(z, 1.5, len(expected)), expected)
     assert _cpp_kernels.support(z, 1.5, len(expected) - 1) is None
     assert _cpp_kernels.support(z, 100.0, 2).tolist() == [7 * 1003 + 1002, 250 * 1003]  # NaN
-
-
-@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
-def test_sparse_addmm_writes_or_adds_the_product(dtype):
-    """Rows of ``out`` with no entry: zeroed when written, untouched (even NaN) when added."""
-    gen = torch.Generator().manual_seed(2)
-    a = torch.randn(6, 9, generator=gen, dtype=dtype) * (torch.rand(6, 9, generator=gen) < 0.3)
-    a[2] = 0
-    dense = torch.randn(18, 5, generator=gen, dtype=dtype)[::2]  # rows of stride 10
-    rows, cols = a.nonzero().unbind(1)
-    pointers = torch.zeros(7, dtype=torch.long)
-    pointers[1:] = torch.bincount(rows, minlength=6).cumsum(0)
-    values = a[rows, cols]
-    out = torch.full((6, 5), float("nan"), dtype=dtype)
-    _cpp_kernels.sparse_addmm_(out, pointers, cols, values, dense, True)
-    torch.testing.assert_close(out, a @ dense, rtol=1e-6, atol=1e-6)
-    out[2] = float("nan")
-    _cpp_kernels.sparse_addmm_(out, pointers, cols, values, dense, False)
-    expected = 2 * (a @ dense)
-    assert out[2].isnan().all()
-    torch.testing.assert_close(out[[0, 1, 3, 4, 5]], expected[[0, 1, 3, 4, 5]], rtol=1e-6,
-                               atol=1e-6)
 
 
 @pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="needs Linux /proc")

@@ -81,8 +81,8 @@ SHAPES = {
 def test_equals_the_unfused_loss_in_float64(shape, reduction, sparse_share, engine,
                                             monkeypatch):
     """Every case on both gradient paths of the CPU loop: ``SPARSE_SHARE = 1`` runs every
-    tile's products on its nonzeros (sparse: the C++ loops of the default engine, torch's
-    sparse tensors on the eager one), the default almost none at tau 0.3."""
+    tile's products on its nonzeros (sparse; the support found by the default engine's C++
+    pass, or by tensor ops on the eager one), the default almost none at tau 0.3."""
     monkeypatch.setattr(_torch_linear, "SPARSE_SHARE", sparse_share)
     set_engine(engine)
     made, kwargs = SHAPES[shape]

@@ -7,9 +7,8 @@
 //   loss_and_logit_sums: s_i and w_i = sum_j z_ij (one read pass; label smoothing's term)
 //   probs_into: out_ij = scale_i * (ka * t_ij^e - shift)
 //                                                 (one read + one write pass; out may be z)
-//   support:    the flat indices i * V + j of the entries with t_ij > 0 or NaN (one read pass)
-// and, for the fused linear layer's sparse gradient (transforms/_torch_linear.py),
-//   sparse_addmm_: out (+)= A @ B for A in compressed sparse rows, B dense
+//   support:    the flat indices i * V + j of the entries with t_ij > 0 or NaN (one read pass;
+//               the fused linear layer's sparse gradient, transforms/_torch_linear.py)
 // shift = eps / V is label smoothing's uniform part of the gradient p - q; shift = 0 and
 // the plain loss_sums run the loops without it.
 // Integer e in 1..4 (alpha = 2, 1.5, 4/3, 1.25) are straight-line SIMD loops; any other e
@@ -321,44 +320,6 @@ std::tuple<at::Tensor, int64_t> support(const at::Tensor& z, double c, int64_t m
   return {flat, count};
 }
 
-// out (+)= A @ dense, A in compressed sparse rows (pointers, cols, values): each row of out
-// adds values[k] * dense[cols[k]] over its entries k; with `write` a row is set (zeroed
-// first), otherwise a row without entries is never touched.
-template <typename scalar_t>
-void sparse_rows(scalar_t* out, int64_t n, int64_t width, int64_t out_stride,
-                 const int64_t* pointers, const int64_t* cols, const scalar_t* values,
-                 const scalar_t* dense, int64_t dense_stride, bool write) {
-  at::parallel_for(0, n, grain_rows(width), [=](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) {
-      scalar_t* o = out + i * out_stride;
-      if (write) std::fill(o, o + width, scalar_t(0));
-      for (int64_t k = pointers[i]; k < pointers[i + 1]; ++k) {
-        const scalar_t v = values[k];
-        const scalar_t* d = dense + cols[k] * dense_stride;
-#pragma omp simd
-        for (int64_t j = 0; j < width; ++j) o[j] += v * d[j];
-      }
-    }
-  });
-}
-
-void sparse_addmm_(const at::Tensor& out, const at::Tensor& pointers, const at::Tensor& cols,
-                   const at::Tensor& values, const at::Tensor& dense, bool write) {
-  TORCH_CHECK(out.dim() == 2 && out.stride(1) == 1 && dense.dim() == 2 && dense.stride(1) == 1 &&
-              out.size(1) == dense.size(1) && pointers.numel() == out.size(0) + 1 &&
-              pointers.is_contiguous() && cols.is_contiguous() && values.is_contiguous() &&
-              pointers.scalar_type() == at::kLong && cols.scalar_type() == at::kLong &&
-              values.scalar_type() == out.scalar_type() &&
-              dense.scalar_type() == out.scalar_type(),
-              "arelu_cpu: sparse_addmm_ takes rows of unit stride, int64 indices, one dtype");
-  AT_DISPATCH_FLOATING_TYPES(out.scalar_type(), "sparse_addmm_", [&] {
-    sparse_rows(out.mutable_data_ptr<scalar_t>(), out.size(0), out.size(1), out.stride(0),
-                pointers.const_data_ptr<int64_t>(), cols.const_data_ptr<int64_t>(),
-                values.const_data_ptr<scalar_t>(), dense.const_data_ptr<scalar_t>(),
-                dense.stride(0), write);
-  });
-}
-
 // ---------------------------------------------------------------- decoding: top-k logits
 // A token's log-score log([(alpha - 1) z - tau]_+) / (alpha - 1) never decreases with its
 // logit z, so the k best scores of a row are those of its k largest logits.
@@ -435,8 +396,6 @@ TORCH_LIBRARY(arelu_cpu, m) {
         "float shift=0.0) -> ()");
   m.def("top_k_logits(Tensor z, int k) -> (Tensor, Tensor)");
   m.def("support(Tensor z, float c, int most) -> (Tensor, int)");
-  m.def("sparse_addmm_(Tensor(a!) out, Tensor pointers, Tensor cols, Tensor values, "
-        "Tensor dense, bool write) -> ()");
 }
 
 TORCH_LIBRARY_IMPL(arelu_cpu, CPU, m) {
@@ -445,5 +404,4 @@ TORCH_LIBRARY_IMPL(arelu_cpu, CPU, m) {
   m.impl("probs_into", &probs_into);
   m.impl("top_k_logits", &top_k_logits);
   m.impl("support", &support);
-  m.impl("sparse_addmm_", &sparse_addmm_);
 }
