@@ -46,7 +46,8 @@ from torch.autograd.function import once_differentiable
 from arelu_cli.transforms import _torch_linear
 from arelu_cli.transforms import alpha_relu_kernels as kernels
 from arelu_cli.transforms.checks import check_alpha, check_label_smoothing, check_tau
-from arelu_cli.transforms.reduction import check_reduction, loss_dtype, reduce_rows, row_scale
+from arelu_cli.transforms.reduction import (check_reduction, counted, loss_dtype, reduce_rows,
+                                            row_scale)
 
 # Logits per tile, the memory the loop holds beyond the gradients themselves (why these
 # sizes: results/bench/README.md).
@@ -123,23 +124,11 @@ def _losses(hidden, weight, bias, target, valid, ignore_index, loop: _Loop, scal
     return _torch_linear.run(hidden, weight, bias, target, valid, scale, tiles, want)
 
 
-def _counted(valid: torch.Tensor) -> torch.Tensor:
-    """``mean``'s divisor: the counted rows, at least 1, so that a batch with every target
-    ignored has loss 0 and zero gradients (a 0-d tensor: no host sync)."""
-    return valid.sum().clamp_min(1)
-
-
-def _reduce(rows, valid, reduction, shape):
-    if reduction == "mean":
-        return rows.masked_fill(~valid, 0.0).sum() / _counted(valid)
-    return reduce_rows(rows, valid, reduction, shape)
-
-
 def _unit_scale(valid: torch.Tensor, reduction: str, dtype: torch.dtype) -> torch.Tensor:
     """Each row's gradient factor for an upstream gradient of 1: 0 at ignored rows, else 1
     (``sum``) or ``1 / max(n, 1)`` (``mean``)."""
     mask = valid.to(dtype)
-    return mask / _counted(valid) if reduction == "mean" else mask
+    return mask / counted(valid) if reduction == "mean" else mask
 
 
 def _scale_grads(grads: tuple, grad: torch.Tensor, loop: _Loop) -> tuple:
@@ -177,7 +166,7 @@ class _LinearAlphaReLULossFunction(torch.autograd.Function):
             ctx.save_for_backward(hidden, weight, bias, target, valid)
             ctx.ignore_index = ignore_index
         ctx.dtypes = (hidden.dtype, weight.dtype, None if bias is None else bias.dtype)
-        return _reduce(rows, valid, reduction, shape).to(loss_dtype(out_dtype, reduction))
+        return reduce_rows(rows, valid, reduction, shape).to(loss_dtype(out_dtype, reduction))
 
     @staticmethod
     @once_differentiable
