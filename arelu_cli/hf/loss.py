@@ -43,8 +43,8 @@ def token_loss(transform: OutputTransform, logits: torch.Tensor, labels: torch.T
 def over_items(total: torch.Tensor, num_items_in_batch: torch.Tensor | int) -> torch.Tensor:
     """A summed loss divided by the Trainer's count of targets (a tensor or an int)."""
     if torch.is_tensor(num_items_in_batch):
-        num_items_in_batch = num_items_in_batch.to(total.device)
-    return total / num_items_in_batch
+        return total / num_items_in_batch.to(total.device).clamp_min(1)
+    return total / max(num_items_in_batch, 1)
 
 
 def causal_loss(transform: OutputTransform, logits: torch.Tensor, labels: torch.Tensor,

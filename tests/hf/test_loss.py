@@ -212,8 +212,10 @@ def test_the_fused_layer_refuses_label_smoothing():
         use_transform(make_model("gpt2"), "1.5-relu", tau=TAU, fused=True, label_smoothing=0.1)
 
 
-@pytest.mark.parametrize("name", ["softmax", "1.5-relu"])
-def test_a_trainer_step_whose_labels_are_all_ignored_keeps_the_weights_finite(name, tmp_path):
+@pytest.mark.parametrize("name, fused", [("softmax", False), ("1.5-relu", False),
+                                         ("1.5-relu", True)])
+def test_a_trainer_step_whose_labels_are_all_ignored_keeps_the_weights_finite(name, fused,
+                                                                               tmp_path):
     """Every label -100 (the Trainer's num_items_in_batch is then 0): the transform's
     gradients are exactly zero (:mod:`arelu_cli.transforms.reduction`), so Adam leaves every
     weight as it was instead of turning it NaN, and the next real batch trains."""
@@ -222,7 +224,7 @@ def test_a_trainer_step_whose_labels_are_all_ignored_keeps_the_weights_finite(na
     ids = tokens(4, 6)
     empty = [{"input_ids": i, "labels": torch.full_like(i, IGNORE)} for i in ids]
     model = make_model("llama", scale=30.0)
-    use_transform(model, name, tau=_tau(name))
+    use_transform(model, name, tau=_tau(name), fused=fused)
     start = [p.detach().clone() for p in model.parameters()]
     args = TrainingArguments(str(tmp_path), max_steps=1, per_device_train_batch_size=2,
                              gradient_accumulation_steps=2, learning_rate=0.1,
