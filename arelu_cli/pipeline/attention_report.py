@@ -34,16 +34,17 @@ from arelu_cli.config import Config
 from arelu_cli.data.prepared import load_prepared
 from arelu_cli.util.errors import UserError
 from arelu_cli.decode.bleu import bleu_chrf
-from arelu_cli.train.divergence import DIVERGED
-from arelu_cli.train.log import read_log
+from arelu_cli.train.run_dir import DIVERGED
 from arelu_cli.util.ownership import write_markdown
-from arelu_cli.pipeline.core import Run, diverged, finished
+from arelu_cli.pipeline.core import Run
+from arelu_cli.train import run_dir
+from arelu_cli.train.run_dir import diverged, finished
 from arelu_cli.pipeline.scoring import (TEST, again, bootstrap_rows, dev_log, summary,
                                         translation_lines, translation_path)
 from arelu_cli.report.section import Section, delta_text, document, fmt, md_table
 from arelu_cli.report.plots import (plot_attention_curves, plot_attention_heatmaps,
                                     plot_attention_sparsity)
-from arelu_cli.util.results import read_json, read_table, write_tables
+from arelu_cli.util.results import read_table, write_tables
 
 BENCH = "bench_train.csv"
 DECODE = "bench_decode.csv"
@@ -58,10 +59,10 @@ KINDS = ("encoder", "decoder", "cross")
 def _log(variant: Run) -> pd.DataFrame:
     """The run's log: checked against its summary when it finished (a log cut short would
     drop the end of its curve), as it is when it diverged, empty when there is none."""
-    path = variant.folder / "log.csv"
     if finished(variant.folder):
         return dev_log(variant.folder)
-    return read_log(path) if path.is_file() else pd.DataFrame(columns=["step"])
+    return run_dir.read_log(variant.folder) if run_dir.has_log(variant.folder) \
+        else pd.DataFrame(columns=["step"])
 
 
 def curve_rows(runs: list[Run]) -> list[dict]:
@@ -79,7 +80,7 @@ def curve_rows(runs: list[Run]) -> list[dict]:
 def _diverged_step(variant: Run) -> int | None:
     if not diverged(variant.folder):
         return None
-    found = read_json(variant.folder / DIVERGED, again(variant.folder)).get("step")
+    found = run_dir.read_diverged(variant.folder).get("step")
     if not isinstance(found, int):
         raise UserError(f"{variant.folder / DIVERGED} names no step; {again(variant.folder)}")
     return found

@@ -48,10 +48,12 @@ from arelu_cli.config import Config, ModelConfig
 from arelu_cli.util.errors import UserError
 from arelu_cli.model.attention import RENORM_EPS, VARIANTS
 from arelu_cli.train.loop import snapshot_path
-from arelu_cli.train.divergence import DIVERGED, Diverged
+from arelu_cli.train.divergence import Diverged
+from arelu_cli.train.run_dir import diverged_path
 from arelu_cli.pipeline.attention_report import (BENCH, DECODE, HEATMAPS, SPARSITY,
                                                  write_report)
-from arelu_cli.pipeline.core import (Output, Run, Trainer, check_budget, check_runs, diverged,
+from arelu_cli.train.run_dir import diverged
+from arelu_cli.pipeline.core import (Output, Run, Trainer, check_budget, check_runs,
                                      run_config, train_and_make, trainer as real_trainer)
 from arelu_cli.pipeline.grid import check_outputs, results_folder
 from arelu_cli.pipeline.scoring import TEST, translation
@@ -164,7 +166,7 @@ def tolerant(train: Trainer, console: Console) -> Trainer:
             if not diverged(folder):  # a trainer that raises without recording it
                 raise
             console.print(f"[bold yellow]diverged:[/] attention {escape(folder.name)}: "
-                          f"{escape(str(err))} (recorded in {escape(str(folder / DIVERGED))}; "
+                          f"{escape(str(err))} (recorded in {escape(str(diverged_path(folder)))}; "
                           "the study goes on)", highlight=False, soft_wrap=True)
     return run
 

@@ -21,8 +21,6 @@ next one) is a plan of :class:`Run` s over it, never a stack of its own.
 from __future__ import annotations
 
 import dataclasses
-import os
-import shutil
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,20 +30,12 @@ from rich.console import Console
 from arelu_cli.config import Config
 from arelu_cli.util.errors import UserError
 from arelu_cli.model import checkpoint
-from arelu_cli.train.loop import SUMMARY
-from arelu_cli.train.divergence import DIVERGED
+from arelu_cli.train.run_dir import diverged, finished, keep_first
 from arelu_cli.pipeline.reuse import LONGER, reuse
 
 Trainer = Callable[[Config, Path, bool], object]
 """``trainer(config, folder, resume)``: trains one run (:func:`trainer` makes the real one;
 tests pass a fake that writes what a finished run leaves)."""
-
-FIRST = "first"
-"""Where a finished run that trains again (its checkpoints gone before its outputs were
-made, e.g. on a new machine) keeps its first training's ``config.json``, ``log.csv`` and
-``summary.json``: what was selected on, which a second training of the same configuration
-(not bit-identical under the thread governor) must not change."""
-RECORD = ("config.json", "log.csv", SUMMARY)
 
 
 @dataclass(frozen=True)
@@ -104,21 +94,6 @@ def fresh(outputs: Iterable[Path], inputs: Iterable[Path] = ()) -> bool:
     return all(p.stat().st_mtime_ns <= oldest for p in map(Path, inputs) if p.is_file())
 
 
-def trained(folder: Path) -> bool:
-    """The run finished once: it wrote its summary (its dev BLEU is known)."""
-    return (folder / SUMMARY).is_file() or (folder / FIRST / SUMMARY).is_file()
-
-
-def finished(folder: Path) -> bool:
-    """The run's current training finished (its own ``summary.json``)."""
-    return (folder / SUMMARY).is_file()
-
-
-def diverged(folder: Path) -> bool:
-    """The run stopped on a non-finite loss, gradient or weights (``diverged.json``)."""
-    return (folder / DIVERGED).is_file()
-
-
 def done(run: Run, outputs: Sequence[Path] = ()) -> bool:
     """Nothing to train for ``run`` (see the module docstring); a run trained with other
     settings than ``run.config`` is a :class:`UserError` naming the setting."""
@@ -128,22 +103,6 @@ def done(run: Run, outputs: Sequence[Path] = ()) -> bool:
         return True
     return finished(run.folder) and ((run.folder / checkpoint.LAST).is_file()
                                      or (bool(outputs) and all(p.is_file() for p in outputs)))
-
-
-def keep_first(folder: Path) -> Path:
-    """Before the finished run in ``folder`` trains again, copy its record (:data:`RECORD`)
-    to :data:`FIRST` (all files or none; kept once: a later training never replaces it)."""
-    target = folder / FIRST
-    if target.is_dir():
-        return target
-    tmp = folder / f".{FIRST}.copying"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
-    for name in RECORD:
-        if (folder / name).is_file():
-            shutil.copy2(folder / name, tmp / name)
-    os.replace(tmp, target)
-    return target
 
 
 def train_if_needed(run: Run, train: Trainer, console: Console,

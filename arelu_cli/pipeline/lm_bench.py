@@ -21,13 +21,13 @@ from pathlib import Path
 import pandas as pd
 
 from arelu_cli.util.errors import UserError
+from arelu_cli.train.run_dir import read_config
 from arelu_cli.train.loop import snapshot_path
 from arelu_cli.pipeline.lm_claims import SAMPLE, TUNED
 from arelu_cli.pipeline.lm_report import BENCH, SELECTED, seed_runs
 from arelu_cli.pipeline.lm_study import TAU_SWEEP, decoding, decodings_of, selected_shift
-from arelu_cli.pipeline.scoring import again
 from arelu_cli.registry import get_transform
-from arelu_cli.util.results import read_json, write_rows
+from arelu_cli.util.results import write_rows
 
 TRAIN = "arelu lm-study RECIPE --out {out}"
 
@@ -78,7 +78,8 @@ def given_weights(out: Path, name: str, path: Path) -> tuple[int, Path]:
     :data:`~arelu_cli.train.run_record.NOT_SHAPING`; its last step), e.g. after the run's own
     checkpoints were deleted; anything else is refused in one line."""
     from arelu_cli.model import checkpoint
-    from arelu_cli.train.run_record import NOT_SHAPING, differences, read_record, show
+    from arelu_cli.train.run_dir import config_path
+    from arelu_cli.train.run_record import NOT_SHAPING, differences, show
 
     ckpt = checkpoint.load(path)
     if not isinstance(ckpt.get("config"), dict):
@@ -86,10 +87,10 @@ def given_weights(out: Path, name: str, path: Path) -> tuple[int, Path]:
                         "wrote")
     seed = int(ckpt["config"].get("train", {}).get("seed", 0))
     folder = out / "seeds" / name / f"seed-{seed}"
-    record = read_record(folder)
+    record = read_config(folder)
     if record is None:
         raise UserError(f"--weights {name}={path}: its seed {seed} has no run in the study "
-                        f"({folder / 'config.json'} is missing); give a retrain of one of "
+                        f"({config_path(folder)} is missing); give a retrain of one of "
                         f"{name}'s seed runs")
     changed = {k: v for k, v in differences(record, ckpt["config"]).items()
                if k not in NOT_SHAPING}
@@ -115,8 +116,8 @@ def trained_weights(out: Path, given: tuple[tuple[str, Path], ...] = ()
     found: dict[str, tuple[int, Path]] = {name: given_weights(out, name, path)
                                           for name, path in given}
     for run in seed_runs(out):
-        steps = read_json(run.folder / "config.json", again(run.folder)).get(
-            "train", {}).get("max_steps") if (run.folder / "config.json").is_file() else None
+        record = read_config(run.folder)
+        steps = (record or {}).get("train", {}).get("max_steps")
         weights = snapshot_path(run.folder, steps) if isinstance(steps, int) else None
         if weights is not None and weights.is_file() and run.transform not in found:
             found[run.transform] = (run.seed, weights)

@@ -55,9 +55,9 @@ from arelu_cli.analysis.lm_eval import COLUMNS as EVAL_COLUMNS
 from arelu_cli.analysis.significance import (RESAMPLES, SEED, bootstrap_chunks, interval95,
                                              p_value)
 from arelu_cli.util.errors import UserError
-from arelu_cli.train.log import read_log
 from arelu_cli.util.ownership import check_ours, png_ours, write_markdown
-from arelu_cli.pipeline.core import finished
+from arelu_cli.train import run_dir
+from arelu_cli.train.run_dir import finished
 from arelu_cli.pipeline.lm_claims import HUMAN, TARGETS, UNKNOWN, corpus_of, report_text
 from arelu_cli.pipeline.scoring import again, summary
 from arelu_cli.registry import get_transform
@@ -380,11 +380,10 @@ def sweep_rows(out: Path, selected: dict) -> list[dict]:
     a point still training has no dev loss yet."""
     rows = []
     for folder in sorted(p for p in (out / "runs").glob("*/*") if p.is_dir()):
-        name, train = folder.parent.name, read_json(folder / "config.json",
-                                                    again(folder)).get("train", {})
+        name, train = folder.parent.name, run_dir.require_config(folder).get("train", {})
         info = summary(folder) if finished(folder) else {}
         best = info.get("best_step")
-        log = read_log(folder / "log.csv", again(folder)) if best is not None else None
+        log = run_dir.read_log(folder) if best is not None else None
         ppl = (log.loc[log["step"] == best, "val_ppl"].dropna()
                if log is not None and "val_ppl" in log else pd.Series(dtype=float))
         rows.append({"transform": name, "label": label(name), "run": folder.name,
@@ -401,9 +400,9 @@ def curve_rows(out: Path, runs: list[SeedRun]) -> list[dict]:
     """Dev loss (and perplexity) at every validation of every seed run that has a log."""
     rows = []
     for run in runs:
-        if not (run.folder / "log.csv").is_file():
+        if not run_dir.has_log(run.folder):
             continue
-        log = read_log(run.folder / "log.csv", again(run.folder))
+        log = run_dir.read_log(run.folder)
         for record in log.dropna(subset=["val_loss"]).to_dict("records"):
             ppl = record.get("val_ppl")
             rows.append({"transform": run.transform, "seed": run.seed,
@@ -423,7 +422,7 @@ def setup_lines(runs: list[SeedRun], selected: dict) -> list[str]:
     if not runs:
         return ["No compared run yet (seeds/ is empty)" + ("" if selected else
                 "; the lr sweep has not selected yet") + "."]
-    configs = {r: read_json(r.folder / "config.json", again(r.folder)) for r in runs}
+    configs = {r: run_dir.require_config(r.folder) for r in runs}
     model = [c.get("model", {}) for c in configs.values()]
     data, train = ([c.get(k, {}) for c in configs.values()] for k in ("data", "train"))
     size = ", ".join(f"{key.replace('_', ' ')} {_values([m.get(key) for m in model])}"
@@ -451,7 +450,7 @@ def sweep_size(out: Path, name: str) -> int | None:
     """How many points ``runs/NAME/`` sweeps: the product of the grid's lengths as the
     ``[sweep]`` of its first point's ``config.json`` records them (None: none recorded)."""
     for folder in sorted(p for p in (out / "runs" / name).glob("*") if p.is_dir()):
-        grid = read_json(folder / "config.json", again(folder)).get("sweep") or {}
+        grid = run_dir.require_config(folder).get("sweep") or {}
         if not grid.get("lr"):
             return None
         return math.prod(max(1, len(grid.get(key) or [])) for key in
@@ -503,8 +502,8 @@ def report_settings(out: Path) -> dict | None:
     if not (Path(out) / HUMAN).is_file():
         return None
     for run in seed_runs(Path(out)):
-        if (run.folder / "config.json").is_file():
-            config = read_json(run.folder / "config.json", again(run.folder))
+        config = run_dir.read_config(run.folder)
+        if config is not None:
             s, seeds = config.get("lm_study") or {}, (config.get("study") or {}).get("seeds")
             return {"baseline": s.get("baseline", "softmax"),
                     "reference": s.get("reference", "sample-top_p0.9"),

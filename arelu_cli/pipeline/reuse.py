@@ -16,10 +16,8 @@ from pathlib import Path
 from arelu_cli.config import Config
 from arelu_cli.util.errors import UserError
 from arelu_cli.model import checkpoint
-from arelu_cli.train.run_record import (CONFIG, NOT_SHAPING, changed_while_resumed,
-                                      differences, read_record, show)
-from arelu_cli.train.loop import SUMMARY
-from arelu_cli.train.divergence import DIVERGED
+from arelu_cli.train.run_dir import CONFIG, read_config, started
+from arelu_cli.train.run_record import NOT_SHAPING, changed_while_resumed, differences, show
 
 NEW, SAME, LONGER = "new", "same", "longer"
 """What :func:`reuse` says of a run folder: nothing trained there yet; trained (or being
@@ -31,10 +29,10 @@ def reuse(folder: Path, planned: Config) -> str:
     """How the run in ``folder`` may serve the plan's run ``planned`` (the configuration the
     pipeline would train it with): :data:`NEW`, :data:`SAME` or :data:`LONGER`; a
     :class:`UserError` naming the first setting that differs otherwise."""
-    record = read_record(folder)
+    record = read_config(folder)
     remedy = f"delete {folder} (or give another --out) to train it again"
     if record is None:
-        if not any((folder / name).exists() for name in (SUMMARY, checkpoint.LAST, DIVERGED)):
+        if not started(folder):
             return NEW
         raise UserError(f"{folder / CONFIG} is missing or unreadable, so the settings the run "
                         f"in {folder} was trained with are unknown; {remedy}")

@@ -16,35 +16,27 @@ from arelu_cli.analysis.significance import RESAMPLES, bootstrap_signature, comp
 from arelu_cli.data.textio import read_text_lines
 from arelu_cli.util.errors import UserError
 from arelu_cli.decode.bleu import paper_bleu
-from arelu_cli.train.loop import SUMMARY, snapshot_path
-from arelu_cli.train.log import read_log
-from arelu_cli.pipeline.core import FIRST, Output, Run
-from arelu_cli.util.results import read_json
+from arelu_cli.train import run_dir
+from arelu_cli.train.loop import snapshot_path
+from arelu_cli.train.run_dir import again
+from arelu_cli.pipeline.core import Output, Run
 
 TEST = "test"
 
 
-def again(folder: Path) -> str:
-    """What to do when a record of the run in ``folder`` is unusable."""
-    return f"restore it (e.g. from version control), or delete {folder} to train the run again"
-
-
 def summary(folder: Path) -> dict:
-    return read_json(folder / SUMMARY, again(folder))
+    return run_dir.read_summary(folder)
 
 
 def first_summary(folder: Path) -> dict | None:
-    """The summary of the run's first training (:data:`~arelu_cli.pipeline.core.FIRST`),
-    None when it trained once."""
-    path = folder / FIRST / SUMMARY
-    return read_json(path, again(folder)) if path.is_file() else None
+    return run_dir.first_summary(folder)
 
 
 def dev_log(folder: Path) -> pd.DataFrame:
     """The run's ``log.csv``, refused in one line when it is cut short (no dev BLEU at the
     step the run's summary says it finished at)."""
-    path, steps = folder / "log.csv", summary(folder).get("steps")
-    log = read_log(path, again(folder))
+    path, steps = run_dir.log_path(folder), summary(folder).get("steps")
+    log = run_dir.read_log(folder)
     bleu = log.dropna(subset=["val_bleu"]) if "val_bleu" in log else log.iloc[0:0]
     if steps is not None and (bleu.empty or int(bleu["step"].iloc[-1]) != int(steps)):
         last = ("no validation" if bleu.empty

@@ -50,8 +50,8 @@ from rich.markup import escape
 from arelu_cli.config import Config
 from arelu_cli.util.errors import UserError
 from arelu_cli.model import checkpoint
-from arelu_cli.train.loop import SUMMARY
-from arelu_cli.pipeline.core import (FIRST, Output, Run, Trainer, check_budget, check_runs, done,
+from arelu_cli.train.run_dir import FIRST, SUMMARY
+from arelu_cli.pipeline.core import (Output, Run, Trainer, check_budget, check_runs, done,
                                      trainer as real_trainer, train_and_make, train_if_needed)
 from arelu_cli.pipeline.grid import check_outputs, results_folder
 from arelu_cli.pipeline.scoring import translation

@@ -33,7 +33,8 @@ from arelu_cli.config import Config
 from arelu_cli.data.prepared import load_prepared
 from arelu_cli.decode.bleu import bleu_chrf
 from arelu_cli.util.ownership import write_markdown
-from arelu_cli.pipeline.core import Run, finished
+from arelu_cli.pipeline.core import Run
+from arelu_cli.train.run_dir import finished
 from arelu_cli.pipeline.scoring import (TEST, bootstrap_rows, dev_log, first_summary, seed_groups,
                                         summary, translation_lines, translation_path)
 from arelu_cli.pipeline.study_claims import (COMPARISONS, SPEED_TOLERANCE, answer, earlier_rows,

@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import NamedTuple
 
 from arelu_cli.config import Config
-from arelu_cli.pipeline.core import Run, diverged, run_config, trained
+from arelu_cli.pipeline.core import Run, run_config
+from arelu_cli.train.run_dir import best_score, diverged, trained
 from arelu_cli.pipeline.reuse import LONGER, reuse
 from arelu_cli.pipeline.scoring import first_summary, summary
 from arelu_cli.pipeline.sweep import Point, grid_points, visited
@@ -100,7 +101,7 @@ def _ended(folder: Path) -> bool:
 
 def _score(folder: Path) -> float:
     """A sweep run's dev score; minus infinity for a run that diverged (it loses)."""
-    return sweep_summary(folder)["best_bleu"] if trained(folder) else -math.inf
+    return best_score(sweep_summary(folder)) if trained(folder) else -math.inf
 
 
 def borrowed(config: Config) -> dict[str, str]:

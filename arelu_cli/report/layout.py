@@ -15,6 +15,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from arelu_cli.train.run_dir import is_run_folder
+
 SEED_DIR = re.compile(r"^seed-(\d+)$")
 
 
@@ -25,7 +27,7 @@ def cell_name(run: str) -> str:
 
 
 def _seed_runs(folder: Path) -> list[Path]:
-    seeds = [p for p in folder.iterdir() if SEED_DIR.match(p.name) and (p / "log.csv").is_file()]
+    seeds = [p for p in folder.iterdir() if SEED_DIR.match(p.name) and is_run_folder(p)]
     return sorted(seeds, key=lambda p: int(SEED_DIR.match(p.name).group(1)))
 
 
@@ -40,5 +42,5 @@ def find_run_dirs(parent: str | Path) -> list[Path]:
     found = []
     for child in sorted(p for p in parent.iterdir() if p.is_dir()):
         seeds = _seed_runs(child)
-        found += seeds or ([child] if (child / "log.csv").is_file() else [])
+        found += seeds or ([child] if is_run_folder(child) else [])
     return found

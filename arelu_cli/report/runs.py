@@ -14,7 +14,6 @@ tau, world size and the fingerprint of the data it was trained on) and ``log.csv
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -28,7 +27,8 @@ from arelu_cli.model.attention import describe as describe_attention
 from arelu_cli.util.errors import UserError
 from arelu_cli.util.signatures import signature_field
 from arelu_cli.report.layout import find_run_dirs
-from arelu_cli.train.log import COLUMNS as LOG_COLUMNS, read_log
+from arelu_cli.train import run_dir
+from arelu_cli.train.log import COLUMNS as LOG_COLUMNS
 
 
 @dataclass(frozen=True)
@@ -61,13 +61,12 @@ def load_run(folder: str | Path, name: Optional[str] = None) -> Run:
     """Read ``folder/config.json`` and ``folder/log.csv``; a clear error when either is unusable.
     ``name`` defaults to the folder's name."""
     folder = Path(folder)
-    config_path, log_path = folder / "config.json", folder / "log.csv"
-    for path in (config_path, log_path):
+    for path in (run_dir.config_path(folder), run_dir.log_path(folder)):
         if not path.is_file():
             raise UserError(f"{folder} is not a training run: {path.name} is missing "
                             "(a run folder is what `arelu train --out FOLDER` writes)")
-    config = json.loads(config_path.read_text(encoding="utf-8"))
-    log = read_log(log_path)
+    config, log_path = run_dir.require_config(folder), run_dir.log_path(folder)
+    log = run_dir.read_log(folder)
     if tuple(log.columns) != LOG_COLUMNS:
         raise UserError(f"{log_path} has columns {list(log.columns)}, expected {list(LOG_COLUMNS)}")
     if log.empty:

@@ -15,7 +15,8 @@ from rich.console import Console
 from arelu_cli.config import ModelConfig, load_config
 from arelu_cli.util.errors import UserError
 from arelu_cli.train.loop import train
-from arelu_cli.train.divergence import DIVERGED, Diverged
+from arelu_cli.train.divergence import Diverged
+from arelu_cli.train.run_dir import DIVERGED
 from arelu_cli.pipeline.attention_report import answer
 from arelu_cli.pipeline.attention_study import attention_study, variant_model
 

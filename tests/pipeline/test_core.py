@@ -17,9 +17,9 @@ from arelu_cli.config import load_config
 from arelu_cli.util.errors import UserError
 from arelu_cli.model import checkpoint
 from arelu_cli.decode.bleu import paper_bleu
-from arelu_cli.train.loop import SUMMARY, snapshot_path
-from arelu_cli.train.divergence import DIVERGED
-from arelu_cli.pipeline.core import (FIRST, Output, Run, check_runs, done, fresh, make,
+from arelu_cli.train.loop import snapshot_path
+from arelu_cli.train.run_dir import DIVERGED, FIRST, SUMMARY
+from arelu_cli.pipeline.core import (Output, Run, check_runs, done, fresh, make,
                                      run_config, train_and_make, train_if_needed)
 from arelu_cli.pipeline.scoring import (bootstrap_rows, seed_groups, translation,
                                         translation_path)

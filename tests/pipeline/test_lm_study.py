@@ -201,7 +201,8 @@ def test_a_diverged_sweep_run_loses_and_the_study_goes_on(tiny_lm_corpus, tiny_l
     """A sweep run that diverges is a finding: scored minus infinity, never retrained."""
     from rich.console import Console
 
-    from arelu_cli.train.divergence import DIVERGED, Diverged
+    from arelu_cli.train.divergence import Diverged
+    from arelu_cli.train.run_dir import DIVERGED
 
     config = _config(tiny_lm_corpus, tiny_lm_config, transforms=("softmax",),
                      decodings=("sample", "sample-top_p0.9"))

@@ -26,7 +26,7 @@ from arelu_cli.pipeline.grid import Grid
 from arelu_cli.pipeline.reproduce import (Request, load_request_config,
                                           move_aside, recorded_fingerprint,
                                           reproduce, stale_data)
-from arelu_cli.train.loop import SUMMARY
+from arelu_cli.train.run_dir import SUMMARY
 
 SCORED_BY_HAND = {"table_human_eval.csv", "human_eval_kappa.csv"}  # need filled sheets
 

@@ -13,7 +13,7 @@ import pytest
 from arelu_cli.config import load_config
 from arelu_cli.util.errors import UserError
 from arelu_cli.model import checkpoint
-from arelu_cli.train.loop import SUMMARY
+from arelu_cli.train.run_dir import SUMMARY
 from arelu_cli.pipeline.reuse import LONGER, NEW, SAME, reuse
 
 BASE = load_config(None, {("train", "max_steps"): 6, ("train", "lr"): 0.5,

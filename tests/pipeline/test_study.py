@@ -23,7 +23,7 @@ from arelu_cli.pipeline.study import (bench, continue_copy, equal_time_steps, re
 from arelu_cli.pipeline.study_report import _sweep_table, machines_sentence, sweep_rows
 from arelu_cli.pipeline.study_runs import run_folder, study_run
 from arelu_cli.pipeline.sweep import Point
-from arelu_cli.train.loop import SUMMARY
+from arelu_cli.train.run_dir import SUMMARY
 from arelu_cli.util.signatures import machine
 
 QUIET = Console(quiet=True)
