@@ -19,7 +19,7 @@ import json
 from collections.abc import Mapping
 from pathlib import Path
 
-from arelu_cli.config import Config, from_dict, saved_tables
+from arelu_cli.config import Config, from_dict
 from arelu_cli.train.precision import resolve as resolve_precision
 from arelu_cli.train.run_dir import CONFIG, read_config, write_config
 from arelu_cli.util.errors import UserError
@@ -35,11 +35,11 @@ runs (``fused_output`` computes the same loss and gradients), what is logged and
 
 def settings(tables: Mapping) -> dict[str, object]:
     """``{"train.lr": 0.5, ...}``: every key of the shaping tables of ``tables`` (a saved
-    run's config, read through the schema so that a key added since takes the value the run
-    was trained with) or of a :class:`Config`."""
+    run's config, read through the schema, a key added since at its default) or of a
+    :class:`Config`."""
     if isinstance(tables, Config):
         tables = tables.to_dict()
-    config = from_dict(saved_tables({name: tables.get(name, {}) for name in SHAPING}))
+    config = from_dict({name: tables.get(name, {}) for name in SHAPING})
     full = config.to_dict()
     found = {f"{name}.{key}": value for name in SHAPING for key, value in full[name].items()}
     # the precision it trains in, not the word: "auto" is fp32 or bf16 by the hardware

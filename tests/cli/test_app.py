@@ -59,3 +59,20 @@ def test_a_run_stopped_before_its_first_save_and_other_ranks(monkeypatch, capsys
     other = interrupted("stopped by SIGTERM after step 3", 143, tmp_path, 2, 1)
     assert _main_raising(monkeypatch, other, ["arelu", "reproduce", "toy"]) == 143
     assert capsys.readouterr().err == ""  # rank 0 alone speaks under torchrun
+
+
+def test_help_lists_at_most_14_commands_each_in_one_line():
+    """Besides the bench and human-eval groups; a command's help is one line, the card's
+    commands among them."""
+    import click
+    import typer.main
+
+    group = typer.main.get_command(app)
+    names = [n for n in group.list_commands(click.Context(group)) if n not in ("bench",
+                                                                                 "human-eval")]
+    assert len(names) <= 14
+    assert {"prepare", "estimate-tau", "train", "translate", "score", "empty-check",
+            "sparsity", "reproduce", "study", "report"} <= set(names)
+    for name in names:
+        short = (group.get_command(click.Context(group), name).help or "").split("\n\n")[0]
+        assert "\n" not in short.strip(), name
