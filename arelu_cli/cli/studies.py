@@ -29,13 +29,15 @@ def _config(recipe: str, overrides: list[str]):
                                     for sec, key, value in map(parse_override, overrides)})
 
 
-def _run(config, path: Path, out: Optional[Path], source: Optional[Path],
+def _run(config, recipe: str, path: Path, out: Optional[Path], source: Optional[Path],
          allow_data_change: bool) -> None:
+    """Run the study of ``config`` into ``out`` (default ``results/NAME``); ``recipe``: the
+    recipe as the user named it (what ``commands.txt`` and ``study.json`` record)."""
     from arelu_cli.studies.contract import Context
     from arelu_cli.studies.core import trainer
     from arelu_cli.studies.runner import run
 
-    context = Context(console, trainer(path.stem, console, allow_data_change), path.stem,
+    context = Context(console, trainer(path.stem, console, allow_data_change), recipe,
                       "arelu " + " ".join(sys.argv[1:]), source)
     report = run(config, out or Path("results") / path.stem, context)
     console.print(f"report: {report}")
@@ -63,7 +65,7 @@ def reproduce(
         raise UserError(f"{path} is a recipe of the {config.study.kind} study; run it with "
                         f"arelu study {recipe}")
     config = dataclasses.replace(config, study=dataclasses.replace(config.study, kind="paper"))
-    _run(config, path, out, source, False)
+    _run(config, recipe, path, out, source, False)
 
 
 @app.command()
@@ -100,7 +102,7 @@ def study(
                                source=source), log=console.print)
     if config.study.kind != "paper":
         load_prepared(config.data.path)  # a missing corpus is one line before any folder
-    _run(config, path, out, None, allow_data_change)
+    _run(config, recipe, path, out, None, allow_data_change)
 
 
 @app.command("report")
