@@ -14,6 +14,15 @@ from arelu_cli.studies.lm import study as L
 from arelu_cli.studies.core import trainer
 
 
+@pytest.mark.parametrize("label", ["greedy", "sample", "sample-top_p0.9", "sample-top_k50",
+                                   "sample-top_k50-T0.8", "sample-tau+0.1", "sample-tau-0.5",
+                                   "sample-top_k10-top_p0.5-T2"])
+def test_a_label_parses_to_the_decoding_that_writes_it(label):
+    from arelu_cli.decode.sampling import Decoding
+
+    assert Decoding.from_label(label).label() == label
+
+
 def test_decodings_parse_to_their_own_labels():
     assert L.decoding("sample").label() == "sample"
     assert L.decoding("greedy").label() == "greedy"
