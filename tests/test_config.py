@@ -170,27 +170,6 @@ def test_nan_and_inf_from_a_toml_recipe_are_refused(tmp_path):
         load_config(recipe)
 
 
-def test_saved_tables_give_a_renormalized_run_without_eps_the_eps_it_was_trained_with():
-    """attention_eps's default changed (1e-6 -> 0.01): a saved renormalized run that predates
-    the key keeps 1e-6; every other saved table is read as it is, and the input is not
-    changed."""
-    from arelu_cli.config import LEGACY_ATTENTION_EPS, ModelConfig, saved_tables
-    from arelu_cli.model.attention import RENORM_EPS
-
-    assert ModelConfig().attention_eps == RENORM_EPS != LEGACY_ATTENTION_EPS
-    old = {"model": {"attention": "1.5-relu", "attention_relu": "renormalized"}}
-    assert from_dict(saved_tables(old)).model.attention_eps == LEGACY_ATTENTION_EPS
-    assert "attention_eps" not in old["model"]
-    given = {"model": {"attention": "1.5-relu", "attention_relu": "renormalized",
-                       "attention_eps": 0.5}}
-    assert saved_tables(given) == given
-    raw = {"model": {"attention": "1.5-relu"}, "train": {"lr": 1.0}}
-    assert saved_tables(raw) == raw and saved_tables({}) == {}
-    for model in ({"attention": "softmax"}, {"attention": "1.5-relu", "attention_relu": "raw"}):
-        then = {"model": {**model, "attention_eps": LEGACY_ATTENTION_EPS}}  # 1e-6 everywhere
-        assert from_dict(saved_tables(then)).model == from_dict({"model": model}).model
-
-
 def test_a_language_model_may_say_it_has_no_encoder(tiny_lm_corpus, tiny_lm_config, tmp_path):
     """``encoder_layers = 0`` in an LM recipe (it has no encoder) loads and trains."""
     from arelu_cli.config import load_config

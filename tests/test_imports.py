@@ -88,16 +88,15 @@ def test_the_cycle_finder_finds_a_circle_and_only_circles():
 
 
 def test_imports_name_modules_wherever_the_statement_is():
-    """``from arelu_cli.pipeline.core import Run`` is an edge to the module ``core``;
-    ``from arelu_cli.pipeline import reproduce_steps as rs`` to the submodule; an import
+    """``from arelu_cli.studies.core import Run`` is an edge to the module ``core``;
+    ``from arelu_cli.studies.paper import steps as rs`` to the submodule; an import
     inside a function counts (``core.trainer`` imports ``train.loop`` lazily)."""
     known = set(modules())
-    assert {"arelu_cli.pipeline.core", "arelu_cli.pipeline.reuse", "arelu_cli.pipeline.scoring",
-            "arelu_cli.pipeline.sweep", "arelu_cli.config"} <= imports(
-        PACKAGE / "pipeline" / "study_runs.py", known)
-    assert "arelu_cli.pipeline.reproduce_steps" in imports(PACKAGE / "pipeline" / "reproduce.py",
-                                                           known)
-    assert "arelu_cli.train.loop" in imports(PACKAGE / "pipeline" / "core.py", known)
+    assert {"arelu_cli.studies.core", "arelu_cli.studies.sweep", "arelu_cli.studies.tuned.runs",
+            "arelu_cli.config"} <= imports(PACKAGE / "studies" / "tuned" / "report.py", known)
+    assert "arelu_cli.studies.paper.steps" in imports(PACKAGE / "studies" / "paper" / "study.py",
+                                                      known)
+    assert "arelu_cli.train.loop" in imports(PACKAGE / "studies" / "core.py", known)
 
 
 def test_no_module_of_the_package_imports_itself_around_a_circle():

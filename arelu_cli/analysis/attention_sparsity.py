@@ -20,7 +20,7 @@ are a one-line :class:`UserError` (:func:`refuse_nan`), as NaN output logits are
 (:func:`arelu_cli.decode.search.refuse_nan`).
 
 :func:`heatmap_rows` gives the head-averaged cross-attention of a few sentences, target
-step x source token, per layer, for :func:`arelu_cli.report.plots.plot_attention_heatmaps`;
+step x source token, per layer, for :func:`arelu_cli.studies.plots.plot_attention_heatmaps`;
 :func:`run` writes both CSVs for a list of checkpoints.
 """
 

@@ -1,4 +1,4 @@
-"""``arelu lm-eval``: a language model's metrics on a split for one decoding (issue 32), after
+"""``arelu lm-eval``: a language model's metrics on a split for one decoding, after
 Martins, Marinho & Martins (2020), "Sparse Text Generation".
 
 Per checkpoint, one CSV row per (model, decoding, split):

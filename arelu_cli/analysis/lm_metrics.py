@@ -1,4 +1,4 @@
-"""Metrics of language models and of the text they generate (issue 32; after Martins, Marinho
+"""Metrics of language models and of the text they generate (after Martins, Marinho
 & Martins 2020, "Sparse Text Generation", EMNLP, whose metrics we adopt so that our numbers sit
 beside theirs).
 

@@ -1,15 +1,33 @@
-"""Paired bootstrap resampling of corpus BLEU: is a transform's test BLEU better than the
-baseline's by more than the choice of test sentences explains?
+"""The one paired bootstrap: is a system's statistic better than a baseline's by more than
+the choice of test units explains? Generic over the statistic (:func:`paired`); corpus BLEU
+over test sentences is one (:func:`compare_to_baseline`), a language model's text statistics
+over test prompts another (:mod:`arelu_cli.studies.lm.bootstrap`).
 
-sacrebleu's ``--paired-bs`` (Koehn, 2004): per-sentence BLEU statistics of both systems;
-``samples`` (1,000) resamples of the test sentences, ``numpy.random.default_rng(seed)
-.choice(N, size=(samples, N))``, the same indices for both systems (the draw sacrebleu makes
-for the same seed); corpus BLEU of each resample from the summed statistics; the 95%
-interval (26th smallest and largest of 1,000) of the system's BLEU and of the difference;
-and the p-value of "no difference" with ``d_i = |BLEU_sys,i - BLEU_base,i|`` centred as the
-null: ``p = (#{d_i - mean(d) >= |BLEU_sys - BLEU_base|} + 1) / (samples + 1)``. sacrebleu
-counts ``>``; ``>=`` differs only where a resample ties the observed difference (two
-identical systems: p = 1 here, 1/1001 there).
+The draw is sacrebleu's ``--paired-bs`` (Koehn, 2004): ``samples`` (1,000) resamples of the
+test units, ``numpy.random.default_rng(seed).choice(N, size=(samples, N))``, the same
+indices for both systems; each system's statistic on each resample.
+
+**The interval rule** (:func:`interval`), one for every interval here: sacrebleu's 95%
+percentile interval of the resampled values (the 26th smallest and largest of 1,000)
+re-centred on the observed value, that is shifted by the bootstrap's estimate of its own bias
+(the mean of the resampled values less the observed one; ``delta_bias`` in a row). The plain
+percentile interval assumes that the resampled statistic is centred on the observed one. A
+statistic pooled over a resample is not when a unit drawn twice counts twice in one of its
+counts but once in another: distinct-n counts a twice-drawn prompt's n-grams twice but its
+distinct n-grams once, so resampled distinct-n falls below the observed value, the more so
+the more distinct a system's text, and the plain interval of two systems' difference can
+miss their observed difference altogether. Corpus BLEU, a ratio of pooled counts with a
+brevity penalty, is biased so too, mildly. Re-centring keeps the bootstrap's spread and
+removes that artefact of resampling; for a statistic that resampling does not bias (a mean)
+it changes nothing. The verdicts of every study read this interval
+(:mod:`arelu_cli.studies.verdict`), never p.
+
+The p-value of "no difference" is sacrebleu's, reported beside it: ``d_i = |S_sys,i -
+S_base,i|`` centred as the null, ``p = (#{d_i - mean(d) >= |S_sys - S_base|} + 1) / (samples
++ 1)`` (sacrebleu counts ``>``; ``>=`` differs only where a resample ties the observed
+difference: two identical systems get p = 1 here, 1/1001 there). It folds the resampled
+differences before centring them, in effect a one-sided test, and near the boundary it can
+fall under 0.05 while the interval includes 0, which is why no verdict reads it.
 
 Several runs of each system (training seeds, ``runs``) are a cluster bootstrap: each
 sentence's statistics are summed over the runs before resampling, so a resample draws test
@@ -53,6 +71,8 @@ class PairedBootstrap:
     delta_low: float
     """Lower end of the 95% interval of the difference over the same resamples."""
     delta_high: float
+    delta_bias: float
+    """The bootstrap's bias estimate of the difference that the interval is shifted by."""
     p_value: float
     """Paired bootstrap p-value of "the two systems score the same"."""
     samples: int
@@ -125,6 +145,29 @@ def interval95(scores: np.ndarray) -> tuple[float, float]:
     return float(ordered[low]), float(ordered[len(ordered) - low - 1])
 
 
+def interval(resampled: np.ndarray, observed: float) -> tuple[float, float]:
+    """The interval rule (module docstring): :func:`interval95` of ``resampled`` re-centred
+    on ``observed``."""
+    return interval95(resampled - (resampled.mean() - observed))
+
+
+def paired(system: np.ndarray, baseline: np.ndarray, value: float,
+           baseline_value: float) -> dict[str, float | None]:
+    """One system against the baseline: ``delta`` (``value - baseline_value``, the statistic
+    on all units), its interval (``delta_low``, ``delta_high``) by the interval rule over
+    the paired resamples ``system - baseline`` (each ``(samples,)``: the statistic on every
+    resample), the ``delta_bias`` it is shifted by and sacrebleu's ``p_value``; the interval,
+    bias and p are None where a value is not finite."""
+    delta, diffs = value - baseline_value, system - baseline
+    if not (np.isfinite(diffs).all() and np.isfinite(delta)):
+        return {"delta": delta, "delta_low": None, "delta_high": None, "delta_bias": None,
+                "p_value": None}
+    low, high = interval(diffs, delta)
+    return {"delta": delta, "delta_low": low, "delta_high": high,
+            "delta_bias": float(diffs.mean() - delta),
+            "p_value": p_value(system, baseline, delta)}
+
+
 def p_value(system: np.ndarray, baseline: np.ndarray, observed: float) -> float:
     """Paired bootstrap p-value (step 5 of the module docstring): the share of centred
     resampled differences at least as large as the observed one, with the +1 that keeps
@@ -146,13 +189,11 @@ def bootstrap_stats(baseline: np.ndarray, system: np.ndarray, metric: BLEU,
     base_scores = np.concatenate([b for b, _ in scored])
     sys_scores = np.concatenate([s for _, s in scored])
     bleu, base = stats_bleu(system.sum(0), metric), stats_bleu(baseline.sum(0), metric)
-    low, high = interval95(sys_scores)
-    delta_low, delta_high = interval95(sys_scores - base_scores)
+    low, high = interval(sys_scores, bleu)
     return PairedBootstrap(bleu=bleu, baseline_bleu=base, bleu_mean=float(sys_scores.mean()),
-                           bleu_low=low, bleu_high=high, delta=bleu - base, delta_low=delta_low,
-                           delta_high=delta_high,
-                           p_value=p_value(sys_scores, base_scores, bleu - base),
-                           samples=samples, bootstrap_seed=seed, sentences=len(system))
+                           bleu_low=low, bleu_high=high,
+                           **paired(sys_scores, base_scores, bleu, base), samples=samples,
+                           bootstrap_seed=seed, sentences=len(system))
 
 
 def run_stats(hypotheses: Sequence[str], references: Sequence[str], metric: BLEU,

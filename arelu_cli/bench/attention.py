@@ -1,5 +1,5 @@
-"""Training-step time of each attention configuration (beyond the paper; ``arelu
-attention-study``, :mod:`arelu_cli.pipeline.attention_study`).
+"""Training-step time of each attention configuration (beyond the paper; the attention
+study, :mod:`arelu_cli.studies.attention.study`).
 
 As :mod:`arelu_cli.bench.train` times output transforms, this times attention
 transforms: every configuration gets a model initialized from the same seed with its own

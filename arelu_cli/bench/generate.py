@@ -43,7 +43,7 @@ from arelu_cli.transforms.checks import check_alpha
 
 SAMPLE, TOP_P = "softmax-sample", "softmax-top_p"
 TARGETS = {"ratio_to_softmax_top_p": 0.5, "ratio_to_softmax_sample": 1.0}
-"""alpha-ReLU sampling's time per token over each baseline's, at most (issue 32)."""
+"""alpha-ReLU sampling's time per token over each baseline's, at most."""
 
 
 @dataclass(frozen=True)

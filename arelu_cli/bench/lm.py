@@ -1,4 +1,4 @@
-"""Time per generated token of trained language models (``arelu bench lm-study``, issue 35):
+"""Time per generated token of trained language models (``arelu bench lm-study``):
 part 1's sampling-speed ratios (:mod:`arelu_cli.bench.generate`) on real models.
 
 For each model x decoding, at batch ``B``, two measures:
@@ -20,7 +20,7 @@ repeat in an order rotated from repeat to repeat
 (:func:`~arelu_cli.bench.generate.interleaved`); times are medians over repeats, and
 a ratio is the median over repeats of a row's time over the baseline's in the same repeat
 (``ratio_to_softmax_sample``: the softmax model's pure ``sample``; ``ratio_to_softmax_top_p``:
-its nucleus sampling). Which models and decodings: :mod:`arelu_cli.pipeline.lm_bench`.
+its nucleus sampling). Which models and decodings: :mod:`arelu_cli.studies.lm.bench`.
 """
 
 from __future__ import annotations

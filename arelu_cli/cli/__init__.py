@@ -2,8 +2,8 @@
 
 One module per command group; nothing outside this package imports it. Each command's work
 lives in a library module (:mod:`arelu_cli.train`, :mod:`arelu_cli.decode`,
-:mod:`arelu_cli.analysis`, :mod:`arelu_cli.bench`, :mod:`arelu_cli.report`,
-:mod:`arelu_cli.pipeline`, :mod:`arelu_cli.data`).
+:mod:`arelu_cli.analysis`, :mod:`arelu_cli.bench`, :mod:`arelu_cli.studies`,
+:mod:`arelu_cli.data`).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from rich.console import Console  # noqa: E402
 from rich.markup import escape  # noqa: E402
 
 # Each module registers its commands on `app` when imported, in the order `arelu --help` lists them.
-from arelu_cli.cli import data, train, lm, pipeline, human_eval, analysis, bench  # noqa: F401,E402
+from arelu_cli.cli import data, train, lm, studies, human_eval, analysis, bench  # noqa: F401,E402
 from arelu_cli.cli.app import app  # noqa: E402
 from arelu_cli.util.errors import UserError  # noqa: E402
 

@@ -103,10 +103,9 @@ def significance(
                              "(created if missing; an existing one must be an arelu "
                              "significance CSV)."),
 ) -> None:
-    """Paired bootstrap of BLEU: is --hyp better than --baseline by more than the choice of
-    test sentences explains? Several runs per side (seeds) are tested joined.
+    """Paired bootstrap of BLEU: is --hyp better than --baseline beyond the test set's chance?
 
-    sacrebleu's --paired-bs on the paper's BLEU; with several runs a resample draws test
+    Several runs per side (seeds) are tested joined. sacrebleu's --paired-bs on the paper's BLEU; with several runs a resample draws test
     sentences with all their runs' translations (a cluster bootstrap), so a hard sentence
     is not counted as independent evidence once per seed.
     """
@@ -179,7 +178,7 @@ def sparsity(
                                  "output when measured) drawn in the heatmaps."),
 ) -> None:
     """Paper Figs. sparsity: the number of zero output components at every decoding step."""
-    from arelu_cli.report import plots
+    from arelu_cli.studies import plots
     from arelu_cli.analysis import sparsity as sp
     from arelu_cli.analysis.steps import parse_along
     from arelu_cli.util.results import write_rows
@@ -230,7 +229,7 @@ def self_norm(
     plot: bool = typer.Option(False, "--plot", help="Also draw OUT.png from the histogram."),
 ) -> None:
     """Paper Fig. self_norm: the distribution of sum_i alpha-ReLU_i(z) per decoding step."""
-    from arelu_cli.report import plots
+    from arelu_cli.studies import plots
     from arelu_cli.analysis import self_norm as sn
     from arelu_cli.analysis.steps import parse_along
     from arelu_cli.util.results import write_rows

@@ -1,6 +1,6 @@
 """The Typer application of ``arelu``, its command groups and what several commands share.
 
-The command modules (:mod:`arelu_cli.cli.data`, ``train``, ``pipeline``, ``analysis``,
+The command modules (:mod:`arelu_cli.cli.data`, ``train``, ``studies``, ``analysis``,
 ``bench``, ``human_eval``) register their commands on :data:`app`; :mod:`arelu_cli.cli`
 imports them all and holds :func:`arelu_cli.cli.main`.
 """

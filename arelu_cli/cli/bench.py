@@ -227,7 +227,7 @@ def bench_translate(
 ) -> None:
     """Paper Fig. infTime: translation time per model and beam size, normalized by the fastest,
     and its ratio to the first softmax checkpoint's (else the first's) at each beam."""
-    from arelu_cli.report import plots
+    from arelu_cli.studies import plots
     from arelu_cli.bench import translate as bench
     from arelu_cli.util.options import parse_list
     from arelu_cli.util.results import write_rows
@@ -278,7 +278,8 @@ def bench_generate(
 
 @bench_app.command("lm-study")
 def bench_lm_study(
-    study: Path = typer.Argument(..., help="An LM study folder (the --out of arelu lm-study)."),
+    study: Path = typer.Argument(..., help="A language-model study's folder (the --out of arelu "
+                                 "study on an LM study recipe)."),
     batches: str = typer.Option("1,32", help="Comma-separated batch sizes (prompts generated "
                                 "together); the study's report quotes the smallest."),
     new_tokens: Optional[int] = typer.Option(
@@ -290,16 +291,16 @@ def bench_lm_study(
         "its seed runs' (a retrain of a seed run whose checkpoints were deleted; checked to "
         "have that run's settings and last step). Repeatable."),
     out: Optional[Path] = typer.Option(
-        None, help="CSV file to write (default: STUDY/bench_generate.csv, which arelu lm-study "
-        "reads into its report)."),
+        None, help="CSV file to write (default: STUDY/bench_generate.csv, which the study's "
+        "report reads)."),
 ) -> None:
     """Time per generated token of the study's own models, every decoding it runs: the full
     model (incremental generation) and its output layer alone, with paired ratios to the
     softmax model's pure and nucleus sampling; write CSV. Run it on a quiet machine."""
     from arelu_cli.bench.lm import print_table
     from arelu_cli.util.options import parse_list
-    from arelu_cli.pipeline.lm_bench import BenchPlan, bench_study, parse_weights
-    from arelu_cli.pipeline.lm_report import BENCH
+    from arelu_cli.studies.lm.bench import BenchPlan, bench_study, parse_weights
+    from arelu_cli.studies.lm.runs import BENCH
 
     csv = out or study / BENCH
     plan = BenchPlan(batches=tuple(parse_list(batches, int, "--batches", example="1,32")),

@@ -29,7 +29,7 @@ def human_eval_export(
     """Write one blind sheet per annotator (candidates incl. the reference, shuffled) and a key."""
     from arelu_cli.util.options import parse_list
     from arelu_cli.data.textio import read_aligned, read_lines
-    from arelu_cli.report import human_eval
+    from arelu_cli.studies.paper import human_eval
 
     sources, references = read_aligned(source, reference)
     systems = {}
@@ -62,8 +62,8 @@ def human_eval_score(
         "results folder that holds the key's folder, where `arelu report` reads them)."),
 ) -> None:
     """Mean and std per system, Cohen's kappa on the shared items; write CSV."""
-    from arelu_cli.report import human_eval
-    from arelu_cli.report.columns import COLUMNS
+    from arelu_cli.studies.paper import human_eval
+    from arelu_cli.studies.paper.columns import COLUMNS
     from arelu_cli.util.results import write_rows
 
     systems, agreement = human_eval.score_sheets(sheets, key)

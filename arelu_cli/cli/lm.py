@@ -77,13 +77,13 @@ def generate(
     data: Optional[Path] = DATA,
     device: str = DEVICE,
 ) -> None:
-    """Continue prompts (--prompts, --split) or sample unconditionally (--unconditional N)
-    with a language model; one continuation per line.
+    """Continue prompts or sample unconditionally with a language model; one text a line.
 
-    Prompts that leave no room for --max-tokens new tokens within the model's positions
-    keep their last tokens. Warnings (and OUT.json) count them, the prompt words outside a
-    word-level vocabulary (read as <unk>) and the alpha-ReLU draws that fell back to the
-    arg-max because --tau emptied the support.
+    Prompts come from --prompts or --split, or none with --unconditional N. Prompts that
+    leave no room for --max-tokens new tokens within the model's positions keep their last
+    tokens. Warnings (and OUT.json) count them, the prompt words outside a word-level
+    vocabulary (read as <unk>) and the alpha-ReLU draws that fell back to the arg-max
+    because --tau emptied the support.
     """
     from arelu_cli.data.textio import STDIO, read_text_lines
     from arelu_cli.decode import generate as gen
@@ -160,9 +160,11 @@ def lm_eval(
                                      help="Folder of the generation files."),
     device: str = DEVICE,
 ) -> None:
-    """Perplexity, epsilon-perplexity, sparsemax score, JSD, rep/wrep, support size (teacher-
-    forced) and distinct-n, looping, Zipf, self-BLEU, length vs the human text (generated),
-    one CSV row per checkpoint for one decoding (Martins et al., 2020)."""
+    """A language model's metrics for one decoding (Martins et al., 2020); a CSV row each.
+
+    Teacher-forced: perplexity, epsilon-perplexity, sparsemax score, JSD, rep/wrep, support
+    size; generated: distinct-n, looping, Zipf, self-BLEU and length against the human text.
+    """
     from arelu_cli.analysis import lm_eval as ev
     from arelu_cli.decode.translate import open_checkpoint
 

@@ -1,9 +1,10 @@
 """Experiment configuration: frozen dataclasses mirrored by the TOML tables of ``recipes/``.
 
-A recipe has up to eight tables, ``[data]``, ``[model]``, ``[train]``, ``[decode]``,
-``[reproduce]`` (the grid of ``arelu reproduce``), ``[sweep]`` and ``[study]`` (``arelu
-study``), ``[attention_study]`` (``arelu attention-study``), whose keys are the fields of :mod:`.schema` (each documented where it is
-declared). Defaults are the paper's IWSLT'14 settings (Appendix "Optimization": Transformer
+A recipe has up to nine tables, ``[data]``, ``[model]``, ``[train]``, ``[decode]``,
+``[reproduce]`` (the paper's grid, ``arelu reproduce``), ``[study]`` (which study ``arelu
+study`` runs, and its seeds), ``[sweep]``, ``[attention_study]`` and ``[lm_study]`` (the
+studies' own settings), whose keys are the fields of :mod:`.schema` (each documented where it
+is declared). Defaults are the paper's IWSLT'14 settings (Appendix "Optimization": Transformer
 Base with FFN 1024, Adam (0.9, 0.998), Noam decay with lr 2.0 and 4000 warmup steps, dropout
 0.3, no label smoothing). Unknown keys and wrong types (:mod:`.load`) and impossible values
 (:mod:`.checks`) raise :class:`~arelu_cli.util.errors.UserError` saying what to do; command-line
@@ -17,12 +18,12 @@ flags override recipe values (:func:`load_config`). Standard library only.
 
 from arelu_cli.config.checks import check_config
 from arelu_cli.config.load import (RECIPES, from_dict, load_config, parse_override, read_recipe,
-                                   resolve_recipe, saved_tables)
-from arelu_cli.config.schema import (LEGACY_ATTENTION_EPS, SECTIONS, AttentionStudyConfig, Config, DataConfig, DecodeConfig, Device,
-                                     ModelConfig, Precision, ReproduceConfig, StudyConfig,
-                                     SweepConfig, TrainConfig)
+                                   resolve_recipe)
+from arelu_cli.config.schema import (SECTIONS, AttentionStudyConfig, Config, DataConfig,
+                                     DecodeConfig, Device, ModelConfig, Precision,
+                                     ReproduceConfig, StudyConfig, SweepConfig, TrainConfig)
 
-__all__ = ["LEGACY_ATTENTION_EPS", "RECIPES", "SECTIONS", "AttentionStudyConfig", "Config", "DataConfig", "DecodeConfig", "Device", "ModelConfig",
-           "Precision", "ReproduceConfig", "StudyConfig", "SweepConfig", "TrainConfig",
-           "check_config", "from_dict", "load_config", "parse_override", "read_recipe",
-           "resolve_recipe", "saved_tables"]
+__all__ = ["RECIPES", "SECTIONS", "AttentionStudyConfig", "Config", "DataConfig",
+           "DecodeConfig", "Device", "ModelConfig", "Precision", "ReproduceConfig",
+           "StudyConfig", "SweepConfig", "TrainConfig", "check_config", "from_dict",
+           "load_config", "parse_override", "read_recipe", "resolve_recipe"]

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Literal, Mapping
 
 from arelu_cli.config.checks import check_config
-from arelu_cli.config.schema import LEGACY_ATTENTION_EPS, SECTIONS, Config
+from arelu_cli.config.schema import SECTIONS, Config
 from arelu_cli.util.errors import UserError
 
 
@@ -85,27 +85,6 @@ def from_dict(tables: Mapping[str, Mapping[str, object]]) -> Config:
         if not isinstance(table, Mapping):
             raise UserError(f"[{name}] must be a table of keys, got {table!r}")
     return check_config(Config(**{name: _section(name, tables.get(name, {})) for name in SECTIONS}))
-
-
-def saved_tables(tables: Mapping[str, Mapping[str, object]]) -> dict[str, dict[str, object]]:
-    """The tables of a saved run (a checkpoint's config) as :func:`from_dict` must read them,
-    across changes of a default since the run was saved: a key added since takes its
-    default, except where that default changed, where it takes the value the run was
-    trained with; a key the run's model did not use takes today's default.
-
-    ``attention_eps`` (default 1e-6, now 0.01): renormalized alpha-ReLU attention without
-    it gets :data:`LEGACY_ATTENTION_EPS`; any other model drops it, since the key means
-    nothing there and the checks want it at the default (a run saved between the key's
-    arrival and the new default wrote 1e-6 into every model)."""
-    tables = {name: dict(table) if isinstance(table, Mapping) else table
-              for name, table in tables.items()}
-    model = tables.get("model")
-    if isinstance(model, dict):
-        if model.get("attention_relu") != "renormalized":
-            model.pop("attention_eps", None)
-        elif "attention_eps" not in model:
-            model["attention_eps"] = LEGACY_ATTENTION_EPS
-    return tables
 
 
 def parse_override(item: str) -> tuple[str, str, object]:

@@ -69,8 +69,7 @@ class ModelConfig:
     attention_eps: float = 0.01
     """The constant added to the sum of ``renormalized`` alpha-ReLU attention (> 0): the
     weight of a lone key rises from 0 to 1 within ``sqrt(eps)`` of the threshold, so a small
-    one makes steep gradients; see :data:`arelu_cli.model.attention.RENORM_EPS`. Runs saved
-    before this key existed used :data:`LEGACY_ATTENTION_EPS`."""
+    one makes steep gradients; see :data:`arelu_cli.model.attention.RENORM_EPS`."""
 
 
 @dataclass(frozen=True)
@@ -197,8 +196,8 @@ class ReproduceConfig:
 
 @dataclass(frozen=True)
 class SweepConfig:
-    """The tuning sweep of ``arelu study`` (:mod:`arelu_cli.pipeline.sweep`): per transform, the
-    training configurations tried, selected on dev BLEU only. An empty list keeps the
+    """The tuning sweep of the studies that tune (:mod:`arelu_cli.studies.sweep`): per
+    transform, the training configurations tried, selected on the dev score only. An empty list keeps the
     ``[train]`` value."""
 
     transforms: tuple[str, ...] = ("softmax", "1.5-relu")
@@ -216,9 +215,13 @@ class SweepConfig:
 
 @dataclass(frozen=True)
 class StudyConfig:
-    """The stages of ``arelu study`` after the sweep: seeds, convergence, equal steps and
-    equal time, significance."""
+    """Which study a recipe runs (``arelu study RECIPE``), its seeds, and the stages of the
+    tuned study after its sweep: convergence, equal steps and equal time, significance."""
 
+    kind: str = ""
+    """The study (a folder of :mod:`arelu_cli.studies`): ``tuned`` (the tuned translation
+    study), ``attention``, ``lm``; ``paper`` is the paper's grid, which ``arelu reproduce``
+    runs; empty: the recipe runs no study."""
     seeds: tuple[int, ...] = (1, 2, 3)
     """Seeds of every compared transform at its selected configuration (the sweep's runs are
     the ``[train] seed`` ones)."""
@@ -237,17 +240,12 @@ class StudyConfig:
     """The transform every other one is tested against (paired bootstrap)."""
     bootstrap_samples: int = 1000
     """Resamples of the paired bootstrap test."""
-    earlier: str = ""
-    """An ``arelu reproduce`` results folder (e.g. ``results/multi30k``) whose claims the
-    report checks against this study: its test BLEU differences from the baseline
-    (``table1_bleu.csv``) against the equal-time ones here, and its training tokens/s ratios
-    (``training_time.csv``) against the quiet step times here ("" : none)."""
 
 
 @dataclass(frozen=True)
 class AttentionStudyConfig:
-    """The comparison of ``arelu attention-study`` (beyond the paper,
-    :mod:`arelu_cli.pipeline.attention_study`): one model per attention configuration, the
+    """The attention study (``[study] kind = "attention"``, beyond the paper,
+    :mod:`arelu_cli.studies.attention.study`): one model per attention configuration, the
     output transform ``[train] transform`` and everything else of the recipe fixed."""
 
     variants: tuple[str, ...] = ("softmax", "1.5-entmax", "sparsemax", "1.5-relu-raw",
@@ -281,7 +279,7 @@ class AttentionStudyConfig:
 
 @dataclass(frozen=True)
 class LmStudyConfig:
-    """The open-ended generation study of ``arelu lm-study`` (:mod:`arelu_cli.pipeline.lm_study`):
+    """The open-ended generation study (``[study] kind = "lm"``, :mod:`arelu_cli.studies.lm.study`):
     language models of several output transforms, each tuned on dev ([sweep] lr) and trained at
     every ``[study] seeds``, every model x decoding measured by ``arelu lm-eval``."""
 
@@ -334,11 +332,6 @@ class Config:
         """Plain nested dict (what checkpoints and ``config.json`` store)."""
         return dataclasses.asdict(self)
 
-
-LEGACY_ATTENTION_EPS = 1e-6
-"""``[model] attention_eps`` of a saved run (checkpoint, ``config.json``) written before the
-key existed: the constant renormalized alpha-ReLU attention used then, not today's default
-(:func:`arelu_cli.config.load.saved_tables` fills it in)."""
 
 SECTIONS = {"data": DataConfig, "model": ModelConfig, "train": TrainConfig,
             "decode": DecodeConfig, "reproduce": ReproduceConfig, "sweep": SweepConfig,

@@ -35,6 +35,7 @@ is thus its elementwise weights and one race: no sort, no sum.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
@@ -48,6 +49,12 @@ METHODS = ("sample", "greedy")
 
 def _is_number(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+_NUMBER = r"[0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?"
+_LABEL = re.compile(rf"greedy|sample(?:-top_k(?P<k>[0-9]+))?(?:-top_p(?P<p>{_NUMBER}))?"
+                    rf"(?:-T(?P<t>{_NUMBER}))?(?:-tau(?P<tau>[+-]{_NUMBER}))?")
+"""What :meth:`Decoding.label` writes."""
 
 
 @dataclass(frozen=True)
@@ -103,6 +110,25 @@ class Decoding:
         if self.tau_shift != 0:
             parts.append(f"tau{self.tau_shift:+g}")
         return "-".join(parts)
+
+    @classmethod
+    def from_label(cls, label: str) -> Decoding:
+        """The decoding that :meth:`label` names (``greedy``, ``sample-top_p0.9``,
+        ``sample-top_k50-T0.8``, ``sample-tau+0.1``); a ValueError for any other text,
+        including one that names a decoding another way than :meth:`label` writes it."""
+        match = _LABEL.fullmatch(label)
+        if match is None:
+            raise ValueError(f"{label!r} is not a decoding; write greedy, sample, "
+                             "sample-top_p<P>, sample-top_k<K>, sample-T<T> or sample-tau<+S>, "
+                             "e.g. sample-top_p0.9")
+        found = cls("greedy") if label == "greedy" else cls(
+            "sample", int(match["k"]) if match["k"] else None,
+            float(match["p"]) if match["p"] else None,
+            float(match["t"]) if match["t"] else 1.0,
+            float(match["tau"]) if match["tau"] else 0.0)
+        if found.label() != label:
+            raise ValueError(f"write the decoding {label!r} as {found.label()!r}")
+        return found
 
     def check(self, transform: OutputTransform) -> Decoding:
         """This decoding if it applies to ``transform``, else a ValueError saying why."""

@@ -102,8 +102,7 @@ def tau_per_row(alpha: float, sigma: float, counts: torch.Tensor, keys: int,
 
 def _label(name: str, variant: str | None, tau: float, eps: float = RENORM_EPS) -> str:
     """See :attr:`AttentionTransform.label`; ``name`` is a valid lower-case registry name.
-    A renormalized label always names its ``eps``: signatures written before ``eps`` was a
-    setting end at ``tau=...`` and mean :data:`arelu_cli.config.LEGACY_ATTENTION_EPS`."""
+    A renormalized label always names its ``eps``."""
     if not name.endswith("-relu"):
         return name
     if variant == "estimated":
@@ -258,7 +257,7 @@ def describe(cfg: ModelConfig) -> str | None:
 
 def _sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, **kwargs) -> torch.Tensor:
     """Scaled dot-product attention. On CPU in float32 even under bf16 autocast: the CPU
-    flash-attention backward is ~8x slower in bf16 than in float32."""
+    flash-attention backward is much slower in bf16 than in float32."""
     if q.device.type != "cpu" or q.dtype == torch.float32:
         return F.scaled_dot_product_attention(q, k, v, **kwargs)
     with torch.autocast("cpu", enabled=False):

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import torch
 
-from arelu_cli.config import Config, from_dict, saved_tables
+from arelu_cli.config import Config, from_dict
 from arelu_cli.data.prepared import Prepared
 from arelu_cli.util.errors import UserError
 from arelu_cli.model.lm import build_model
@@ -85,9 +85,6 @@ def load(path: str | Path) -> dict:
                         "or best.pt that arelu train wrote") from None
     if not isinstance(ckpt, dict) or ckpt.get("format") != FORMAT:
         raise UserError(f"{path} is not an arelu checkpoint of format {FORMAT}")
-    # read across changes of a default since it was saved (its model stays the one trained)
-    if isinstance(ckpt.get("config"), dict):
-        ckpt = {**ckpt, "config": saved_tables(ckpt["config"])}
     return ckpt
 
 

@@ -6,15 +6,13 @@ only on the version its ``config.json`` records (the data fingerprint of
 
 from __future__ import annotations
 
-import json
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
-from arelu_cli.util.atomic import atomic_write_text
 from arelu_cli.data.prepared import Prepared, data_fingerprint
 from arelu_cli.util.errors import UserError
-from arelu_cli.train.run_dir import read_config
+from arelu_cli.train.run_dir import CONFIG, read_config, write_config
 
 SHORT = 12
 """Hex digits of a data fingerprint shown in messages."""
@@ -67,7 +65,7 @@ def record_data_change(out: Path, change: DataChange) -> str:
     resolved["data_fingerprint"] = change.after
     resolved["data_changes"] = [*resolved.get("data_changes", []),
                                 {"step": change.step, "from": change.before, "to": change.after}]
-    atomic_write_text(out / "config.json", json.dumps(config, indent=2) + "\n")
+    write_config(out, config)
     return (f"note: {out} goes on from step {change.step} on changed data (data fingerprint "
             f"{_short(change.before)}, now {_short(change.after)}; --allow-data-change), "
-            "recorded in its config.json")
+            f"recorded in its {CONFIG}")

@@ -16,10 +16,9 @@ import torch
 
 from arelu_cli.util.atomic import atomic_write_text
 from arelu_cli.util.errors import UserError
+from arelu_cli.train.run_dir import diverged_path
 from arelu_cli.train.stop_signals import resume_hint
 
-DIVERGED = "diverged.json"
-"""Written when a run stops on a non-finite loss, gradient or weights."""
 
 
 class Diverged(UserError):
@@ -47,7 +46,7 @@ def diverged(out: Path, step: int, what: dict, saved_step: int | None, record: b
                "train.lr=...) or clipping gradients (--set train.clip_norm=1.0)")
     if record:  # strict JSON: a value that is not finite is written as "nan", "inf", "-inf"
         numbers = {k: float(v) if is_finite(v) else str(float(v)) for k, v in what.items()}
-        atomic_write_text(out / DIVERGED, json.dumps(
+        atomic_write_text(diverged_path(out), json.dumps(
             {"step": step, **numbers, "last_saved_step": saved_step, "message": message},
             indent=2, allow_nan=False) + "\n")
     raise Diverged(message)

@@ -31,7 +31,6 @@ import contextlib
 import copy
 import dataclasses
 import gc
-import json
 import math
 import sys
 import time
@@ -57,25 +56,21 @@ from arelu_cli.model.lm import build_model, check_task
 from arelu_cli.model.transformer import TokenModel
 from arelu_cli.model.output_stats import resolve_tau
 from arelu_cli.train.precision import resolve as resolve_precision
-from arelu_cli.train.run_record import differences, read_record, record_setting_changes
+from arelu_cli.train.run_record import differences, record_setting_changes
 from arelu_cli.util.errors import UserError
 from arelu_cli.registry import OutputTransform, get_transform
-from arelu_cli.util.atomic import atomic_write_text
 from arelu_cli.util.signatures import machine, signature
 from arelu_cli.transforms.tau import check_relu_tau
 from arelu_cli.train.data_version import DataChange, record_data_change
-from arelu_cli.train.divergence import DIVERGED, Diverged, diverged, is_finite
+from arelu_cli.train.divergence import Diverged, diverged, is_finite
 from arelu_cli.train.events import EventLog, remove_events
+from arelu_cli.train import run_dir
 from arelu_cli.train.run_dir import check_new_run_folder, check_run_folder, clean_temporaries
 from arelu_cli.train.stop_signals import Interrupted, StopSignals, interrupted
 from arelu_cli.train.state import Session, load_for_resume
 from arelu_cli.train.step import (autocast, check_weights, micro_batches, optimizer_step,
                                       train_row)
 from arelu_cli.train.evaluate import validate
-
-
-SUMMARY = "summary.json"
-"""Written when a run finishes (its :class:`Summary`): a run folder without it is unfinished."""
 
 
 def snapshot_path(run: str | Path, step: int) -> Path:
@@ -140,7 +135,7 @@ def train(config: Config, out: str | Path, *, resume: bool = False, recipe: str 
 def _remove_unstarted(out: Path) -> None:
     """Remove the folder this call made for a run refused before its first step (a bad
     ``[model]``, data it cannot batch): nothing half-written is left behind."""
-    if out.is_dir() and {p.name for p in out.iterdir()} <= {"config.json", "log.csv"}:
+    if out.is_dir() and run_dir.only_record(out):
         for path in out.iterdir():
             path.unlink()
         out.rmdir()
@@ -212,8 +207,8 @@ def _resumed(s: Session, ckpt: dict, change: DataChange | None) -> None:
     s.restore(ckpt)
     s.saved_step = state.step
     if s.ctx.is_main:
-        train_log.truncate_after(s.out / "log.csv", state.step)
-        (s.out / DIVERGED).unlink(missing_ok=True)  # an earlier attempt's, now taken up again
+        train_log.truncate_after(run_dir.log_path(s.out), state.step)
+        run_dir.diverged_path(s.out).unlink(missing_ok=True)  # an earlier attempt's, now taken up again
         changes = _setting_changes(s.out, ckpt, s.config)
         if changes:  # a longer budget is the ordinary way to go on: recorded, not announced
             note = record_setting_changes(s.out, s.config, state.step, changes)
@@ -227,7 +222,7 @@ def _setting_changes(out: Path, ckpt: dict, config: Config) -> dict:
     """What the resumed run changes of its settings: against its ``config.json`` (the
     settings in force, the precision they resolved to), else (none readable) ``last.pt``'s."""
     try:
-        return differences(read_record(out) or ckpt["config"], config)
+        return differences(run_dir.read_config(out) or ckpt["config"], config)
     except UserError:
         return differences(ckpt["config"], config)
 
@@ -235,15 +230,13 @@ def _setting_changes(out: Path, ckpt: dict, config: Config) -> dict:
 def _started(s: Session, tau: float | None) -> None:
     """A new run's folder: an earlier run's files gone, its ``config.json`` written."""
     s.out.mkdir(parents=True, exist_ok=True)
-    for stale in (s.out / "log.csv", s.out / SUMMARY, s.out / DIVERGED):  # an earlier run's,
-        stale.unlink(missing_ok=True)  # its checkpoints gone
+    run_dir.clear_outcome(s.out)  # an earlier run's, its checkpoints gone
     remove_events(s.out)
-    atomic_write_text(s.out / "config.json", json.dumps(
-        {**s.config.to_dict(), "resolved": {"tau": tau, "world_size": s.ctx.world_size,
-                                            "recipe": s.recipe, "precision": resolve_precision(
-                                                s.config.train.precision, s.ctx.device),
-                                            "data_fingerprint": data_fingerprint(s.data.meta)}},
-        indent=2) + "\n")
+    run_dir.write_config(s.out, {
+        **s.config.to_dict(), "resolved": {"tau": tau, "world_size": s.ctx.world_size,
+                                           "recipe": s.recipe, "precision": resolve_precision(
+                                               s.config.train.precision, s.ctx.device),
+                                           "data_fingerprint": data_fingerprint(s.data.meta)}})
 
 
 def _claim_folder(out: Path, ctx: distributed.Context, ckpt: dict | None,
@@ -297,7 +290,7 @@ def _write_row(s: Session, row: dict) -> None:
     state = s.state
     if row and s.ctx.is_main:
         epoch = state.epoch + state.position / max(state.epoch_batches, 1)
-        train_log.append_row(s.out / "log.csv", {
+        train_log.append_row(run_dir.log_path(s.out), {
             "step": state.step, "epoch": round(epoch, 4), "wall_s": round(s.clock(), 3),
             **row, "signature": s.signature})
         if s.events is not None:
@@ -375,8 +368,8 @@ def _loop(s: Session, console: Console | None, signals: StopSignals) -> Summary:
                       None if lm else state.best_bleu, -state.best_bleu if lm else None,
                       state.best_step, last_bleu, s.transform.tau, s.ctx.rank)
     if s.ctx.is_main:
-        atomic_write_text(s.out / SUMMARY, json.dumps(
-            {**dataclasses.asdict(summary), "best_metric": "dev_loss" if lm else "bleu",
-             "out": str(s.out), "signature": s.signature, "machine": machine(s.ctx.device)},
-            indent=2) + "\n")
+        run_dir.write_summary(s.out, {**dataclasses.asdict(summary),
+                                      "best_metric": "dev_loss" if lm else "bleu",
+                                      "out": str(s.out), "signature": s.signature,
+                                      "machine": machine(s.ctx.device)})
     return summary

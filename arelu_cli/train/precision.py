@@ -3,7 +3,7 @@ natively (CUDA; a CPU with AVX512-BF16 or AMX), fp32 elsewhere.
 
 ``[train] precision = "auto"`` (what the recipes use) decides by the hardware. On a CPU
 without those instructions (e.g. an AVX2-only AMD EPYC) PyTorch emulates bf16 autocast,
-far slower than fp32 training (issue 30); an explicit ``"bf16"`` there is kept (the user
+far slower than fp32 training; an explicit ``"bf16"`` there is kept (the user
 asked for it) with one warning per process.
 """
 
@@ -20,7 +20,7 @@ import torch
 
 CPU_BF16_FLAGS = ("avx512_bf16", "amx_bf16")
 """``/proc/cpuinfo`` flags of native bf16 arithmetic."""
-EMULATED_COST = "about 10x slower than fp32 (measured on an AVX2-only AMD EPYC, issue 30)"
+EMULATED_COST = "far slower than fp32"
 
 
 @lru_cache(maxsize=1)

@@ -19,12 +19,11 @@ import json
 from collections.abc import Mapping
 from pathlib import Path
 
-from arelu_cli.config import Config, from_dict, saved_tables
-from arelu_cli.util.errors import UserError
+from arelu_cli.config import Config, from_dict
 from arelu_cli.train.precision import resolve as resolve_precision
-from arelu_cli.util.atomic import atomic_write_text
+from arelu_cli.train.run_dir import CONFIG, read_config, write_config
+from arelu_cli.util.errors import UserError
 
-CONFIG = "config.json"
 SHAPING = ("data", "model", "train")
 """The tables whose settings shape a run."""
 NOT_SHAPING = frozenset({"data.path", "train.device", "train.threads", "train.compile",
@@ -35,22 +34,13 @@ runs (``fused_output`` computes the same loss and gradients), what is logged and
 ``last.pt`` is saved; the data's identity is its fingerprint, not its path."""
 
 
-def read_record(folder: Path) -> dict | None:
-    """The run's ``config.json`` as a dict; None when it is missing or unreadable."""
-    try:
-        record = json.loads((Path(folder) / CONFIG).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError):
-        return None
-    return record if isinstance(record, dict) else None
-
-
 def settings(tables: Mapping) -> dict[str, object]:
     """``{"train.lr": 0.5, ...}``: every key of the shaping tables of ``tables`` (a saved
-    run's config, read through the schema so that a key added since takes the value the run
-    was trained with) or of a :class:`Config`."""
+    run's config, read through the schema, a key added since at its default) or of a
+    :class:`Config`."""
     if isinstance(tables, Config):
         tables = tables.to_dict()
-    config = from_dict(saved_tables({name: tables.get(name, {}) for name in SHAPING}))
+    config = from_dict({name: tables.get(name, {}) for name in SHAPING})
     full = config.to_dict()
     found = {f"{name}.{key}": value for name in SHAPING for key, value in full[name].items()}
     # the precision it trains in, not the word: "auto" is fp32 or bf16 by the hardware
@@ -77,7 +67,7 @@ def record_setting_changes(folder: Path, config: Config, step: int,
     """Write ``config`` (the settings now in force) into the run's ``config.json``, keep its
     ``resolved`` record and add ``changes`` (taking effect from ``step``) to
     ``resolved.setting_changes``; return the line that says so."""
-    record = read_record(folder)
+    record = read_config(folder)
     if record is None:
         raise UserError(f"{Path(folder) / CONFIG} is missing or unreadable, so the settings "
                         "the run was trained with are unknown; start a new run with another "
@@ -89,8 +79,7 @@ def record_setting_changes(folder: Path, config: Config, step: int,
         *resolved.get("setting_changes", []),
         *({"step": step, "setting": key, "from": old, "to": new}
           for key, (old, new) in changes.items())]
-    atomic_write_text(Path(folder) / CONFIG, json.dumps(
-        {**config.to_dict(), "resolved": resolved}, indent=2) + "\n")
+    write_config(folder, {**config.to_dict(), "resolved": resolved})
     listed = ", ".join(f"{key} {show(old)} -> {show(new)}" for key, (old, new) in changes.items())
     return (f"note: {folder} goes on from step {step} with changed settings ({listed}), "
             f"recorded in its {CONFIG}")

@@ -159,8 +159,7 @@ def load_for_resume(out: Path, config: Config, data: Prepared, transform: Output
     tau = config.train.tau if not isinstance(config.train.tau, str) else None
     checkpoint.check_compatible(ckpt, out / checkpoint.LAST, data=data, transform=transform.name,
                                 tau=tau)
-    # Read through the schema: a key added since the checkpoint was written takes the value
-    # the checkpoint's model was built with (checkpoint.load applies saved_tables).
+    # Read through the schema: a key added since the checkpoint was written takes its default.
     saved = from_dict({"model": ckpt["config"]["model"]}).model
     changed = [(f.name, getattr(saved, f.name), getattr(config.model, f.name))
                for f in dataclasses.fields(saved)

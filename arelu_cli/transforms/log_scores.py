@@ -7,6 +7,6 @@ import torch
 
 def log_with_zeros(x: torch.Tensor) -> torch.Tensor:
     """``log x`` of a non-negative tensor, ``-inf`` at its zeros, in a new tensor. The log of
-    exact zeros is a slow path on CPU; clamping to the smallest normal first is ~3x faster."""
+    exact zeros is a slow path on CPU; clamping to the smallest normal first avoids it."""
     out = x.clamp_min(torch.finfo(x.dtype).tiny).log_()
     return out.masked_fill_(x == 0, float("-inf"))

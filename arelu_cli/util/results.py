@@ -49,15 +49,17 @@ def read_table(path: str | Path, remedy: str) -> pd.DataFrame:
 
 
 def write_rows(rows: Iterable[Mapping[str, object]], path: str | Path,
-               columns: Sequence[str] | None = None) -> pd.DataFrame:
+               columns: Sequence[str] | None = None, checked: bool = False) -> pd.DataFrame:
     """Write measurement rows to a CSV atomically and return them as a DataFrame: the one way
     arelu writes a results CSV. ``columns`` fixes the columns and their order (the catalog
-    of :mod:`arelu_cli.report.columns`; a header even without rows) and a row with other
+    of a study's columns; a header even without rows) and a row with other
     keys is a bug in its builder: ValueError. Without it the columns are the rows' keys in
     order of appearance. An existing file is replaced only when it is a CSV of these
     columns (:func:`check_replaceable`); when it is not, or ``path`` cannot be written (a
     folder), the rows, which may have taken hours to measure, go to a new file beside it
-    (:func:`_beside`) and the one-line error names it."""
+    (:func:`_beside`) and the one-line error names it. ``checked``: the caller already made
+    sure that an existing file is one of its outputs (a study's runner, whose tables may have
+    gained a column since), so it is replaced whatever its header."""
     rows, path = list(rows), Path(path)
     if columns is not None:
         for row in rows:
@@ -67,7 +69,8 @@ def write_rows(rows: Iterable[Mapping[str, object]], path: str | Path,
     frame = pd.DataFrame(rows, columns=None if columns is None else list(columns))
     text = frame.to_csv(index=False)
     try:
-        check_replaceable(path, [str(c) for c in frame.columns])
+        if not checked:
+            check_replaceable(path, [str(c) for c in frame.columns])
         atomic_write_text(path, text)
     except UserError as refused:  # not ours to replace, a folder, an unwritable place
         kept = atomic_write_text(_beside(path), text)

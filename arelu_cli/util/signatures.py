@@ -1,12 +1,14 @@
-"""Run signatures, after sacrebleu's: one ``key:value|key:value`` line naming what a result
-depends on (transform, alpha, tau, data, recipe, seed, then package versions), so that a
-row can be traced back to the run that made it; and the machine that measured a timing.
+"""Run signatures, after sacrebleu's: an object whose fields name what a result depends on
+(transform, alpha, tau, data, recipe, seed, then package versions), printed as one
+``key:value|key:value`` line so that a row can be traced back to the run that made it, and
+never parsed back; and the machine that measured a timing.
 """
 
 from __future__ import annotations
 
 import os
 import platform
+from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
@@ -61,23 +63,25 @@ def _fmt(value: object) -> str:
     return str(value)
 
 
+@dataclass(frozen=True)
+class Signature:
+    """What a result depends on, as fields (sacrebleu's ``Signature``): it prints as one
+    ``key:value|key:value`` line, known fields first in a fixed order, then the extra fields
+    in the order given, then the versions of :func:`versions`. A result's own columns hold
+    what a reader needs to compute with; the printed line is for people and is never parsed
+    back."""
+
+    fields: dict[str, object] = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        ordered = [k for k in SIGNATURE_FIELDS if k in self.fields]
+        ordered += [k for k in self.fields if k not in SIGNATURE_FIELDS]
+        parts = [f"{k}:{_fmt(self.fields[k])}" for k in ordered if self.fields[k] is not None]
+        parts += [f"{k}:{v}" for k, v in versions().items()]
+        return "|".join(parts)
+
+
 def signature(**fields: object) -> str:
-    """A one-line signature, e.g. ``transform:1.5-relu|alpha:1.5|tau:0.33|...|torch:2.13.0``.
-
-    Known fields come first in a fixed order, then any extra fields in the order given,
-    then the versions of :func:`versions`.
-    """
-    ordered = [k for k in SIGNATURE_FIELDS if k in fields]
-    ordered += [k for k in fields if k not in SIGNATURE_FIELDS]
-    parts = [f"{k}:{_fmt(fields[k])}" for k in ordered if fields[k] is not None]
-    parts += [f"{k}:{v}" for k, v in versions().items()]
-    return "|".join(parts)
-
-
-def signature_field(signature: object, key: str) -> str | None:
-    """The value of ``key`` in a ``key:value|key:value`` signature, or None."""
-    for part in str(signature).split("|"):
-        name, _, value = part.partition(":")
-        if name == key:
-            return value
-    return None
+    """The printed :class:`Signature` of ``fields``, e.g.
+    ``transform:1.5-relu|alpha:1.5|tau:0.33|...|torch:2.13.0``."""
+    return str(Signature(dict(fields)))

@@ -125,14 +125,20 @@ def test_bad_inputs_are_user_errors():
 
 def test_seeds_joined_are_resampled_by_test_sentence():
     """Three runs that translate alike are one run's evidence, not three times more: the
-    joined test gives exactly the one-run interval and p, where resampling the 3 x N lines
+    joined test gives the one-run interval and p, where resampling the 3 x N lines
     independently (the naive join) would narrow the interval."""
     one = sig.paired_bootstrap(BASE, SYSTEM, REFS, samples=300)
     joined = sig.paired_bootstrap(BASE * 3, SYSTEM * 3, REFS * 3, samples=300, runs=3)
-    # the same draws give the same interval and p; only the resamples' mean BLEU may move
-    # a little ("exp" smoothing of an n-gram order with no match divides by its total count)
-    assert joined.pop("bleu_mean") == pytest.approx(one.pop("bleu_mean"), abs=0.05)
-    assert joined == one
+    # the same draws give the same spread and p; only the resamples' mean BLEU may move a
+    # little ("exp" smoothing of an n-gram order with no match divides by its total count),
+    # and the intervals, re-centred by it, with it
+    moved = ("bleu_mean", "delta_bias", "bleu_low", "bleu_high", "delta_low", "delta_high")
+    for key in moved:
+        assert joined[key] == pytest.approx(one[key], abs=0.1), key
+    for low, high in (("bleu_low", "bleu_high"), ("delta_low", "delta_high")):
+        assert joined[high] - joined[low] == pytest.approx(one[high] - one[low])
+    assert {k: v for k, v in joined.items() if k not in moved} == {
+        k: v for k, v in one.items() if k not in moved}
     naive = sig.paired_bootstrap(BASE * 3, SYSTEM * 3, REFS * 3, samples=300)
     assert naive["bleu"] == pytest.approx(joined["bleu"]) and naive["sentences"] == 3 * 8
     assert naive["delta_high"] - naive["delta_low"] < 0.8 * (joined["delta_high"]
@@ -150,3 +156,27 @@ def test_joined_runs_sum_each_sentence_over_the_runs():
     assert row["bleu"] == pytest.approx(bleu_chrf(SYSTEM + other, REFS * 2)[0])
     with pytest.raises(UserError, match="do not split into 3 runs"):
         sig.paired_bootstrap(BASE * 2, SYSTEM * 2, REFS * 2, runs=3)
+
+
+def test_the_interval_rule_recentres_the_percentile_interval_on_the_observed_value():
+    """A resampled statistic biased low (distinct-n drawn with replacement): the plain
+    percentile interval misses the observed value, the rule's interval is centred on it and
+    keeps the spread."""
+    draws = np.random.default_rng(0).normal(0.70, 0.01, 1000)  # observed 0.75
+    plain = sig.interval95(draws)
+    low, high = sig.interval(draws, 0.75)
+    assert plain[1] < 0.75 < high and low < 0.75
+    assert high - low == pytest.approx(plain[1] - plain[0])
+    assert (low + high) / 2 == pytest.approx(0.75, abs=0.002)
+
+
+def test_paired_gives_the_difference_its_interval_bias_and_p():
+    rng = np.random.default_rng(1)
+    base = rng.normal(10.0, 0.5, 1000)
+    system = base + 1.0 + rng.normal(0.0, 0.1, 1000)
+    row = sig.paired(system, base, 11.5, 10.0)
+    assert row["delta"] == 1.5 and row["delta_low"] < 1.5 < row["delta_high"]
+    assert row["delta_bias"] == pytest.approx((system - base).mean() - 1.5)
+    assert row["delta_low"] > 0 and row["p_value"] == pytest.approx(1 / 1001)
+    broken = sig.paired(np.full(1000, np.nan), base, 1.0, 10.0)
+    assert broken["delta_low"] is broken["delta_high"] is broken["p_value"] is None

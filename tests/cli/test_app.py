@@ -86,3 +86,20 @@ def test_ctrl_c_while_the_command_line_loads_is_one_line():
                          timeout=300)
     assert ran.returncode == 130 and ran.stdout == ""
     assert ran.stderr == "arelu: interrupted (Ctrl-C) while starting; nothing was written\n"
+
+
+def test_help_lists_at_most_14_commands_each_in_one_line():
+    """Besides the bench and human-eval groups; a command's help is one line, the card's
+    commands among them."""
+    import click
+    import typer.main
+
+    group = typer.main.get_command(app)
+    names = [n for n in group.list_commands(click.Context(group)) if n not in ("bench",
+                                                                                 "human-eval")]
+    assert len(names) <= 14
+    assert {"prepare", "estimate-tau", "train", "translate", "score", "empty-check",
+            "sparsity", "reproduce", "study", "report"} <= set(names)
+    for name in names:
+        short = (group.get_command(click.Context(group), name).help or "").split("\n\n")[0]
+        assert "\n" not in short.strip(), name

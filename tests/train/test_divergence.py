@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from arelu_cli.util.errors import UserError
-from arelu_cli.train.divergence import DIVERGED, Diverged, diverged, grad_norm
+from arelu_cli.train.divergence import Diverged, diverged, grad_norm
+from arelu_cli.train.run_dir import DIVERGED
 
 
 def test_divergence_is_recorded_and_raised(tmp_path):

@@ -22,7 +22,8 @@ from arelu_cli.cli import app
 from arelu_cli.util.errors import UserError
 from arelu_cli.model import checkpoint
 from arelu_cli.train.loop import train
-from arelu_cli.train.divergence import DIVERGED, Diverged
+from arelu_cli.train.divergence import Diverged
+from arelu_cli.train.run_dir import DIVERGED
 from arelu_cli.train.log import COLUMNS
 from arelu_cli.train.run_dir import best_score
 

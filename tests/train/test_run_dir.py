@@ -79,3 +79,30 @@ def test_resume_needs_a_folder_with_last_pt(tmp_path):
         read_last(tmp_path)
     checkpoint.save({"step": 3}, tmp_path / "last.pt")
     assert read_last(tmp_path)["step"] == 3
+
+
+def test_a_summary_is_read_by_name_and_a_score_is_higher_is_better(tmp_path):
+    from arelu_cli.train import run_dir
+
+    assert not run_dir.finished(tmp_path) and not run_dir.trained(tmp_path)
+    run_dir.write_summary(tmp_path, {"best_bleu": 12.5, "steps": 6})
+    assert run_dir.finished(tmp_path) and run_dir.read_summary(tmp_path)["steps"] == 6
+    assert run_dir.best_score({"best_bleu": 12.5}) == 12.5
+    lm = {"best_bleu": -4.7, "best_dev_loss": 4.7}
+    assert run_dir.best_score(lm) == -4.7 and run_dir.best_dev_loss(lm) == 4.7
+    assert run_dir.best_dev_loss({"best_bleu": -4.7}) == 4.7  # a language model's, by its score
+    assert run_dir.best_score({"best_dev_loss": 3.0}) == -3.0
+
+
+def test_a_run_trained_again_keeps_its_first_record_once(tmp_path):
+    from arelu_cli.train import run_dir
+
+    run_dir.write_config(tmp_path, {"train": {"lr": 1.0}})
+    run_dir.write_summary(tmp_path, {"best_bleu": 1.0})
+    first = run_dir.keep_first(tmp_path)
+    run_dir.write_summary(tmp_path, {"best_bleu": 2.0})
+    assert run_dir.keep_first(tmp_path) == first  # kept once
+    assert run_dir.first_summary(tmp_path) == {"best_bleu": 1.0}
+    (tmp_path / run_dir.SUMMARY).unlink()
+    assert run_dir.trained(tmp_path) and not run_dir.finished(tmp_path)
+    assert run_dir.read_config(first) == {"train": {"lr": 1.0}}

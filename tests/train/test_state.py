@@ -81,45 +81,13 @@ def test_resume_reads_the_checkpoints_model_through_the_schema(tiny_corpus, tiny
     train(config(2), run)
     _edit_last(run, lambda model: model.pop("attention_eps"))  # written before the key
     train(config(3), run, resume=True)
-    assert checkpoint.load(run)["step"] == 3
-    # written while attention_eps defaulted to 1e-6: unused by a softmax model
-    _edit_last(run, lambda model: model.update(attention_eps=1e-6))
-    train(config(4), run, resume=True)
-    assert checkpoint.load_model(run / checkpoint.LAST)[1].model == config(4).model
+    assert checkpoint.load_model(run / checkpoint.LAST)[1].model == config(3).model
     _edit_last(run, lambda model: model.update(d_ff=model["d_ff"] * 2, d_model=16))
     with pytest.raises(UserError, match=r"has another \[model\] than the recipe \(d_model 16 "
                        r"there, 32 now, d_ff 128 there, 64 now\); resume with the \[model\] it "
                        r"was trained with") as refused:
-        train(config(5), run, resume=True)
-    assert "\n" not in str(refused.value) and checkpoint.load(run)["step"] == 4
-
-
-def test_a_renormalized_checkpoint_without_eps_keeps_the_eps_it_was_trained_with(
-        tiny_corpus, tiny_config, tmp_path):
-    """Renormalized alpha-ReLU attention saved before attention_eps existed was trained with
-    1e-6, not today's default: loading it builds 1e-6, resuming it under the default is
-    refused, and under attention_eps = 1e-6 it goes on."""
-    import dataclasses
-
-    from arelu_cli.config import LEGACY_ATTENTION_EPS
-
-    def config(steps: int, eps: float | None = None):
-        base = tiny_config(tiny_corpus, max_steps=steps, save_every=1, valid_every=100)
-        model = dataclasses.replace(base.model, attention="1.5-relu",
-                                    attention_relu="renormalized")
-        if eps is not None:
-            model = dataclasses.replace(model, attention_eps=eps)
-        return dataclasses.replace(base, model=model)
-
-    run = tmp_path / "run"
-    train(config(2, LEGACY_ATTENTION_EPS), run)
-    _edit_last(run, lambda model: model.pop("attention_eps"))
-    _, loaded, _ = checkpoint.load_model(run / checkpoint.LAST)
-    assert loaded.model.attention_eps == LEGACY_ATTENTION_EPS != config(2).model.attention_eps
-    with pytest.raises(UserError, match=r"has another \[model\] than the recipe"):
-        train(config(3), run, resume=True)
-    train(config(3, LEGACY_ATTENTION_EPS), run, resume=True)
-    assert checkpoint.load(run)["step"] == 3
+        train(config(4), run, resume=True)
+    assert "\n" not in str(refused.value) and checkpoint.load(run)["step"] == 3
 
 
 def test_a_run_resumed_with_other_settings_records_them_and_the_step(tiny_corpus, tiny_config,

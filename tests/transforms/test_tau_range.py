@@ -74,8 +74,8 @@ def test_cli_refuses_a_bad_alpha_in_one_line(tmp_path, capsys, monkeypatch):
 # --- table and CLI -------------------------------------------------------------------------
 
 COLUMNS = ["corpus", "d_model", "d_vocab", "alpha", "sigma", "p_star", "tau_empirical",
-           "tau_analytic", "tau_monte_carlo", "tau_monte_carlo_std", "n_samples", "method",
-           "signature"]
+           "tau_analytic", "tau_monte_carlo", "tau_monte_carlo_std", "n_samples", "seed",
+           "method", "signature"]
 
 
 def test_cli_default_writes_table3(tmp_path):
@@ -87,6 +87,7 @@ def test_cli_default_writes_table3(tmp_path):
     assert frame["d_vocab"].tolist() == [10_000, 40_000, 60_000]
     assert frame["tau_analytic"].round(2).tolist() == [0.33, 0.17, 0.14]
     assert frame["signature"].str.contains("d_model:512").all()
+    assert frame["seed"].isna().all()  # analytic rows draw nothing
 
 
 def test_cli_all_methods_grid(tmp_path):
@@ -98,6 +99,7 @@ def test_cli_all_methods_grid(tmp_path):
     frame = pd.read_csv(out)
     assert len(frame) == 2 * 2 * 2
     assert frame["d_model"].isna().all() and (frame["sigma"] == 0.4).all()
+    assert (frame["seed"] == 0).all()  # the Monte Carlo draws' seed, in its column
     assert frame[["tau_analytic", "tau_monte_carlo", "tau_monte_carlo_std"]].notna().all().all()
     assert (frame["n_samples"] == 8).all()
 

@@ -57,7 +57,7 @@ def test_empty_and_absent_files_hold_nothing_to_lose(tmp_path):
 
 
 def test_command_lists_and_json_records(tmp_path):
-    commands, record = tmp_path / "commands.txt", tmp_path / "reproduce.json"
+    commands, record = tmp_path / "commands.txt", tmp_path / "study.json"
     commands.write_text("arelu prepare toy\n\narelu report out\n")
     assert ownership.lines_start_with("arelu ")(commands)
     commands.write_text("make all\n")
