@@ -1,7 +1,7 @@
-"""``REPORT.md`` of the conversion study: its tables (:mod:`~arelu_cli.studies.convert.tables`)
-written into the study folder, then the verdicts of :mod:`~arelu_cli.studies.convert.claims`
+"""``REPORT.md`` of the conversion study: its tables (:mod:`~arelu_cli.studies.lm.convert.tables`)
+written into the study folder, then the verdicts of :mod:`~arelu_cli.studies.lm.convert.claims`
 and the tables as Markdown, all from the folder's files alone (``python -m
-arelu_cli.studies.convert.report OUT`` rewrites them).
+arelu_cli.studies.lm.convert.report OUT`` rewrites them).
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from arelu_cli.report.section import Section, document, fmt, md_table, signed
-from arelu_cli.studies.convert import claims as C
-from arelu_cli.studies.convert.tables import write_tables
+from arelu_cli.studies.markdown import Section, fmt, md_table, page, signed
+from arelu_cli.studies.lm.convert import claims as C
+from arelu_cli.studies.lm.convert.tables import write_tables
 from arelu_cli.util.atomic import atomic_write_text
 
 TABLE = (("ε-ppl", "eps_ppl", 1), ("sp", "sp", 3), ("JSD", "jsd", 3),
@@ -100,7 +100,7 @@ def write_report(out: Path, samples: int = 1000, reference: Path | None = None) 
             [[fmt(g["factor"], 2), fmt(g["tau"], 3), g["steps"], fmt(g["dev_eps_ppl"], 1),
               fmt(g["support_mean"], 0)] for g in grid]) if grid else "",
                 verdicts=[f"Selected: {json.dumps(selection)}"] if selection else [])]
-    text = document("Conversion study report", setup_text(out), sections, out)
+    text = page("Conversion study report", setup_text(out), sections, out)
     path = out / "REPORT.md"
     atomic_write_text(path, text)
     return path

@@ -5,7 +5,7 @@ that was stopped (a run resumes from its ``state.pt``).
 Folder ``OUT``:
 
 * ``pretrain/``: the softmax Llama trained from scratch (a run folder,
-  :mod:`~arelu_cli.studies.convert.train`); ``pretrain/eval-ppl/``: its test perplexity at the
+  :mod:`~arelu_cli.studies.lm.convert.train`); ``pretrain/eval-ppl/``: its test perplexity at the
   PTB study's stride; ``taus.json``: ``tau_for`` of its logits on one training batch, the
   analytic tau and the exact mean 1.5-entmax threshold of the same logits;
 * ``runs/NAME/step-0/``: the pretrained weights with run NAME's transform (``model/``) and
@@ -28,9 +28,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from arelu_cli.data.prepared import Prepared, load_prepared
-from arelu_cli.studies.convert import evaluate as E
-from arelu_cli.studies.convert.recipe import Recipe, as_tables
-from arelu_cli.studies.convert.train import RunSpec, done, snapshot, train_run
+from arelu_cli.studies.lm.convert import evaluate as E
+from arelu_cli.studies.lm.convert.recipe import Recipe, as_tables
+from arelu_cli.studies.lm.convert.train import RunSpec, done, snapshot, train_run
 from arelu_cli.util.atomic import atomic_write_text
 from arelu_cli.util.errors import UserError
 

@@ -1,5 +1,5 @@
-"""``python -m arelu_cli.studies.convert RECIPE --out DIR [--set SECTION.KEY=VALUE ...]``:
-run or continue the conversion study (:mod:`arelu_cli.studies.convert.stages`), logging
+"""``python -m arelu_cli.studies.lm.convert RECIPE --out DIR [--set SECTION.KEY=VALUE ...]``:
+run or continue the conversion study (:mod:`arelu_cli.studies.lm.convert.stages`), logging
 progress to stdout and ``DIR/driver.log``."""
 
 from __future__ import annotations
@@ -8,13 +8,13 @@ import argparse
 import time
 from pathlib import Path
 
-from arelu_cli.studies.convert.recipe import load_recipe
-from arelu_cli.studies.convert.stages import run_study
+from arelu_cli.studies.lm.convert.recipe import load_recipe
+from arelu_cli.studies.lm.convert.stages import run_study
 from arelu_cli.util.errors import UserError
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m arelu_cli.studies.convert")
+    parser = argparse.ArgumentParser(prog="python -m arelu_cli.studies.lm.convert")
     parser.add_argument("recipe")
     parser.add_argument("--out", required=True, type=Path)
     parser.add_argument("--set", dest="overrides", action="append", default=[],

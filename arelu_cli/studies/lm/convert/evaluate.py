@@ -16,7 +16,7 @@ import json
 from pathlib import Path
 
 from arelu_cli.data.prepared import Prepared
-from arelu_cli.studies.convert.recipe import Recipe
+from arelu_cli.studies.lm.convert.recipe import Recipe
 from arelu_cli.util.atomic import atomic_write_text
 
 HUMAN = "human.tokens.json"

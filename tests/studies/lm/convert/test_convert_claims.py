@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from arelu_cli.studies.convert import claims as C
+from arelu_cli.studies.lm.convert import claims as C
 
 
 def row(arm, step, eps_ppl, std=None, decoding="sample", **extra):

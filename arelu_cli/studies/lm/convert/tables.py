@@ -1,5 +1,5 @@
 """The conversion study's tables, read only from the files of its folder ``OUT``
-(:mod:`~arelu_cli.studies.convert.stages` says where each comes from):
+(:mod:`~arelu_cli.studies.lm.convert.stages` says where each comes from):
 
 * ``lm_eval.csv``: every lm-eval row, with its ``arm``, ``run``, ``step`` and ``seed``
   (step 0 is the pretrained model with the arm's transform, one evaluation for every seed;
@@ -9,7 +9,7 @@
 * ``significance.csv``: at every step, each arm x decoding against the softmax control's
   nucleus sampling at the same step, on distinct-2, loop share and Zipf coefficient and
   their gaps to human text: the PTB study's paired bootstrap over test prompts
-  (:func:`arelu_cli.pipeline.lm_report.significance_rows`' pieces, one implementation).
+  (:func:`arelu_cli.studies.lm.bootstrap.significance_rows`' pieces, one implementation).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from arelu_cli.studies.convert.evaluate import HUMAN, paths
+from arelu_cli.studies.lm.convert.evaluate import HUMAN, paths
 from arelu_cli.util.errors import UserError
 
 METRICS = ("eps_ppl", "ppl", "sp", "jsd", "support_mean", "zero_share", "distinct_2", "loop",
@@ -110,8 +110,9 @@ def summary_rows(rows: list[dict]) -> list[dict]:
 def significance_rows(out: Path, rows: list[dict], samples: int) -> list[dict]:
     """At each step, every arm x decoding against the control's nucleus sampling (module
     docstring); none before the control's and the human continuations' files exist."""
-    from arelu_cli.pipeline.lm_report import (_check_against_row, _test_row, measure,
-                                              read_tokens, resample_counts, sides)
+    from arelu_cli.studies.lm.bootstrap import (_check_against_row, _test_row, measure,
+                                                resample_counts, sides)
+    from arelu_cli.studies.lm.runs import read_tokens
 
     if not (out / HUMAN).is_file():
         return []

@@ -13,9 +13,9 @@ import torch
 pytest.importorskip("transformers")
 
 from arelu_cli.data.prepared import load_prepared  # noqa: E402
-from arelu_cli.studies.convert.recipe import from_tables, load_recipe  # noqa: E402
-from arelu_cli.studies.convert.stages import finetune_spec, run_study  # noqa: E402
-from arelu_cli.studies.convert.train import STATE, train_run  # noqa: E402
+from arelu_cli.studies.lm.convert.recipe import from_tables, load_recipe  # noqa: E402
+from arelu_cli.studies.lm.convert.stages import finetune_spec, run_study  # noqa: E402
+from arelu_cli.studies.lm.convert.train import STATE, train_run  # noqa: E402
 from arelu_cli.util.errors import UserError  # noqa: E402
 
 
@@ -125,7 +125,7 @@ def test_the_shipped_recipe_loads_and_unknown_keys_are_refused(tmp_path):
 
 
 def test_the_report_is_computed_from_the_folder(study):
-    from arelu_cli.studies.convert.report import write_report
+    from arelu_cli.studies.lm.convert.report import write_report
 
     _, out = study
     text = write_report(out, samples=20).read_text()

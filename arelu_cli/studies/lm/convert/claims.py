@@ -1,5 +1,5 @@
 """The conversion study's verdicts, computed from its tables alone (``lm_eval.csv`` rows,
-``summary.csv``, ``significance.csv``; :mod:`~arelu_cli.studies.convert.tables`):
+``summary.csv``, ``significance.csv``; :mod:`~arelu_cli.studies.lm.convert.tables`):
 
 * **steps to within 2%**: per sparse arm, the first evaluated step at which its pure
   sampling's epsilon-perplexity (mean over seeds) is within :data:`WITHIN` of the softmax
@@ -11,7 +11,7 @@
   ``tau_for``'s by more than that;
 * **non-degenerate**: each sparse arm's pure sampling against the control's nucleus sampling
   at the last step, by the PTB study's rule over the paired bootstrap
-  (:func:`arelu_cli.pipeline.lm_claims.degeneracy_verdict`, one verdict rule);
+  (:func:`arelu_cli.studies.lm.claims.degeneracy_verdict`, one verdict rule);
 * **LoRA suffices**: LoRA's last-step epsilon-perplexity within :data:`WITHIN` of the full
   fine-tune at the same tau rule.
 
@@ -23,7 +23,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 
-from arelu_cli.report.section import fmt
+from arelu_cli.studies.markdown import fmt
 
 WITHIN = 0.02
 """A converted model "reaches" the control at an epsilon-perplexity at most this much higher."""
@@ -122,7 +122,7 @@ def tau_rule_verdicts(summary: Sequence[dict]) -> list[str]:
 
 
 def degeneracy_verdicts(summary: Sequence[dict], sig: Sequence[dict]) -> list[str]:
-    from arelu_cli.pipeline.lm_claims import degeneracy_verdict
+    from arelu_cli.studies.lm.claims import degeneracy_verdict
 
     last = last_step(summary)
     at_last = [r for r in sig if last is not None and int(r["step"]) == last]
