@@ -59,8 +59,8 @@ class CausalLanguageModel(nn.Module):
 
     def step(self, tokens: torch.Tensor, state: StepState) -> torch.Tensor:
         """Feed ``tokens`` (B,) after what the state has seen; logits (B, V) of the next."""
-        if state.search is None:
-            state.search = CausalState(tokens.new_zeros((len(tokens), 0)), None)
+        if state.search is None:           # the first token opens the context
+            state.search = CausalState(torch.ones_like(tokens)[:, None], tokens[:, None])
         return CausalSearch(self.model, None).step(tokens, state.search)
 
 

@@ -68,14 +68,18 @@ def decoding(label: str):
 
 
 def decodings_of(config: Config, name: str) -> list[str]:
-    """The ``[lm_study] decodings`` that transform ``name`` allows (nucleus and top-k
-    sampling are softmax's)."""
+    """The ``[lm_study] decodings`` the study gives transform ``name``: those the sampler
+    takes for it, less truncation (top-k, top-p) for a sparse transform, which the study
+    samples from its own support (Martins et al., 2020: nucleus sampling is the dense
+    model's remedy it is compared with)."""
     transform = get_transform(name)
     found = []
     for label in config.lm_study.decodings:
         try:
-            decoding(label).check(transform)
+            chosen = decoding(label).check(transform)
         except ValueError:
+            continue
+        if transform.sparse and (chosen.top_k is not None or chosen.top_p is not None):
             continue
         found.append(label)
     return found

@@ -113,7 +113,8 @@ def step0(recipe: Recipe, out: Path, data: Prepared, name: str, transform: str,
     model_dir = pretrained(recipe, out)
     if transform != "softmax":
         model_dir = folder / "model"
-        if not (model_dir / "config.json").is_file():
+        from transformers.utils import CONFIG_NAME   # save_pretrained's model config
+        if not (model_dir / CONFIG_NAME).is_file():
             from transformers import LlamaForCausalLM
 
             from arelu_cli.hf import use_transform
@@ -127,8 +128,10 @@ def step0(recipe: Recipe, out: Path, data: Prepared, name: str, transform: str,
 def evaluate_snapshot(recipe: Recipe, data: Prepared, model_dir: Path, folder: Path, seed: int,
                       step: int, say: Say, stride: int | None = None,
                       only_pure: bool = False) -> None:
+    from transformers.utils import CONFIG_NAME
+
     family = "softmax"
-    stored = read_json(model_dir / "config.json").get("arelu")
+    stored = read_json(model_dir / CONFIG_NAME).get("arelu")
     if stored:
         from arelu_cli.registry import get_transform
         family = get_transform(stored["transform"], tau=stored.get("tau") or 0.0).family
@@ -236,7 +239,7 @@ def run_study(recipe: Recipe, out: Path, say: Say = print) -> None:
             raise UserError(f"{out} was made with other {', '.join(f'[{t}]' for t in changed)} "
                             f"({record}): every run depends on them; use another --out or "
                             "restore the recipe")
-    write_json(record, tables)   # a run made with other settings refuses them (config.json)
+    write_json(record, tables)   # a run made with other settings refuses them
     data = load_prepared(recipe.data.path)
     if data.task != "lm":
         raise UserError(f"{data.path} is not a language-modelling corpus")

@@ -28,12 +28,13 @@ import torch
 from arelu_cli.data.blocks import block_batches
 from arelu_cli.data.prepared import Prepared
 from arelu_cli.studies.lm.convert.recipe import ModelSection
+from arelu_cli.train import run_dir
 from arelu_cli.util.atomic import atomic_write_text
 from arelu_cli.util.errors import UserError
 from arelu_cli.util.signatures import machine
 
 LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
-STATE, SUMMARY, LOG = "state.pt", "summary.json", "log.csv"
+STATE = "state.pt"
 
 
 @dataclass(frozen=True)
@@ -128,17 +129,18 @@ def _save_state(path: Path, state: dict) -> None:
 
 
 def check_spec(folder: Path, spec: RunSpec) -> None:
-    """Write ``config.json``, or refuse a folder made with another spec."""
-    path, wanted = folder / "config.json", json.loads(json.dumps(asdict(spec)))
-    if path.is_file():
-        found = json.loads(path.read_text())
+    """Write the run's config (:data:`arelu_cli.train.run_dir.CONFIG`), or refuse a folder
+    made with another spec."""
+    wanted = json.loads(json.dumps(asdict(spec)))
+    if run_dir.config_path(folder).is_file():
+        found = run_dir.require_config(folder)
         if found != wanted:
             diff = sorted(k for k in wanted if found.get(k) != wanted[k])
             raise UserError(f"{folder} was trained with other settings ({', '.join(diff)}); "
                             "delete it to train it again, or restore the recipe")
     else:
         folder.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(path, json.dumps(wanted, indent=2) + "\n")
+        run_dir.write_config(folder, wanted)
 
 
 def _batches(data: Prepared, spec: RunSpec, epoch: int):
@@ -165,7 +167,7 @@ def train_run(folder: Path, spec: RunSpec, data: Prepared, model_section: ModelS
         torch.set_rng_state(state["rng"])
         say(f"{folder}: resumed at step {step}")
     model.train()
-    log = folder / LOG
+    log = run_dir.log_path(folder)
     if not log.is_file():
         atomic_write_text(log, "step,epoch,loss,lr,seconds,tokens_per_s\n")
     batches = _batches(data, spec, epoch)
@@ -205,11 +207,11 @@ def train_run(folder: Path, spec: RunSpec, data: Prepared, model_section: ModelS
                                          "schedule": schedule.state_dict(), "step": step,
                                          "epoch": epoch, "done_in_epoch": done_in_epoch,
                                          "seconds": seconds, "rng": torch.get_rng_state()})
-    if step == spec.steps and not (folder / SUMMARY).is_file():
-        atomic_write_text(folder / SUMMARY, json.dumps(
-            {"steps": step, "epochs": epoch, "train_seconds": round(seconds, 1),
-             "machine": machine(torch.device("cpu")), "threads": torch.get_num_threads()},
-            indent=2) + "\n")
+    if step == spec.steps and not run_dir.finished(folder):
+        run_dir.write_summary(folder, {"steps": step, "epochs": epoch,
+                                       "train_seconds": round(seconds, 1),
+                                       "machine": machine(torch.device("cpu")),
+                                       "threads": torch.get_num_threads()})
     return step
 
 
@@ -218,4 +220,4 @@ def snapshot(folder: Path, step: int) -> Path:
 
 
 def done(folder: Path) -> bool:
-    return (folder / SUMMARY).is_file()
+    return run_dir.finished(folder)

@@ -114,7 +114,7 @@ def test_lora_trains_only_its_adapters_and_saves_merged_weights(study, tmp_path)
 
 
 def test_the_shipped_recipe_loads_and_unknown_keys_are_refused(tmp_path):
-    recipe = load_recipe(Path(__file__).parents[3] / "recipes" / "ptb-convert.toml")
+    recipe = load_recipe(Path(__file__).parents[4] / "recipes" / "ptb-convert.toml")
     assert recipe.finetune.eval_steps[-1] == recipe.finetune.steps
     bad = tmp_path / "bad.toml"
     bad.write_text("[finetune]\nstepz = 3\n")
