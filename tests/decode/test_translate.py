@@ -122,7 +122,7 @@ def other_corpus(tmp_path_factory):
     (["--checkpoint", "{run}", "--split", "test", "--data", "{other}"], "another vocabulary"),
     (["--checkpoint", "{run}", "--input", "{tmp}/missing.txt"], "file not found"),
     (["--checkpoint", "{run}", "--split", "valid"], "has no split 'valid'"),
-    # issue 30: accepted on softmax and recorded in the signature; a folder was "not found"
+    # --renormalize on softmax is refused; an --input folder is called a folder, not "not found"
     (["--checkpoint", "{run}", "--split", "test", "--renormalize"],
      "--renormalize applies to alpha-ReLU only, whose outputs do not sum to 1; softmax sums "
      "to 1 already, so drop --renormalize"),
