@@ -15,9 +15,10 @@ from arelu_cli.data.prepare import PrepareRequest, prepare
 from arelu_cli.decode.search import Hypothesis, beam_search, max_lengths
 from arelu_cli.data.textio import read_text_lines
 from arelu_cli.util.errors import UserError
+from arelu_cli.decode.output import meta_path
 from arelu_cli.decode.translate import (Translation, cut, decode_config, decode_sources, encode_lines,
-                                     meta_path, one_line, open_checkpoint, pad_sources,
-                                     translate, truncation_warning, write_translation)
+                                     one_line, open_checkpoint, pad_sources, translate,
+                                     truncation_warning, write_translation)
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
