@@ -1,6 +1,7 @@
 """Fixtures of the transforms' tests: the engine restored after each test, and the Triton
-kernels under their CPU interpreter; and the cases of the fused layer's CUDA tests
-(:func:`linear_case`, :func:`linear_loss`, :func:`check_a_cuda_graph`)."""
+kernels under their CPU interpreter; and the helpers the CUDA tests share
+(:func:`linear_case`, :func:`linear_loss`, :func:`check_a_cuda_graph`,
+:func:`check_no_host_sync`)."""
 
 import importlib
 
@@ -95,3 +96,15 @@ def check_a_cuda_graph(step, eager):
     torch.testing.assert_close(captured[0], eager[0])
     for a, e in zip(captured[1:], eager[1]):
         torch.testing.assert_close(a.float() * factor, e.float(), rtol=2e-2, atol=2e-2)
+
+
+def check_no_host_sync(steps):
+    """``steps()`` once to compile its kernels, then again under CUDA's sync debug mode
+    ``error``: a step that synchronizes the host with the device raises."""
+    steps()
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        steps()
+    finally:
+        torch.cuda.set_sync_debug_mode("default")

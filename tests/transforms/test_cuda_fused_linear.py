@@ -12,7 +12,7 @@ import torch.nn.functional as F
 
 from arelu_cli.transforms import alpha_relu_loss, linear_alpha_relu_loss, set_engine
 
-from .conftest import check_a_cuda_graph, linear_case, linear_loss
+from .conftest import check_a_cuda_graph, check_no_host_sync, linear_case, linear_loss
 
 pytestmark = [pytest.mark.cuda,
               pytest.mark.skipif(not torch.cuda.is_available(), reason="needs an NVIDIA GPU")]
@@ -73,13 +73,7 @@ def test_no_host_synchronization():
                                        label_smoothing=0.1, **options).backward()
                 linear_alpha_relu_loss(h, w, target, 1.5, 0.2, bias=b, reduction="none",
                                        skip_zeros=skip, **options).sum().backward()
-    steps()  # compiles the kernels first
-    torch.cuda.synchronize()
-    torch.cuda.set_sync_debug_mode("error")
-    try:
-        steps()
-    finally:
-        torch.cuda.set_sync_debug_mode("default")
+    check_no_host_sync(steps)
 
 
 def test_2d_tiles_in_a_cuda_graph():

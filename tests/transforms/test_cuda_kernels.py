@@ -15,7 +15,7 @@ from arelu_cli.transforms import alpha_relu_kernels as kernels
 from arelu_cli.transforms import alpha_relu, alpha_relu_loss, linear_alpha_relu_loss
 from arelu_cli.transforms import set_engine
 
-from .conftest import check_a_cuda_graph, linear_case, linear_loss
+from .conftest import check_a_cuda_graph, check_no_host_sync, linear_case, linear_loss
 
 pytestmark = [pytest.mark.cuda,
               pytest.mark.skipif(not torch.cuda.is_available(), reason="needs an NVIDIA GPU")]
@@ -111,13 +111,7 @@ def test_no_host_synchronization():
             linear_alpha_relu_loss(hidden, weight, y, 1.5, 0.2, skip_zeros=skip).backward()
             linear_alpha_relu_loss(hidden, weight, y, 1.5, 0.2, reduction="none",
                                    skip_zeros=skip).sum().backward()
-    steps()  # compiles the kernels first
-    torch.cuda.synchronize()
-    torch.cuda.set_sync_debug_mode("error")
-    try:
-        steps()
-    finally:
-        torch.cuda.set_sync_debug_mode("default")
+    check_no_host_sync(steps)
 
 
 def test_more_than_2_to_the_31_logits():
