@@ -1,7 +1,7 @@
 """Fixtures of the transforms' tests: the engine restored after each test, and the Triton
 kernels under their CPU interpreter; and the helpers the CUDA tests share
-(:func:`linear_case`, :func:`linear_loss`, :func:`check_a_cuda_graph`,
-:func:`check_no_host_sync`)."""
+(:func:`linear_case`, :func:`linear_loss`, :func:`check_against_float64`,
+:func:`check_a_cuda_graph`, :func:`check_no_host_sync`)."""
 
 import importlib
 
@@ -75,6 +75,15 @@ def linear_loss(hidden, weight, bias, target, fused, reduction="sum", eps=0.0, t
                                label_smoothing=eps)
     return loss, torch.autograd.grad(loss, leaves, upstream(loss.shape, loss.device)
                                      .to(loss.dtype))
+
+
+def check_against_float64(got, expected, dtype, tol):
+    """:func:`linear_loss` results ``got`` in ``dtype`` against ``expected`` in float64: the
+    loss within ``tol``, each gradient in ``dtype`` and within ``tol`` of its largest entry."""
+    torch.testing.assert_close(got[0].double(), expected[0], rtol=tol, atol=tol)
+    for a, e in zip(got[1], expected[1]):
+        assert a.dtype == dtype
+        torch.testing.assert_close(a.double(), e, rtol=tol, atol=tol * e.abs().max())
 
 
 def check_a_cuda_graph(step, eager):

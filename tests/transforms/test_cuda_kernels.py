@@ -15,7 +15,8 @@ from arelu_cli.transforms import alpha_relu_kernels as kernels
 from arelu_cli.transforms import alpha_relu, alpha_relu_loss, linear_alpha_relu_loss
 from arelu_cli.transforms import set_engine
 
-from .conftest import check_a_cuda_graph, check_no_host_sync, linear_case, linear_loss
+from .conftest import (check_a_cuda_graph, check_against_float64, check_no_host_sync,
+                       linear_case, linear_loss)
 
 pytestmark = [pytest.mark.cuda,
               pytest.mark.skipif(not torch.cuda.is_available(), reason="needs an NVIDIA GPU")]
@@ -145,10 +146,7 @@ def test_fused_layer_matches_float64(dtype, tol, tied, bias, reduction, skip, mo
     set_engine("eager")
     expected = linear_loss(hidden.double(), weight.double(), None if b is None else b.double(),
                            target, False, reduction, tied=tied)
-    torch.testing.assert_close(got[0].double(), expected[0], rtol=tol, atol=tol)
-    for a, e in zip(got[1], expected[1]):
-        assert a.dtype == dtype
-        torch.testing.assert_close(a.double(), e, rtol=tol, atol=tol * e.abs().max())
+    check_against_float64(got, expected, dtype, tol)
 
 
 @pytest.mark.parametrize("skip", [None, True])
