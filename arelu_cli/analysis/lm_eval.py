@@ -35,8 +35,9 @@ import torch
 from arelu_cli.analysis import lm_metrics as M
 from arelu_cli.data.blocks import window_batches
 from arelu_cli.util.errors import UserError
-from arelu_cli.decode.generate import (Generated, check_out, generate, meta_path,
-                                       split_prompts, write_generation)
+from arelu_cli.decode.generate import (Generated, check_out, generate, split_prompts,
+                                       write_generation)
+from arelu_cli.decode.output import meta_path
 from arelu_cli.decode.translate import Decoder
 from arelu_cli.decode.sampling import Decoding
 from arelu_cli.util.atomic import atomic_write_text

@@ -32,7 +32,7 @@ from arelu_cli.util.atomic import atomic_write_text
 from arelu_cli.util.ownership import csv_header
 from arelu_cli.util.signatures import signature
 from arelu_cli.data.textio import read_text_lines
-from arelu_cli.decode.translate import meta_path
+from arelu_cli.decode.output import meta_path
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ logits, the bandwidth reference for the ``gb_per_s`` column. Every call above st
 an idle device (``median_ms``); on CUDA each row also gives the time per call of ten calls
 issued back to back (``queued_ms``, ``softmax_queued_ms``, ``queued_ratio``), as in a
 training loop, where the host's launches overlap the device's work: for a small loss the
-two differ by the host's time (an H100 at 8192 x 32768: ``results/bench/gpu-h100/``).
+two differ by the host's time (measured in ``results/bench/``).
 """
 
 from __future__ import annotations
@@ -248,9 +248,9 @@ def _timed(plan: BenchPlan, candidate, baseline, setup, device):
 
     Both sides are called once, untimed, before anything is timed: a first call compiles
     (Triton, Liger) or loads kernels (cuBLAS, cross-entropy's), and where the time budget
-    leaves one repeat, a cold baseline would be the whole of its median (a first GPU run
-    recorded cross-entropy at 34.9 ms for 1.4 ms, a ratio of 0.05). The repeats are sized
-    on a warm call."""
+    leaves one repeat, a cold baseline would be the whole of its median (a cold call takes
+    many times a warm one, and the ratio would say nothing of the loss). The repeats are
+    sized on a warm call."""
     timing.time_once(candidate, setup, device)
     pair = None
     try:

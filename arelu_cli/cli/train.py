@@ -77,7 +77,7 @@ def _tau_option(text: Optional[str]) -> str | float | None:
 
 
 def _build_engine(device: str, transform: str) -> None:
-    """Compile the ``cpp`` engine now (announced, ~10 s, once per machine) if the run is
+    """Compile the ``cpp`` engine now (announced, once per machine) if the run is
     alpha-ReLU on CPU on that engine, rather than inside its first training step."""
     import torch
 

@@ -2,6 +2,11 @@
 documented where it is declared, and :data:`SECTIONS` (table name -> class). Defaults are the
 paper's IWSLT'14 settings. What reads recipes into these is :mod:`arelu_cli.config.load`.
 Standard library only.
+
+The studies' own tables (``[sweep]``, ``[attention_study]``, ``[lm_study]``) are declared
+here too, not in their folders: every checkpoint, run record and study record stores the
+whole :class:`Config`, and what reads one back (:mod:`arelu_cli.model.checkpoint`, below
+the studies) checks every table of it, an unknown one being an error.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ Log = Callable[[str], None]
 MAX_MERGES = 1_000_000
 """The most BPE merges ``--merges`` may ask for: four times the largest vocabularies in use
 (about 256K tokens), and the tokenizers trainer allocates for every merge asked for, learned
-or not (a billion aborts it with a 70 GB allocation)."""
+or not (a billion aborts it on an allocation no machine can make)."""
 OPTION_FLAGS = {"seed": "--seed", "merges": "--merges", "train_size": "--train-size",
                 "joint": "--joint/--separate", "src_lang": "--src-lang",
                 "tgt_lang": "--tgt-lang", "clean": "--max-words/--max-ratio"}

@@ -23,8 +23,6 @@ the same checkpoint, prompts, decoding, seed and batch size give the same text.
 
 from __future__ import annotations
 
-import json
-import sys
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -35,15 +33,13 @@ import torch
 from arelu_cli.data import bpe
 from arelu_cli.data.clean import normalize
 from arelu_cli.data.prepared import Prepared
-from arelu_cli.data.textio import STDIO
 from arelu_cli.util.errors import UserError
-from arelu_cli.decode.translate import Decoder, cut, meta_path, one_line
+from arelu_cli.decode.output import check_output, write_output
+from arelu_cli.decode.translate import Decoder, cut, one_line
 from arelu_cli.model.lm import LanguageModel
 from arelu_cli.decode.sampling import Decoding, empty_support, next_tokens
-from arelu_cli.util.ownership import check_ours, json_with_keys
 from arelu_cli.registry import OutputTransform
 from arelu_cli.util.signatures import machine
-from arelu_cli.util.atomic import atomic_write_text
 
 
 @dataclass(frozen=True)
@@ -210,28 +206,14 @@ META_KEYS = ("checkpoint", "decoding", "seed", "signature")
 
 def check_out(out: Path | None, prompts: str | None) -> None:
     """Refuse an output that would lose data: the prompts file, or an existing ``OUT`` /
-    ``OUT.json`` that ``arelu generate`` did not write. Stdout (None or ``-``) is fine."""
-    if out is None or str(out) == STDIO:
-        return
-    for path in (out, meta_path(out)):
-        if prompts not in (None, STDIO) and path.exists() and Path(prompts).exists() \
-                and path.samefile(prompts):
-            raise UserError(f"--out {out} would overwrite the --prompts file; choose another --out")
-    ours = json_with_keys(*META_KEYS)
-    for path, mine in ((meta_path(out), ours), (out, lambda p: ours(meta_path(p)))):
-        check_ours(path, mine, writer="arelu generate", advice="move it away or choose another --out")
+    ``OUT.json`` that ``arelu generate`` did not write
+    (:func:`arelu_cli.decode.output.check_output`). Stdout (None or ``-``) is fine."""
+    check_output(out, prompts, flag="--prompts", keys=META_KEYS, writer="arelu generate")
 
 
 def write_generation(generated: Generated, out: Path | None) -> None:
     """One continuation per line to ``out`` (atomically, with ``OUT.json``), or to stdout."""
-    text = "".join(line + "\n" for line in generated.lines)
-    if out is None or str(out) == STDIO:
-        sys.stdout.flush()
-        sys.stdout.buffer.write(text.encode("utf-8"))
-        sys.stdout.buffer.flush()
-        return
-    check_out(out, generated.meta.get("prompts_file"))
-    atomic_write_text(out, text)
     meta = {**generated.meta, "tokens_per_s": generated.meta["generated_tokens"]
             / max(generated.seconds, 1e-9)}
-    atomic_write_text(meta_path(out), json.dumps(meta, indent=2, ensure_ascii=False) + "\n")
+    write_output(generated.lines, out, meta,
+                 lambda path: check_out(path, generated.meta.get("prompts_file")))

@@ -28,8 +28,6 @@ from __future__ import annotations
 
 import json
 import math
-import sys
-import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -45,15 +43,13 @@ from arelu_cli.data import bpe
 from arelu_cli.data.batching import batch_indices
 from arelu_cli.data.clean import normalize
 from arelu_cli.data.prepared import Prepared, load_prepared
-from arelu_cli.data.textio import STDIO
+from arelu_cli.decode.output import check_output, write_output
 from arelu_cli.decode.search import (Hypothesis, beam_search, check_renormalize, greedy, max_lengths,
                                    ranking_score)
 from arelu_cli.model.device import pick_device
 from arelu_cli.util.errors import UserError
 from arelu_cli.model.transformer import Transformer
-from arelu_cli.util.ownership import check_ours, json_with_keys
 from arelu_cli.registry import OutputTransform
-from arelu_cli.util.atomic import atomic_write_text
 from arelu_cli.util.signatures import signature
 
 Progress = Callable[[int], None]
@@ -341,53 +337,22 @@ def truncation_warning(translation: Translation) -> str | None:
             f"start: line{'s' if len(cut_lines) > 1 else ''} {shown}")
 
 
-def meta_path(out: str | Path) -> Path:
-    """The JSON file written next to a translation output."""
-    return Path(f"{out}.json")
-
-
 META_KEYS = ("checkpoint", "transform", "beam", "signature", "sentences_per_s")
 """Keys that every version of ``OUT.json`` has: what tells it from a user's JSON file."""
-
-
-def _same_file(path: Path, other: str | Path | None) -> bool:
-    if other is None or str(other) == STDIO:
-        return False
-    try:
-        return os.path.samefile(path, other)
-    except OSError:  # either one is not there: nothing of the input to overwrite
-        return False
 
 
 def check_out(out: str | Path | None, input_name: str | Path | None = None) -> None:
     """Refuse an output file whose writing would lose data: the input file itself (or
     ``OUT.json`` being it), or an existing non-empty ``OUT`` or ``OUT.json`` that ``arelu
-    translate`` did not write (an ``OUT`` is its own when its ``OUT.json`` is). Stdout
+    translate`` did not write (:func:`arelu_cli.decode.output.check_output`). Stdout
     (``None`` or ``-``) is always fine."""
-    if out is None or str(out) == STDIO:
-        return
-    out = Path(out)
-    for path in (out, meta_path(out)):
-        if _same_file(path, input_name):
-            raise UserError(f"--out {out} would overwrite the --input file {input_name} (the "
-                            "source text); choose another --out")
-    meta_ours = json_with_keys(*META_KEYS)
-    for path, ours in ((meta_path(out), meta_ours), (out, lambda p: meta_ours(meta_path(p)))):
-        check_ours(path, ours, writer="arelu translate",
-                   advice="move it away or choose another --out")
+    check_output(out, input_name, flag="--input", keys=META_KEYS, writer="arelu translate")
 
 
 def write_translation(translation: Translation, out: str | Path | None) -> None:
     """The output lines to ``out`` (atomically, with ``out.json``), or as UTF-8 to stdout
     (``None`` or ``-``) whatever the locale's encoding. A file :func:`check_out` refuses
     (the input, a user's file) is a :class:`UserError` before anything is written."""
-    text = "".join(line + "\n" for line in translation.lines)
-    if out is None or str(out) == STDIO:
-        sys.stdout.flush()
-        sys.stdout.buffer.write(text.encode("utf-8"))
-        sys.stdout.buffer.flush()
-        return
-    check_out(out, translation.meta.get("input"))
-    atomic_write_text(out, text)
-    meta = {**translation.meta, "sentences_per_s": translation.sentences_per_s}
-    atomic_write_text(meta_path(out), json.dumps(meta, indent=2, ensure_ascii=False) + "\n")
+    write_output(translation.lines, out,
+                 {**translation.meta, "sentences_per_s": translation.sentences_per_s},
+                 lambda path: check_out(path, translation.meta.get("input")))

@@ -43,10 +43,10 @@ Variant = Literal["raw", "estimated", "renormalized"]
 VARIANTS: tuple[str, ...] = get_args(Variant)
 TAU_RULE = "tail"
 """The rule of :func:`arelu_cli.transforms.analytic_tau` for ``tau_hat``: ``tail`` (``arelu
-estimate-tau --rule tail``), not the Lemma's ``paper`` quadrature, which comes out low by
-0.02-0.1 at attention's 5-200 keys (its bias grows as ``d_vocab`` shrinks), leaving
-weights that sum to 1.2-1.5 on average; ``tail`` is within 0.02 of the Monte Carlo mean
-threshold there and its weights sum to 1.00 on average (tests/test_attention.py)."""
+estimate-tau --rule tail``), not the Lemma's ``paper`` quadrature, which comes out low at
+attention's few keys (its bias grows as ``d_vocab`` shrinks), leaving weights that sum to
+more than one on average; ``tail`` is close to the mean exact threshold there and its
+weights sum to one on average (tests/model/test_attention.py)."""
 RENORM_EPS = 1e-2
 """The default ``eps`` of the renormalized variant (``[model] attention_eps``). A row whose
 raw sum ``S`` is large against ``eps`` sums to about 1, one with ``S`` comparable to ``eps``

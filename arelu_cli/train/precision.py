@@ -2,9 +2,9 @@
 natively (CUDA; a CPU with AVX512-BF16 or AMX), fp32 elsewhere.
 
 ``[train] precision = "auto"`` (what the recipes use) decides by the hardware. On a CPU
-without those instructions (e.g. an AVX2-only AMD EPYC) PyTorch emulates bf16 autocast,
-far slower than fp32 training; an explicit ``"bf16"`` there is kept (the user
-asked for it) with one warning per process.
+without those instructions (AVX2 only, say) PyTorch emulates bf16 autocast, far slower
+than fp32 training; an explicit ``"bf16"`` there is kept (the user asked for it) with one
+warning per process.
 """
 
 from __future__ import annotations

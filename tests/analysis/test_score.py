@@ -233,7 +233,7 @@ def test_significance_refuses_translations_of_other_sentences(tmp_path, tiny_cor
 
 
 def test_a_ref_that_contradicts_the_translation_json_is_refused(tmp_path, tiny_corpus):
-    """Issue 30: dev hypotheses scored against test references were accepted silently."""
+    """Dev hypotheses scored against test references are not accepted silently."""
     from arelu_cli.analysis.score import compare_files
     from arelu_cli.data.prepared import load_prepared
 

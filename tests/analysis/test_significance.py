@@ -86,7 +86,7 @@ def test_resampled_bleu_equals_summing_the_drawn_rows():
 
 
 def test_resamples_drawn_in_blocks_are_sacrebleus_one_draw(monkeypatch):
-    """Issue 30, BAD 6: blocks bound the memory (a huge --samples no longer allocates
+    """Blocks bound the memory (a huge --samples no longer allocates
     samples x N at once) and change no resample, so no result."""
     one = np.random.default_rng(12345).choice(len(REFS), size=(1000, len(REFS)), replace=True)
     before = sig.compare_to_baseline(BASE, {"s": SYSTEM}, REFS, samples=1000)["s"]

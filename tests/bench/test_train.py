@@ -153,8 +153,8 @@ def test_cli_times_each_transform_at_its_label_smoothing(tiny_corpus, tmp_path):
 
 
 def test_cli_names_each_transform_once_and_refuses_load_options_without_under_load(tmp_path):
-    """Issue 30: ``--label-smoothing bogus=0.1`` listed "softmax, softmax"; ``--load-steps``
-    without ``--under-load`` was silently ignored."""
+    """``--label-smoothing bogus=0.1`` does not list "softmax, softmax"; ``--load-steps``
+    without ``--under-load`` is not silently ignored."""
     runner = CliRunner()
     base = ["bench", "train", "--recipe", "toy", "--device", "cpu", "--out",
             str(tmp_path / "b.csv")]

@@ -125,8 +125,8 @@ def test_load_prepared_errors(tmp_path):
 
 
 def test_one_file_as_both_sides_and_merges_beyond_the_text_are_warned_of(cli, tmp_path):
-    """Issue 30: ``prepare custom`` with the same file as source and target, and ``--merges
-    1000000`` that learns far fewer, gave no word."""
+    """``prepare custom`` with the same file as source and target, and ``--merges 1000000``
+    that learns far fewer, each get a word."""
     source = _custom(tmp_path / "c")
     same = ",".join([str(source / "train.src")] * 2)
     ran = cli("prepare", "custom", "--out", tmp_path / "out", "--source", source,

@@ -60,7 +60,7 @@ def test_count_mismatch_without_suspicious_pair_points_past_the_shorter_file(tmp
 
 @pytest.mark.parametrize("reader", [read_lines, read_text_lines])
 def test_a_named_pipe_is_read_like_a_file(tmp_path, reader):
-    """Issue 30, BAD 7: ``--input <(echo hello)`` or a FIFO was "file not found"."""
+    """``--input <(echo hello)`` or a FIFO is read, not "file not found"."""
     import os
     import threading
 

@@ -34,7 +34,7 @@ def test_the_newest_last_or_best_checkpoint_wins(tmp_path):
 
 
 def test_an_empty_last_checkpoint_is_no_run(tmp_path):
-    """Issue 30: a newer 0-byte last.pt was preferred over a valid older run."""
+    """A valid older run is preferred over a newer 0-byte last.pt."""
     runs = tmp_path / "runs"
     _touch(runs / "valid" / "last.pt", 100)
     _touch(runs / "empty" / "last.pt", 900, data=b"")

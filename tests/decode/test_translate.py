@@ -15,9 +15,10 @@ from arelu_cli.data.prepare import PrepareRequest, prepare
 from arelu_cli.decode.search import Hypothesis, beam_search, max_lengths
 from arelu_cli.data.textio import read_text_lines
 from arelu_cli.util.errors import UserError
+from arelu_cli.decode.output import meta_path
 from arelu_cli.decode.translate import (Translation, cut, decode_config, decode_sources, encode_lines,
-                                     meta_path, one_line, open_checkpoint, pad_sources,
-                                     translate, truncation_warning, write_translation)
+                                     one_line, open_checkpoint, pad_sources, translate,
+                                     truncation_warning, write_translation)
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -122,7 +123,7 @@ def other_corpus(tmp_path_factory):
     (["--checkpoint", "{run}", "--split", "test", "--data", "{other}"], "another vocabulary"),
     (["--checkpoint", "{run}", "--input", "{tmp}/missing.txt"], "file not found"),
     (["--checkpoint", "{run}", "--split", "valid"], "has no split 'valid'"),
-    # issue 30: accepted on softmax and recorded in the signature; a folder was "not found"
+    # --renormalize on softmax is refused; an --input folder is called a folder, not "not found"
     (["--checkpoint", "{run}", "--split", "test", "--renormalize"],
      "--renormalize applies to alpha-ReLU only, whose outputs do not sum to 1; softmax sums "
      "to 1 already, so drop --renormalize"),

@@ -89,7 +89,7 @@ def test_estimated_tau_is_the_analytic_estimate_with_n_keys():
 @pytest.mark.parametrize("n", [5, 40])
 def test_estimated_tau_is_the_mean_entmax_threshold_and_weights_sum_to_one(n):
     """At its own sigma: tau_hat is close to the mean exact 1.5-entmax threshold of Gaussian
-    scores, and the alpha-ReLU weights sum to one on average (the paper rule: 1.3-1.5)."""
+    scores, and the alpha-ReLU weights sum to one on average (the ``paper`` rule's sum to more)."""
     scores = torch.randn(4000, n, generator=torch.Generator().manual_seed(0)) * SIGMA
     assert A.estimated_tau(n, 1.5, SIGMA) == pytest.approx(
         float(entmax_threshold(scores).mean()), abs=0.03)

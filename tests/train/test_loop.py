@@ -318,8 +318,8 @@ def test_bf16_logits_reach_the_loss_uncopied_only_where_the_registry_allows(
 @pytest.mark.parametrize("bad", ["attention", "max_tokens"])
 def test_a_run_refused_before_its_first_step_leaves_no_folder(tiny_corpus, tiny_config,
                                                               tmp_path, bad):
-    """Issue 30: an invalid model.attention or data.max_tokens=1 left an empty --out (or one
-    holding only config.json); a folder that was there before stays."""
+    """An invalid model.attention or data.max_tokens=1 leaves no empty --out (nor one holding
+    only config.json); a folder that was there before stays."""
     config = tiny_config(tiny_corpus, max_steps=2, **({"max_tokens": 1} if bad == "max_tokens"
                                                       else {}))
     if bad == "attention":

@@ -92,7 +92,7 @@ def test_resume_reads_the_checkpoints_model_through_the_schema(tiny_corpus, tiny
 
 def test_a_run_resumed_with_other_settings_records_them_and_the_step(tiny_corpus, tiny_config,
                                                                      tmp_path, capsys):
-    """Issue 30, BAD 4: ``train --resume RUN --set train.lr=2.0 --max-steps 8`` goes on with
+    """``train --resume RUN --set train.lr=2.0 --max-steps 8`` goes on with
     lr 2.0 for 8 steps; its config.json says so, and from which step."""
     run = tmp_path / "run"
     config = lambda **t: tiny_config(tiny_corpus, save_every=1, valid_every=100,  # noqa: E731

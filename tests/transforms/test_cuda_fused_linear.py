@@ -3,7 +3,7 @@ without one): vocabulary blocks (1-D and 2-D tiles) and token chunks against the
 loss in float64 (float32 to 1e-4, bf16 to a tolerance), label smoothing, ignored rows,
 every reduction, no host sync, a CUDA graph, and more than 2^31 logits.
 
-Run them alone with ``pytest -m cuda``. No GPU was available when they were written.
+Run them alone with ``pytest -m cuda``.
 """
 
 import pytest
@@ -11,6 +11,9 @@ import torch
 import torch.nn.functional as F
 
 from arelu_cli.transforms import alpha_relu_loss, linear_alpha_relu_loss, set_engine
+
+from .conftest import (check_a_cuda_graph, check_against_float64, check_no_host_sync,
+                       linear_case, linear_loss)
 
 pytestmark = [pytest.mark.cuda,
               pytest.mark.skipif(not torch.cuda.is_available(), reason="needs an NVIDIA GPU")]
@@ -27,49 +30,23 @@ def triton_engine():
     set_engine("auto")
 
 
-def case(n, d, vocab, dtype, seed=0):
-    gen = torch.Generator(device="cuda").manual_seed(seed)
-    hidden = torch.randn(n, d, generator=gen, device="cuda").to(dtype)
-    weight = (torch.randn(vocab, d, generator=gen, device="cuda") / d ** 0.5).to(dtype)
-    bias = (torch.randn(vocab, generator=gen, device="cuda") * 0.1).to(dtype)
-    target = torch.randint(0, vocab, (n,), generator=gen, device="cuda")
-    target[::11] = -100
-    return hidden, weight, bias, target
-
-
-def run(hidden, weight, bias, target, reduction, eps, fused, **options):
-    leaves = [t.clone().requires_grad_(True) for t in (hidden, weight, bias)]
-    if fused:
-        loss = linear_alpha_relu_loss(*leaves[:2], target, 1.5, 0.3, bias=leaves[2],
-                                      reduction=reduction, label_smoothing=eps, **options)
-    else:
-        loss = alpha_relu_loss(F.linear(*leaves), target, 1.5, 0.3, reduction=reduction,
-                               label_smoothing=eps)
-    upstream = torch.rand(loss.shape, generator=torch.Generator(device="cuda").manual_seed(1),
-                          device="cuda") + 0.5
-    return loss, torch.autograd.grad(loss, leaves, upstream.to(loss.dtype))
-
-
 @pytest.mark.parametrize("dtype, tol", [(torch.float32, 1e-4), (torch.bfloat16, 3e-2)])
 @pytest.mark.parametrize("reduction, eps", [("sum", 0.0), ("mean", 0.1), ("none", 0.1)])
 @pytest.mark.parametrize("loop", list(LOOPS))
 def test_matches_the_unfused_loss_in_float64(dtype, tol, reduction, eps, loop):
-    hidden, weight, bias, target = case(1000, 96, 3001, dtype)
-    got = run(hidden, weight, bias, target, reduction, eps, True, **LOOPS[loop])
+    hidden, weight, bias, target = linear_case(1000, 96, 3001, dtype)
+    got = linear_loss(hidden, weight, bias, target, True, reduction, eps, **LOOPS[loop])
     set_engine("eager")
-    expected = run(hidden.double(), weight.double(), bias.double(), target, reduction, eps,
-                   False)
-    torch.testing.assert_close(got[0].double(), expected[0], rtol=tol, atol=tol)
-    for a, e in zip(got[1], expected[1]):
-        assert a.dtype == dtype
-        torch.testing.assert_close(a.double(), e, rtol=tol, atol=tol * e.abs().max())
+    expected = linear_loss(hidden.double(), weight.double(), bias.double(), target, False,
+                           reduction, eps)
+    check_against_float64(got, expected, dtype, tol)
 
 
 @pytest.mark.parametrize("skip", [None, True])
 def test_the_vocabulary_loop_equals_the_token_loop(skip):
     """float32, TF32 off: the two loops and both gradient paths agree to summation order."""
-    hidden, weight, bias, target = case(700, 64, 2500, torch.float32, seed=2)
-    runs = [run(hidden, weight, bias, target, "sum", 0.0, True, skip_zeros=skip, **options)
+    hidden, weight, bias, target = linear_case(700, 64, 2500, torch.float32, seed=2)
+    runs = [linear_loss(hidden, weight, bias, target, True, skip_zeros=skip, **options)
             for options in (dict(chunk=256, vocab_chunk=1024), dict(loop="tokens", chunk=256))]
     torch.testing.assert_close(runs[0][0], runs[1][0], rtol=1e-5, atol=1e-5)
     for a, b in zip(runs[0][1], runs[1][1]):
@@ -77,14 +54,14 @@ def test_the_vocabulary_loop_equals_the_token_loop(skip):
 
 
 def test_a_mean_over_no_counted_row_is_zero_with_zero_gradients():
-    hidden, weight, bias, target = case(300, 32, 2000, torch.bfloat16)
+    hidden, weight, bias, target = linear_case(300, 32, 2000, torch.bfloat16)
     target[:] = -100
-    loss, grads = run(hidden, weight, bias, target, "mean", 0.1, True, vocab_chunk=1024)
+    loss, grads = linear_loss(hidden, weight, bias, target, True, "mean", 0.1, vocab_chunk=1024)
     assert float(loss.detach()) == 0.0 and all(bool((g == 0).all()) for g in grads)
 
 
 def test_no_host_synchronization():
-    hidden, weight, bias, target = case(600, 64, 3000, torch.bfloat16)
+    hidden, weight, bias, target = linear_case(600, 64, 3000, torch.bfloat16)
     h, w, b = (t.clone().requires_grad_(True) for t in (hidden, weight, bias))
 
     def steps():
@@ -94,46 +71,27 @@ def test_no_host_synchronization():
                                        label_smoothing=0.1, **options).backward()
                 linear_alpha_relu_loss(h, w, target, 1.5, 0.2, bias=b, reduction="none",
                                        skip_zeros=skip, **options).sum().backward()
-    steps()  # compiles the kernels first
-    torch.cuda.synchronize()
-    torch.cuda.set_sync_debug_mode("error")
-    try:
-        steps()
-    finally:
-        torch.cuda.set_sync_debug_mode("default")
+    check_no_host_sync(steps)
 
 
 def test_2d_tiles_in_a_cuda_graph():
-    hidden, weight, bias, target = case(512, 64, 2000, torch.bfloat16)
-    eager = run(hidden, weight, bias, target, "sum", 0.1, True, chunk=256, vocab_chunk=768)
+    hidden, weight, bias, target = linear_case(512, 64, 2000, torch.bfloat16)
+    eager = linear_loss(hidden, weight, bias, target, True, "sum", 0.1, chunk=256,
+                        vocab_chunk=768)
     h, w, b = (t.clone().requires_grad_(True) for t in (hidden, weight, bias))
 
     def step():
         loss = linear_alpha_relu_loss(h, w, target, 1.5, 0.3, bias=b, reduction="sum",
                                       label_smoothing=0.1, chunk=256, vocab_chunk=768)
         return (loss, *torch.autograd.grad(loss, (h, w, b)))
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        step()  # warm-up: compiles the kernels outside the capture
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        captured = step()
-    graph.replay()
-    torch.cuda.synchronize()
-    upstream = torch.rand((), generator=torch.Generator(device="cuda").manual_seed(1),
-                          device="cuda") + 0.5
-    torch.testing.assert_close(captured[0], eager[0])
-    for a, e in zip(captured[1:], eager[1]):
-        torch.testing.assert_close(a.float() * upstream, e.float(), rtol=2e-2, atol=2e-2)
+    check_a_cuda_graph(step, eager)
 
 
 def test_more_than_2_to_the_31_logits():
     """16384 x 131072 = 2^31 bf16 logits, never held: 32 vocabulary blocks, the last rows'
     targets in the last block; their losses and hidden gradients against float64."""
     n, d, vocab = 16384, 64, 131072
-    hidden, weight, bias, target = case(n, d, vocab, torch.bfloat16, seed=3)
+    hidden, weight, bias, target = linear_case(n, d, vocab, torch.bfloat16, seed=3)
     target[-3:] = torch.tensor([vocab - 1, vocab - 4097, 5], device="cuda")
     h = hidden.clone().requires_grad_(True)
     rows = linear_alpha_relu_loss(h, weight, target, 1.5, 0.3, bias=bias, reduction="none")

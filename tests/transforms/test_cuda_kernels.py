@@ -4,7 +4,7 @@ sync, more than 2^31 logits, CUDA graphs, torch.compile and a non-current device
 layer on both gradient paths (the default cuBLAS products, ``skip_zeros=True``'s tile-skipping
 Triton GEMMs).
 
-Run them alone with ``pytest -m cuda``. No GPU was available when they were written.
+Run them alone with ``pytest -m cuda``.
 """
 
 import pytest
@@ -14,6 +14,9 @@ import torch.nn.functional as F
 from arelu_cli.transforms import alpha_relu_kernels as kernels
 from arelu_cli.transforms import alpha_relu, alpha_relu_loss, linear_alpha_relu_loss
 from arelu_cli.transforms import set_engine
+
+from .conftest import (check_a_cuda_graph, check_against_float64, check_no_host_sync,
+                       linear_case, linear_loss)
 
 pytestmark = [pytest.mark.cuda,
               pytest.mark.skipif(not torch.cuda.is_available(), reason="needs an NVIDIA GPU")]
@@ -109,13 +112,7 @@ def test_no_host_synchronization():
             linear_alpha_relu_loss(hidden, weight, y, 1.5, 0.2, skip_zeros=skip).backward()
             linear_alpha_relu_loss(hidden, weight, y, 1.5, 0.2, reduction="none",
                                    skip_zeros=skip).sum().backward()
-    steps()  # compiles the kernels first
-    torch.cuda.synchronize()
-    torch.cuda.set_sync_debug_mode("error")
-    try:
-        steps()
-    finally:
-        torch.cuda.set_sync_debug_mode("default")
+    check_no_host_sync(steps)
 
 
 def test_more_than_2_to_the_31_logits():
@@ -138,54 +135,24 @@ def test_more_than_2_to_the_31_logits():
         rows = alpha_relu_loss(logits, y, 1.5, 0.3, reduction="none")
     torch.testing.assert_close(rows[-3:].double(), rows_ref, rtol=2e-2, atol=2e-2)
 
-
-def fused_case(n, d, vocab, dtype, tied, bias, seed=0):
-    gen = torch.Generator(device="cuda").manual_seed(seed)
-    hidden = torch.randn(n, d, generator=gen, device="cuda").to(dtype)
-    weight = (torch.randn(vocab, d, generator=gen, device="cuda") / d ** 0.5).to(dtype)
-    b = (torch.randn(vocab, generator=gen, device="cuda") * 0.1).to(dtype) if bias else None
-    target = torch.randint(0, vocab, (n,), generator=gen, device="cuda")
-    target[::11] = -100
-    return hidden, weight, b, target
-
-
-def fused_run(hidden, weight, b, target, tied, fused, reduction="sum", skip=None):
-    leaves = [t.clone().requires_grad_(True) for t in (hidden, weight, b) if t is not None]
-    h, w = leaves[0], leaves[1]
-    bb = leaves[2] if b is not None else None
-    if tied:  # the output weight is also the input embedding
-        h = h + 0.5 * w[torch.arange(h.shape[0], device="cuda") % w.shape[0]]
-    if fused:
-        loss = linear_alpha_relu_loss(h, w, target, 1.5, 0.3, bias=bb, reduction=reduction,
-                                      skip_zeros=skip)
-    else:
-        loss = alpha_relu_loss(F.linear(h, w, bb), target, 1.5, 0.3, reduction=reduction)
-    upstream = torch.rand(loss.shape, generator=torch.Generator(device="cuda").manual_seed(1),
-                          device="cuda") + 0.5
-    return loss, torch.autograd.grad(loss, leaves, upstream.to(loss.dtype))
-
-
 @pytest.mark.parametrize("dtype, tol", [(torch.float32, 1e-4), (torch.bfloat16, 3e-2)])
 @pytest.mark.parametrize("tied, bias", [(False, True), (True, False), (True, True)])
 @pytest.mark.parametrize("reduction", ["sum", "mean", "none"])
 @pytest.mark.parametrize("skip", [None, True])
 def test_fused_layer_matches_float64(dtype, tol, tied, bias, reduction, skip, monkeypatch):
     """1000 tokens (chunks of 128 when asked), d = 96, V = 3001; both gradient paths."""
-    hidden, weight, b, target = fused_case(1000, 96, 3001, dtype, tied, bias)
-    got = fused_run(hidden, weight, b, target, tied, True, reduction, skip)
+    hidden, weight, b, target = linear_case(1000, 96, 3001, dtype, bias)
+    got = linear_loss(hidden, weight, b, target, True, reduction, tied=tied, skip_zeros=skip)
     set_engine("eager")
-    expected = fused_run(hidden.double(), weight.double(), None if b is None else b.double(),
-                         target, tied, False, reduction)
-    torch.testing.assert_close(got[0].double(), expected[0], rtol=tol, atol=tol)
-    for a, e in zip(got[1], expected[1]):
-        assert a.dtype == dtype
-        torch.testing.assert_close(a.double(), e, rtol=tol, atol=tol * e.abs().max())
+    expected = linear_loss(hidden.double(), weight.double(), None if b is None else b.double(),
+                           target, False, reduction, tied=tied)
+    check_against_float64(got, expected, dtype, tol)
 
 
 @pytest.mark.parametrize("skip", [None, True])
 def test_fused_layer_in_a_cuda_graph_and_under_torch_compile(skip):
-    hidden, weight, b, target = fused_case(512, 64, 2000, torch.bfloat16, False, True)
-    eager = fused_run(hidden, weight, b, target, False, True, skip=skip)
+    hidden, weight, b, target = linear_case(512, 64, 2000, torch.bfloat16)
+    eager = linear_loss(hidden, weight, b, target, True, skip_zeros=skip)
     h = hidden.clone().requires_grad_(True)
     w = weight.clone().requires_grad_(True)
     bb = b.clone().requires_grad_(True)
@@ -194,21 +161,7 @@ def test_fused_layer_in_a_cuda_graph_and_under_torch_compile(skip):
         loss = linear_alpha_relu_loss(h, w, target, 1.5, 0.3, bias=bb, reduction="sum",
                                       skip_zeros=skip)
         return (loss, *torch.autograd.grad(loss, (h, w, bb)))
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        step()  # warm-up: compiles the kernels outside the capture
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        captured = step()
-    graph.replay()
-    torch.cuda.synchronize()
-    upstream = torch.rand((), generator=torch.Generator(device="cuda").manual_seed(1),
-                          device="cuda") + 0.5
-    torch.testing.assert_close(captured[0], eager[0])
-    for a, e in zip(captured[1:], eager[1]):
-        torch.testing.assert_close(a.float() * upstream, e.float(), rtol=2e-2, atol=2e-2)
+    check_a_cuda_graph(step, eager)
     compiled = torch.compile(lambda: linear_alpha_relu_loss(h, w, target, 1.5, 0.3, bias=bb,
                                                             reduction="sum", skip_zeros=skip))
     torch.testing.assert_close(compiled(), eager[0])
@@ -234,10 +187,10 @@ def test_tensors_on_a_device_that_is_not_the_current_one():
 
 
 def test_a_training_call_dispatches_no_aten_compute_op():
-    """The host's side of a small loss call is its cost where the device's work is short
-    (8192 x 32768 on an H100: 0.4 ms of kernels): forward and backward of ``mean`` with
-    ``reuse_logits`` and of ``none`` issue only Triton launches, allocations and views, no
-    ATen kernel (the upstream gradient's ``ones_like`` is autograd's, not the loss's)."""
+    """The host's side of a small loss call is its cost where the device's work is short:
+    forward and backward of ``mean`` with ``reuse_logits`` and of ``none`` issue only Triton
+    launches, allocations and views, no ATen kernel (the upstream gradient's ``ones_like``
+    is autograd's, not the loss's)."""
     from torch.utils._python_dispatch import TorchDispatchMode
 
     allowed = {"empty", "empty_like", "view", "select", "slice", "reshape", "_reshape_alias",

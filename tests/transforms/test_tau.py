@@ -284,8 +284,8 @@ def test_bad_arguments_are_value_errors(call, message):
 
 
 def test_monte_carlo_refuses_a_vocabulary_it_cannot_hold_before_allocating():
-    """Issue 30: ``--d-vocab 1000000000 --method monte-carlo`` allocated 8 GB at once (a raw
-    RuntimeError under a memory limit)."""
+    """``--d-vocab 1000000000 --method monte-carlo`` is refused before it allocates (it
+    would be a raw RuntimeError under a memory limit)."""
     with pytest.raises(ValueError, match=r"it takes d_vocab up to 10,000,000: use --method "
                                         r"analytic for larger vocabularies"):
         tau.monte_carlo_tau(10**9, 0.5, 1.5, n_samples=2)

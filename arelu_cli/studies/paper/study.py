@@ -54,7 +54,8 @@ from arelu_cli.studies.paper.grid import Grid
 from arelu_cli.studies.translation import TEST
 from arelu_cli.studies.paper.plots import FIGURES
 from arelu_cli.studies.paper.provenance import SHORT
-from arelu_cli.studies.paper.reproduction_report import render_report, sections
+from arelu_cli.studies.paper.reproduction_report import (outside_the_grid, render_report,
+                                                        sections)
 from arelu_cli.train.data_version import recorded_fingerprint
 from arelu_cli.util.atomic import atomic_write_text
 from arelu_cli.util.errors import UserError
@@ -211,7 +212,9 @@ def claims(config: Config, out: Path, found: Tables) -> list[Section]:
 
 
 def document(config: Config, out: Path, found: Tables, claims: list[Section]) -> str:
-    return render_report(out, recorded_commands(out), claims, notes=found.notes)
+    commands = recorded_commands(out)
+    return render_report(out, commands, claims, notes=found.notes,
+                         left_out=outside_the_grid(config, commands))
 
 
 STUDY = Study("paper", check, stages, tables, claims, document,

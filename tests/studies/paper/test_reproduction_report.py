@@ -2,6 +2,7 @@
 
 import pandas as pd
 
+from arelu_cli.config import ReproduceConfig, load_config, resolve_recipe
 from arelu_cli.studies.paper import reproduction_report, tables
 from arelu_cli.studies.paper.columns import CATALOG, COLUMNS
 from arelu_cli.util.results import write_rows
@@ -106,3 +107,22 @@ def test_several_seeds_show_mean_std_and_each_seed_everywhere(seeded_csvs, regen
            "4.40 ± 0.40 (4.00 / 4.40 / 4.80) |" in dynamics
     assert "1.5-ReLU's τ remains constant (1.5-relu, all 3 seeds)" in text
     assert all(f"]({png.name})" in text for png in done.pngs)
+
+
+def test_a_grid_without_the_tau_sweep_says_so_and_how_to_measure_it(tmp_path, run_folder,
+                                                                     regenerate):
+    run_folder(tmp_path / "runs" / "softmax", "softmax")
+    (tmp_path / "commands.txt").write_text("arelu reproduce toy\narelu report results/toy\n")
+    missing = _section(regenerate(tmp_path, taus=()).report.read_text(), "Missing")
+    left_out, absent = missing.split("Not measured in this folder")
+    assert "Left out of this recipe's grid" in left_out and "`fig_tau_sweep.csv`" in left_out
+    assert "`arelu reproduce toy --set reproduce.tau_sweep=[0.0,0.1,0.2,0.3,5.0,10.0] --set " \
+           "reproduce.sweep_steps=100000`" in left_out
+    assert "`table1_bleu.csv`" in absent and "`fig_tau_sweep.csv`" not in absent
+    missing = _section(regenerate(tmp_path, taus=(0.1,)).report.read_text(), "Missing")
+    assert "Left out" not in missing and "`fig_tau_sweep.csv`" in missing
+
+
+def test_the_recipe_named_for_the_full_sweep_runs_the_papers_taus():
+    config = load_config(resolve_recipe(reproduction_report.SWEEP_RECIPE))
+    assert config.reproduce.tau_sweep == ReproduceConfig().tau_sweep
