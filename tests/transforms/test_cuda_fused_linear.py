@@ -1,7 +1,7 @@
 """The fused linear + alpha-ReLU loss's tile loops on a real GPU (marker ``cuda``; skipped
 without one): vocabulary blocks (1-D and 2-D tiles) and token chunks against the unfused
 loss in float64 (float32 to 1e-4, bf16 to a tolerance), label smoothing, ignored rows,
-every reduction, no host sync, a CUDA graph, and more than 2^31 logits.
+every reduction, a soft-cap, no host sync, a CUDA graph, and more than 2^31 logits.
 
 Run them alone with ``pytest -m cuda``. No GPU was available when they were written.
 """
@@ -37,13 +37,17 @@ def case(n, d, vocab, dtype, seed=0):
     return hidden, weight, bias, target
 
 
-def run(hidden, weight, bias, target, reduction, eps, fused, **options):
+def run(hidden, weight, bias, target, reduction, eps, fused, softcap=None, **options):
     leaves = [t.clone().requires_grad_(True) for t in (hidden, weight, bias)]
     if fused:
         loss = linear_alpha_relu_loss(*leaves[:2], target, 1.5, 0.3, bias=leaves[2],
-                                      reduction=reduction, label_smoothing=eps, **options)
+                                      reduction=reduction, label_smoothing=eps,
+                                      softcap=softcap, **options)
     else:
-        loss = alpha_relu_loss(F.linear(*leaves), target, 1.5, 0.3, reduction=reduction,
+        logits = F.linear(*leaves)
+        if softcap is not None:
+            logits = softcap * torch.tanh(logits / softcap)
+        loss = alpha_relu_loss(logits, target, 1.5, 0.3, reduction=reduction,
                                label_smoothing=eps)
     upstream = torch.rand(loss.shape, generator=torch.Generator(device="cuda").manual_seed(1),
                           device="cuda") + 0.5
@@ -62,6 +66,23 @@ def test_matches_the_unfused_loss_in_float64(dtype, tol, reduction, eps, loop):
     torch.testing.assert_close(got[0].double(), expected[0], rtol=tol, atol=tol)
     for a, e in zip(got[1], expected[1]):
         assert a.dtype == dtype
+        torch.testing.assert_close(a.double(), e, rtol=tol, atol=tol * e.abs().max())
+
+
+@pytest.mark.parametrize("skip", [None, True])
+@pytest.mark.parametrize("dtype, tol", [(torch.float32, 1e-4), (torch.bfloat16, 3e-2)])
+@pytest.mark.parametrize("reduction, eps", [("sum", 0.0), ("mean", 0.1)])
+@pytest.mark.parametrize("loop", list(LOOPS))
+def test_a_soft_cap_matches_the_unfused_capped_loss(dtype, tol, reduction, eps, loop, skip):
+    """Logits ``2 tanh(z / 2)``, capped in the kernel as it reads them."""
+    hidden, weight, bias, target = case(1000, 96, 3001, dtype)
+    got = run(hidden, weight, bias, target, reduction, eps, True, softcap=2.0,
+              skip_zeros=skip, **LOOPS[loop])
+    set_engine("eager")
+    expected = run(hidden.double(), weight.double(), bias.double(), target, reduction, eps,
+                   False, softcap=2.0)
+    torch.testing.assert_close(got[0].double(), expected[0], rtol=tol, atol=tol)
+    for a, e in zip(got[1], expected[1]):
         torch.testing.assert_close(a.double(), e, rtol=tol, atol=tol * e.abs().max())
 
 
