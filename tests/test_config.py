@@ -85,8 +85,6 @@ def test_parse_override(text, expected):
     ({"train": {"label_smoothing": "0.1"}}, r"\[train\] label_smoothing must be a number"),
     ({"train": {"label_smoothing": True}}, r"\[train\] label_smoothing must be a number"),
     ({"train": {"label_smoothng": 0.1}}, r"unknown key\(s\) label_smoothng in \[train\]"),
-    ({"train": {"label_smoothing": 0.1, "fused_output": True, "transform": "1.5-relu"}},
-     r"label_smoothing is not available with fused_output"),
     ({"reproduce": {"transforms": "softmax"}}, r"\[reproduce\] transforms must be a list"),
     ({"reproduce": {"transforms": []}}, r"transforms must name at least one"),
     ({"reproduce": {"beams": [1, 0]}}, r"\[reproduce\] beams must be at least 1"),
@@ -137,6 +135,9 @@ def test_label_smoothing_defaults_to_the_papers_none_and_round_trips():
 def test_fused_output_with_alpha_relu():
     config = from_dict({"train": {"transform": "1.2-relu", "fused_output": True}})
     assert config.train.fused_output and not from_dict({}).train.fused_output
+    smoothed = from_dict({"train": {"transform": "1.5-relu", "fused_output": True,
+                                    "label_smoothing": 0.1}})
+    assert smoothed.train.fused_output and smoothed.train.label_smoothing == 0.1
 
 
 def test_bad_recipe_files(tmp_path):

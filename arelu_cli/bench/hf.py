@@ -11,9 +11,10 @@ layers, the vocabulary V). Rows per family and V, on the same weights and batch:
   estimate for V (Table 3's formula);
 * ``1.5-relu+fused``: the fused output layer (``use_transform(..., fused=True)``), which
   never holds the ``tokens x V`` logits (a ``refused: ...`` row where the family's logits
-  are not a constant times its head's output, e.g. Gemma 2's soft-cap);
+  do not fuse, :func:`arelu_cli.hf.head.fused_head`);
 * on CUDA, ``liger``: the model's forward up to its head's input plus Liger-Kernel's fused
-  linear cross-entropy on it (the ``bench`` extra; a ``not installed`` row otherwise).
+  linear cross-entropy on it (the ``bench`` extra; a ``not installed`` row otherwise; a
+  ``refused: ...`` row for a family that soft-caps its logits, which it is not given).
 
 Each is timed alternately with the softmax step in the same process (the median of
 per-pair ratios is ``time_ratio``), and its peak memory beyond the model, its gradients and
@@ -146,7 +147,9 @@ def _models(plan: HFPlan, family: str, vocab: int) -> tuple[dict, dict, float]:
         model = _model(plan, family, vocab)
         try:
             if method == "liger":
-                fused_head(model)
+                if fused_head(model).softcap is not None:
+                    raise ValueError(f"{type(model).__name__} soft-caps its logits; the liger "
+                                     "row runs Liger-Kernel's loss without a cap")
             else:
                 tau = use_transform(model, "1.5-relu", tau=tau,
                                     fused=method.endswith("+fused")).tau

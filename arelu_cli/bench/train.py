@@ -53,7 +53,7 @@ def step_fn(model: TokenModel, transform, batch, autocast, t: TrainConfig, fused
                                  betas=(t.adam_beta1, t.adam_beta2), eps=t.adam_eps)
     keep = batch.tgt_out != batch.pad_id
     target = batch.tgt_out[keep]
-    fused_loss = FusedOutputLoss(model, transform) if fused else None
+    fused_loss = FusedOutputLoss(model, transform, t.label_smoothing) if fused else None
 
     def step(_state: object) -> None:
         with autocast():
@@ -74,8 +74,8 @@ def step_fn(model: TokenModel, transform, batch, autocast, t: TrainConfig, fused
     return step
 
 
-def _smoothing(config: Config, names: list[str], given: Mapping[str, float] | None,
-               fused: bool) -> dict[str, float]:
+def _smoothing(config: Config, names: list[str],
+               given: Mapping[str, float] | None) -> dict[str, float]:
     """The label smoothing of each transform's step: ``given``, else the recipe's."""
     smoothing = {name: config.train.label_smoothing for name in names}
     for name, eps in (given or {}).items():
@@ -86,11 +86,6 @@ def _smoothing(config: Config, names: list[str], given: Mapping[str, float] | No
                             f"{eps!r} for {name}") from None
         if name in smoothing:
             smoothing[name] = float(eps)
-    if fused and any(smoothing.values()):
-        raise UserError(f"--fused times the fused output layer, which has no label "
-                        f"smoothing yet, but the recipe trains with [train] label_smoothing = "
-                        f"{max(smoothing.values()):g}; drop --fused or use a recipe with "
-                        "label_smoothing = 0")
     return smoothing
 
 
@@ -105,7 +100,7 @@ def bench_train(config: Config, transforms: list[str], repeats: int, device_name
     names = [BASELINE] + [n for n in transforms if n != BASELINE]
     for name in names:
         get_transform(name)  # validates every name before any timing
-    smoothing = _smoothing(config, names, label_smoothing, fused)
+    smoothing = _smoothing(config, names, label_smoothing)
     device = pick_device(device_name)
     data = load_prepared(config.data.path)
     batch = first_batch(data, config.data.max_tokens, config.train.seed,

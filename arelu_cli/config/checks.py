@@ -72,9 +72,6 @@ def check_config(config: Config) -> Config:
     if not 0.0 <= t.label_smoothing < 1.0:
         raise UserError(f"[train] label_smoothing must be in [0, 1) (0 disables it), got "
                         f"{t.label_smoothing}")
-    if t.fused_output and t.label_smoothing:
-        raise UserError("[train] label_smoothing is not available with fused_output yet; set "
-                        "fused_output = false or label_smoothing = 0")
     if t.threads != "auto" and not (isinstance(t.threads, int) and t.threads >= 1):
         raise UserError(f"[train] threads must be 'auto' or a positive integer (torch's CPU "
                         f"threads), got {t.threads!r}")

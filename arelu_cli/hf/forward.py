@@ -8,7 +8,8 @@
   labels, the model's own forward runs with its LM head swapped for one that keeps its
   input (:func:`head_input`); that input (times the family's logit scale,
   :mod:`arelu_cli.hf.head`) and the head's weight go to
-  :func:`arelu_cli.transforms.linear_alpha_relu_loss`, which never holds the
+  :func:`arelu_cli.transforms.linear_alpha_relu_loss` (with the family's soft-cap and the
+  label smoothing), which never holds the
   ``(tokens, V)`` logits; ``logits`` is then None, as Liger-Kernel's fused linear
   cross-entropy forward does (a trainer that reads them in training needs fused=False).
   Otherwise (eval, generation) the model's own forward;
@@ -119,7 +120,8 @@ def fused_causal_forward(self, input_ids=None, attention_mask=None, labels=None,
                          num_items_in_batch=None, shift_labels=None, logits_to_keep=0,
                          **kwargs):
     """Training with labels: :func:`head_input`, then the fused alpha-ReLU loss of the head's
-    input (times the family's logit scale) and the head's weight."""
+    input (times the family's logit scale) and the head's weight, with the family's
+    soft-cap."""
     refuse_trl_head(kwargs)
     if not self.training or (labels is None and shift_labels is None):
         warn_unlabelled(self, labels, shift_labels)
@@ -130,14 +132,15 @@ def fused_causal_forward(self, input_ids=None, attention_mask=None, labels=None,
     kwargs.setdefault("use_cache", False)
     out, hidden = head_input(self, input_ids=input_ids, attention_mask=attention_mask, **kwargs)
     target = shift_left(labels) if shift_labels is None else shift_labels
-    transform, scale = self.arelu_transform, self.arelu_fused_head.scale
+    transform, head = self.arelu_transform, self.arelu_fused_head
     weight, bias = head_params(output_layer(self))
-    if scale != 1.0:                                 # (s x) W^T + s b = s (x W^T + b)
-        hidden, bias = hidden * scale, None if bias is None else bias * scale
+    if head.scale != 1.0:                            # (s x) W^T + s b = s (x W^T + b)
+        hidden, bias = hidden * head.scale, None if bias is None else bias * head.scale
     reduction = "mean" if num_items_in_batch is None else "sum"
     loss = linear_alpha_relu_loss(hidden, weight, target.to(hidden.device), transform.alpha,
                                   transform.tau, bias=bias, reduction=reduction,
-                                  chunk=self.arelu_chunk)
+                                  chunk=self.arelu_chunk, softcap=head.softcap,
+                                  label_smoothing=self.arelu_label_smoothing)
     if num_items_in_batch is not None:
         loss = over_items(loss, num_items_in_batch)
     return type(out)(loss=loss, **{k: v for k, v in out.items() if k not in ("loss", "logits")})

@@ -8,10 +8,11 @@ first), the head's weight ``W`` and bias ``b`` and a constant ``s`` (1 for most 
 Cohere's ``logit_scale``, Granite's ``1 / logits_scaling``): :func:`fused_head` runs the
 model once on a few tokens, compares its logits with the head's product and finds ``s``
 among the config's numbers, so that the fused loss of ``s x`` (and ``s b``), exact since
-``(s x) W^T = s (x W^T)``, equals the unfused loss. Anything else is
-refused with one line naming what the family does to its logits: a soft-cap
-``c tanh(z / c)`` (Gemma 2/3's ``final_logit_softcapping``), a scale that no config value
-explains, a different shape, an auxiliary loss added to the LM loss (a router's, with
+``(s x) W^T = s (x W^T)``, equals the unfused loss. Logits soft-capped as ``c tanh((x W^T +
+b) / c)``, ``c`` a config value (Gemma 2's ``final_logit_softcapping``), are covered too: the
+fused loss applies the cap itself (its ``softcap`` argument). Anything else is refused with
+one line naming what the family does to its logits: a scale that no config value explains, a
+different shape, an auxiliary loss added to the LM loss (a router's, with
 ``output_router_logits``), a LoRA variant or dropout on the head, a head sharded on its own
 by FSDP2 (under ``fully_shard`` of the root module the head's weight is gathered for the
 root's forward, which the fused loss runs in).
@@ -32,13 +33,19 @@ from arelu_cli.hf.transform import output_layer
 
 @dataclass(frozen=True)
 class FusedHead:
-    """How a model's logits follow from its head: ``scale * (h W^T + b)``."""
+    """How a model's logits follow from its head: ``scale * (h W^T + b)``, or with a
+    ``softcap`` c, ``c tanh((h W^T + b) / c)``."""
 
     scale: float = 1.0
     source: str = ""
     """The config value the scale is, e.g. ``logit_scale`` or ``1 / logits_scaling``."""
+    softcap: float | None = None
+    cap_source: str = ""
+    """The config value the cap is, e.g. ``final_logit_softcapping``."""
 
     def describe(self) -> str:
+        if self.softcap is not None:
+            return f"{self.cap_source} * tanh(lm_head(x) / {self.cap_source})"
         return "lm_head(x)" if not self.source else f"lm_head(x) * {self.source}"
 
 
@@ -155,10 +162,11 @@ def _probe(model: nn.Module) -> tuple[torch.Tensor, list[torch.Tensor]]:
     return logits, seen
 
 
-def _softcap(model, logits, z, dtype) -> str | None:
+def _softcap(model, logits, z, dtype) -> FusedHead | None:
+    """The head whose cap explains ``logits = c tanh(z / c)``, ``c`` a config value."""
     for name, cap in _numbers(model.config).items():
         if cap > 0 and _close(logits, cap * torch.tanh(z / cap), dtype):
-            return f"{name}={cap:g}: logits = {cap:g} tanh(z / {cap:g})"
+            return FusedHead(softcap=cap, cap_source=name)
     return None
 
 
@@ -202,12 +210,8 @@ def fused_head(model: nn.Module) -> FusedHead:
     if logits.shape != z.shape:
         raise ValueError(f"{name}'s logits have shape {tuple(logits.shape)}, not the head's "
                          f"{tuple(z.shape)}; use fused=False")
-    found = _scale(model, logits, z, dtype)
+    found = _scale(model, logits, z, dtype) or _softcap(model, logits, z, dtype)
     if found is not None:
         return found
-    cap = _softcap(model, logits, z, dtype)
-    if cap is not None:
-        raise ValueError(f"{name} soft-caps its logits ({cap}), which the fused loss does "
-                         "not fold in; use fused=False (exact, with the logits)")
     raise ValueError(f"{name}'s logits are not a constant times its LM head's output "
                      "(it changes them after the head); use fused=False")

@@ -5,8 +5,9 @@ arelu output transform, in one call.
   forward calls it with HF's label shifting, ``ignore_index=-100`` and the Trainer's
   ``num_items_in_batch``); a seq2seq model's forward, which computes cross-entropy itself,
   is wrapped to compute the transform's loss instead; ``fused=True`` (alpha-ReLU, causal
-  LMs whose logits are a constant times their head's output, :mod:`arelu_cli.hf.head`)
-  computes it from the head's input and weight without the logits. ``Trainer(model=model,
+  LMs whose logits are a constant times their head's output, or its soft-cap,
+  :mod:`arelu_cli.hf.head`) computes it from the head's input and weight without the
+  logits, label smoothing included. ``Trainer(model=model,
   ...)`` then needs nothing else; :func:`compute_loss_func` gives the same loss for
   ``Trainer(compute_loss_func=...)`` on an unchanged causal LM. ``label_smoothing`` smooths
   the transform's own target; a training forward without labels (what a Trainer with
@@ -122,9 +123,6 @@ def use_transform(model: nn.Module, name: str | None = None, *, tau: float | Non
     if fused and transform.family != "relu":
         raise ValueError(f"fused=True is alpha-ReLU's fused output layer; {transform.name} has "
                          "none: use an '<a>-relu' transform or fused=False")
-    if fused and eps:
-        raise ValueError("the fused output layer has no label smoothing; use fused=False with "
-                         "label_smoothing, or label_smoothing=0")
     model.arelu_fused_head = fused_head(model) if fused else None
     model.arelu_transform, model.arelu_renormalize, model.arelu_chunk = transform, renormalize, chunk
     model.arelu_label_smoothing = eps

@@ -25,15 +25,18 @@ _fused_loss = torch.compiler.disable(linear_alpha_relu_loss)
 class FusedOutputLoss(nn.Module):
     """``(*inputs, keep, target) -> (loss, hidden)``, ``inputs`` the model's (``src, tgt_in``,
     or a language model's ``tokens``): the alpha-ReLU loss summed over the
-    N positions where ``keep`` (B, T) is True, at ``target`` (N,), and the detached hidden
-    states (N, D) it was computed from (for :func:`arelu_cli.model.output_stats.hidden_stats`)."""
+    N positions where ``keep`` (B, T) is True, at ``target`` (N,) smoothed by
+    ``label_smoothing`` (``[train] label_smoothing``), and the detached hidden states (N, D)
+    it was computed from (for :func:`arelu_cli.model.output_stats.hidden_stats`)."""
 
-    def __init__(self, model: Transformer, transform: OutputTransform):
+    def __init__(self, model: Transformer, transform: OutputTransform,
+                 label_smoothing: float = 0.0):
         super().__init__()
         if transform.family != "relu" or transform.tau is None:
             raise ValueError(f"the fused output loss is alpha-ReLU's; got {transform.name!r}")
         self.model = model
         self.alpha, self.tau = transform.alpha, transform.tau
+        self.label_smoothing = label_smoothing
 
     def forward(self, *args: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         *inputs, keep, target = args
@@ -43,5 +46,6 @@ class FusedOutputLoss(nn.Module):
         # the loss comes back in fp32 as logits.float() gives it unfused; under autocast the
         # matmuls still run in the autocast dtype, the loss math in fp32.
         loss = _fused_loss(hidden.to(output.weight.dtype), output.weight, target, self.alpha,
-                           self.tau, bias=output.bias, reduction="sum")
+                           self.tau, bias=output.bias, reduction="sum",
+                           label_smoothing=self.label_smoothing)
         return loss, hidden.detach()

@@ -185,7 +185,8 @@ def _session(config: Config, out: Path, ctx: distributed.Context, data: Prepared
     optimizer = torch.optim.Adam(model.parameters(), lr=0.0, betas=(t.adam_beta1, t.adam_beta2),
                                  eps=t.adam_eps)
     average = copy.deepcopy(model).requires_grad_(False) if t.average_decay > 0 else None
-    forward: torch.nn.Module = FusedOutputLoss(model, transform) if t.fused_output else model
+    forward: torch.nn.Module = (FusedOutputLoss(model, transform, t.label_smoothing)
+                                if t.fused_output else model)
     if ctx.distributed:
         forward = DistributedDataParallel(
             forward, device_ids=[ctx.device.index] if ctx.device.type == "cuda" else None)

@@ -17,6 +17,12 @@ dense one up to summation order. Other tiles run dense matmuls
 (``_tiles``). On CPU the ignored rows are dropped before the loop. Gradients accumulate in
 fp32 (fp64 for fp64 inputs); each tile writes its blocks of ``grad_hidden`` and
 ``grad_weight`` where it is their first, and adds to them after.
+
+With a soft-cap ``c`` each tile's logits become ``z' = c tanh(z / c)`` in place (in the
+logits' dtype, as a model computes them) and every term above is of ``z'``; the tile's
+gradient in ``z`` is ``s (p - q)`` times ``1 - (z' / c)^2``, kept in a second buffer (the
+accumulation dtype) while ``z'`` turns into ``s (p - q)``; the sparse entries take it at
+theirs. Label smoothing's ``sum_j z'_j`` and ``- s eps / V`` are then added in each tile.
 """
 
 from __future__ import annotations
@@ -45,6 +51,17 @@ class Tiles:
     rows: int        # tokens per tile
     cols: int        # vocabulary columns per tile
     sparse: bool     # sparse gradient products where they pay (CPU only)
+    softcap: float | None = None  # the logits' cap c: c tanh(z / c)
+
+
+def _cap_(z: torch.Tensor, cap: float) -> torch.Tensor:
+    """``z = cap tanh(z / cap)`` in place."""
+    return z.div_(cap).tanh_().mul_(cap)
+
+
+def _slope_(z: torch.Tensor, cap: float) -> torch.Tensor:
+    """The cap's derivative ``1 - (z' / cap)^2`` in place of the capped logits ``z'``."""
+    return z.div_(cap).square_().neg_().add_(1.0)
 
 
 def _accumulators(n, d, vocab, acc, device, want, bias):
@@ -68,11 +85,14 @@ def _sparse_gradient(z, inside, local, scale, loop: Tiles):
         return None
     flat = torch.cat((flat, inside * v + local[inside])).unique()  # and the targets
     rows, cols = flat.div(v, rounding_mode="floor"), flat.remainder(v)
-    t = (z.view(-1)[flat].to(scale.dtype) - loop.tau / (loop.alpha - 1.0)).clamp_min_(0.0)
+    logits = z.view(-1)[flat].to(scale.dtype)
+    t = (logits - loop.tau / (loop.alpha - 1.0)).clamp_min_(0.0)
     e = 1.0 / (loop.alpha - 1.0)
     values = t.pow_(e) if e != 1.0 else t
     values.mul_((loop.alpha - 1.0) ** e)
     values.sub_((cols == local[rows]).to(values.dtype), alpha=1.0 - loop.eps)
+    if loop.softcap:
+        values.mul_(_slope_(logits, loop.softcap))
     return rows, cols, values.mul_(scale[rows])
 
 
@@ -109,17 +129,26 @@ def _add_sparse_grads(entries, shape, hidden, weight, grads, first) -> None:
         grad_b.index_add_(0, cols, values)
 
 
-def _add_tile(z, inside, local, scale, h, w, grads, first, loop: Tiles, wide) -> None:
+def _add_tile(z, inside, local, scale, h, w, grads, first, loop: Tiles, wide, slope,
+              spread) -> None:
     """One tile's gradient and its share of the gradients: sparse where it pays, else in
     ``z`` itself and dense. ``wide``: ``(h, w)`` in the accumulation dtype; ``first``:
-    whether this tile writes its block of ``grad_hidden``, of ``grad_weight``."""
+    whether this tile writes its block of ``grad_hidden``, of ``grad_weight``; ``slope``: a
+    buffer for the cap's derivative (None: no cap); ``spread``: label smoothing's ``eps / V``
+    where it is added in the tile (else 0)."""
     if loop.sparse:
         entries = _sparse_gradient(z, inside, local, scale, loop)
         if entries is not None:
             _add_sparse_grads(entries, z.shape, *wide, grads, first)
             return
+    if slope is not None:                      # read z' before it turns into s (p - q)
+        _slope_(slope.copy_(z), loop.softcap)
     kernels.probs_into(z, scale, loop.alpha, loop.tau, z)
     z[inside, local[inside]] -= ((1.0 - loop.eps) * scale[inside]).to(z.dtype)
+    if spread:
+        z.sub_((scale * spread).unsqueeze(1))
+    if slope is not None:
+        z.mul_(slope)
     add_tile_grads(z, h, w, *grads, *first)
 
 
@@ -154,8 +183,13 @@ def _loop(hidden, weight, bias, target, scale, loop: Tiles, want):
              else (None, None, None))
     sums = torch.zeros(n, dtype=acc, device=device)
     target_logits = torch.zeros(n, dtype=acc, device=device)
+    # Label smoothing's terms: after the loop, linear in the logits (uncapped), else per tile.
+    in_tiles = bool(loop.eps) and loop.softcap is not None
+    logit_sums = torch.zeros(n, dtype=acc, device=device) if in_tiles else None
     rows, cols = min(loop.rows, n), min(loop.cols, vocab)
     buffer = torch.empty(rows * cols, dtype=hidden.dtype, device=device)
+    slopes = (torch.empty(rows * cols, dtype=acc, device=device)
+              if with_grads and loop.softcap is not None else None)
     wide_h = hidden.to(acc) if loop.sparse else None
     for r0 in range(0, n, max(rows, 1)):
         r1 = min(n, r0 + rows)
@@ -164,7 +198,11 @@ def _loop(hidden, weight, bias, target, scale, loop: Tiles, want):
             v1 = min(vocab, v0 + cols)
             w, b = weight[v0:v1], None if bias is None else bias[v0:v1]
             z = project(h, w, b, buffer[:(r1 - r0) * (v1 - v0)].view(r1 - r0, v1 - v0))
+            if loop.softcap is not None:
+                _cap_(z, loop.softcap)
             sums[r0:r1] += kernels.loss_sums(z, loop.alpha, loop.tau)
+            if in_tiles:
+                logit_sums[r0:r1] += z.sum(1, dtype=acc)
             local = target[r0:r1] - v0
             inside = ((local >= 0) & (local < v1 - v0)).nonzero().squeeze(1)
             target_logits[r0 + inside] = z[inside, local[inside]].to(acc)
@@ -173,13 +211,14 @@ def _loop(hidden, weight, bias, target, scale, loop: Tiles, want):
                               None if grads[1] is None else grads[1][v0:v1],
                               None if grads[2] is None else grads[2][v0:v1])
                 wide = None if wide_h is None else (wide_h[r0:r1], w.to(acc))
+                slope = None if slopes is None else slopes[:z.numel()].view(z.shape)
                 _add_tile(z, inside, local, scale[r0:r1], h, w, tile_grads, (v0 == 0, r0 == 0),
-                          loop, wide)
+                          loop, wide, slope, loop.eps / vocab if in_tiles else 0.0)
     # A target outside [0, V) lies in no tile: its row's loss is NaN, as on every engine.
     outside = (target < 0) | (target >= vocab)
     target_logits.masked_fill_(outside, float("nan"))
-    logit_sums = (_smoothing(hidden, weight, bias, scale, loop, grads) if loop.eps
-                  else None)
+    if loop.eps and not in_tiles:
+        logit_sums = _smoothing(hidden, weight, bias, scale, loop, grads)
     rows = kernels.rows_from_sums(sums, target_logits, vocab, loop.alpha, loop.tau, loop.eps,
                                   logit_sums)
     return (rows, *grads)

@@ -4,7 +4,9 @@ With ``c = tau / (alpha - 1)``, ``e = 1 / (alpha - 1)``, ``ka = (alpha - 1)^e``,
 is ``p = ka [z - c]_+^e`` and the loss (eq. (sp_loss), target ``q = (1 - eps) e_y + eps / V``) is
 ``k1 sum_j [z_j - c]_+^(e + 1) + k0 - (1 - eps) z_y - (eps / V) sum_j z_j`` with
 ``k1 = (alpha - 1)^(e + 1) / alpha``, ``k0 = 1 / (alpha (alpha - 1)) + c``; its gradient is
-``p - q`` (Lemma 1). ``_loss_kernel``: one program per row writes the row's loss and, if asked,
+``p - q`` (Lemma 1); of soft-capped logits ``z' = cap tanh(z / cap)``, the same terms of ``z'``
+and the gradient ``(p - q) (1 - (z' / cap)^2)`` in ``z``.
+``_loss_kernel``: one program per row writes the row's loss and, if asked,
 ``s (p - q)`` (into a buffer or the logits' own memory, as Liger-Kernel does; ``ignore_index``
 rows are never read, a target outside ``[0, V)`` gives NaN) and marks the nonzero ``TILE x
 TILE`` tiles for ``_triton_linear``; on a block of columns (``_triton_linear``'s vocabulary
@@ -62,6 +64,19 @@ def _power(t, e, K: tl.constexpr):
 
 
 @triton.jit
+def _tanh(x):
+    """``tanh(x)`` in fp32 from ``tl.exp`` (libdevice's has no interpreter): its Taylor
+    series to ``x^7`` below ``|x| = 0.1`` (error under ``x^9 / 40``), else ``(1 - q) / (1 +
+    q)`` with ``q = exp(-2 |x|)``, neither losing digits to a difference; NaN kept."""
+    ax = tl.where(x < 0.0, -x, x)
+    q = tl.exp(-2.0 * ax)
+    x2 = x * x
+    series = x * (1.0 + x2 * (-1.0 / 3.0 + x2 * (2.0 / 15.0 + x2 * (-17.0 / 315.0))))
+    far = (1.0 - q) / (1.0 + q)
+    return tl.where(ax < 0.1, series, tl.where(x < 0.0, -far, far))
+
+
+@triton.jit
 def _add(a, b):
     return a + b
 
@@ -74,11 +89,13 @@ def _max(a, b):
 @triton.jit
 def _loss_kernel(z_ptr, y_ptr, rows_ptr, g_ptr, scale_ptr, flags_ptr, vocab, col0, total,
                  z_stride, g_stride, scale_stride, flags_stride, ignore_index, c, e, ka, k1,
-                 k0, keep, spread, K: tl.constexpr, GRAD: tl.constexpr,
+                 k0, keep, spread, cap, K: tl.constexpr, GRAD: tl.constexpr,
                  SCALED: tl.constexpr, SMOOTH: tl.constexpr, FLAGS: tl.constexpr,
-                 ACCUMULATE: tl.constexpr, TILE: tl.constexpr, BLOCK: tl.constexpr):
+                 ACCUMULATE: tl.constexpr, TILE: tl.constexpr, BLOCK: tl.constexpr,
+                 SOFTCAP: tl.constexpr):
     """Row ``program_id`` of the loss (and gradient, and tile marks) over the ``vocab``
-    columns ``col0 ..`` of a vocabulary of ``total``; see the module doc."""
+    columns ``col0 ..`` of a vocabulary of ``total``; ``SOFTCAP``: of the logits
+    ``cap tanh(z / cap)``; see the module doc."""
     row = tl.program_id(0).to(tl.int64)
     y = tl.load(y_ptr + row).to(tl.int64)
     valid = y != ignore_index
@@ -87,6 +104,8 @@ def _loss_kernel(z_ptr, y_ptr, rows_ptr, g_ptr, scale_ptr, flags_ptr, vocab, col
     z_row = z_ptr + row * z_stride
     # Read before the loop: with the gradient written in place, z_y is overwritten in it.
     zy = tl.load(z_row + local, mask=known, other=0.0).to(tl.float32)
+    if SOFTCAP:
+        zy = cap * _tanh(zy / cap)
     zy = tl.where(valid & ((y < 0) | (y >= total)), float("nan"), zy)  # no such class
     s = 1.0
     if SCALED:
@@ -101,6 +120,9 @@ def _loss_kernel(z_ptr, y_ptr, rows_ptr, g_ptr, scale_ptr, flags_ptr, vocab, col
         inside = cols < vocab
         read = cols < end
         z = tl.load(z_row + cols, mask=read, other=0.0).to(tl.float32)
+        if SOFTCAP:
+            th = _tanh(z / cap)
+            z = cap * th
         t = z - c
         t = tl.where(read & ~(t < 0.0), t, 0.0)  # [z - c]_+, NaN kept
         pe = _power(t, e, K)
@@ -110,6 +132,8 @@ def _loss_kernel(z_ptr, y_ptr, rows_ptr, g_ptr, scale_ptr, flags_ptr, vocab, col
         target = cols == local
         if GRAD:
             g = ka * pe - tl.where(target, keep, 0.0) - spread
+            if SOFTCAP:
+                g = g * (1.0 - th * th)  # the cap's derivative; a zero stays zero
             g = tl.where(valid, g * s, 0.0)
             tl.store(g_ptr + row * g_stride + cols, g.to(g_ptr.dtype.element_ty), mask=inside)
         if FLAGS:
@@ -224,7 +248,7 @@ def loss_pass(z: torch.Tensor, y: torch.Tensor, alpha: float, tau: float, eps: f
               ignore_index: int = -100, grad: torch.Tensor | None = None,
               scale: torch.Tensor | None = None, flags: torch.Tensor | None = None,
               rows: torch.Tensor | None = None, col0: int = 0,
-              total: int | None = None) -> torch.Tensor:
+              total: int | None = None, softcap: float | None = None) -> torch.Tensor:
     """The per-row loss (fp32) of ``z (N, V)`` (unit stride along V) at targets ``y (N,)``, in
     one read of ``z``.
 
@@ -237,6 +261,8 @@ def loss_pass(z: torch.Tensor, y: torch.Tensor, alpha: float, tau: float, eps: f
     ``total``, and its share of each row's loss is *added* to ``rows`` (zeroed by the
     caller): the terms of its own columns, ``- (1 - eps) z_y`` where the target lies in it,
     the constant in the block at ``col0 = 0``; label smoothing's ``eps / total``.
+
+    ``softcap``: the loss of ``softcap tanh(z / softcap)`` and its gradient in ``z``.
     """
     n, vocab = z.shape
     rows = torch.empty(n, dtype=torch.float32, device=z.device) if rows is None else rows
@@ -259,8 +285,9 @@ def loss_pass(z: torch.Tensor, y: torch.Tensor, alpha: float, tau: float, eps: f
             0 if scale is None or scale.dim() == 0 else scale.stride(0),
             flags.stride(0) if mark else 0, ignore_index, c, e, a ** e,
             a ** (e + 1.0) / alpha, 1.0 / (alpha * a) + c if col0 == 0 else 0.0, 1.0 - eps,
-            eps / total, K=_integer_power(e), GRAD=grad is not None, SCALED=scale is not None,
-            SMOOTH=smooth, FLAGS=mark, ACCUMULATE=blocked, TILE=TILE, **launch)
+            eps / total, 1.0 if softcap is None else softcap, K=_integer_power(e),
+            GRAD=grad is not None, SCALED=scale is not None, SMOOTH=smooth, FLAGS=mark,
+            ACCUMULATE=blocked, TILE=TILE, SOFTCAP=softcap is not None, **launch)
     return rows
 
 

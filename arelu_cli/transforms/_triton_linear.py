@@ -6,7 +6,8 @@ A loop over tiles of ``rows`` tokens x ``cols`` vocabulary columns (``fused_line
 shape: blocks of the vocabulary over all tokens, or chunks of tokens over the whole
 vocabulary) computes a tile's logits into one reused buffer (cuBLAS); one pass of
 ``_triton_kernels._loss_kernel`` adds the tile's share of each row's loss and overwrites the
-buffer with ``G`` (``s`` the reduction's weight, so nothing is left to scale). Then, by
+buffer with ``G`` (``s`` the reduction's weight, so nothing is left to scale; of soft-capped
+logits, the kernel caps them as it reads them and ``G`` holds the cap's derivative too). Then, by
 default, the gradient products run on cuBLAS (``_tiles``): a vocabulary block's
 ``grad_weight`` rows are written once, by its first token block, and ``grad_hidden`` is
 accumulated over the vocabulary blocks in the inputs' dtype (one rounding per block for
@@ -166,13 +167,13 @@ def grad_weight_add(g: torch.Tensor, hidden: torch.Tensor, flags: torch.Tensor,
 def run(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
         target: torch.Tensor, scale: torch.Tensor | None, alpha: float, tau: float, eps: float,
         ignore_index: int, rows: int, cols: int, want: tuple[bool, bool, bool],
-        tiles: bool = False):
+        tiles: bool = False, softcap: float | None = None):
     """The tile loop: per-row losses (fp32) and, given ``scale`` (each row's factor, fp32
     ``(N,)``), the gradients (hidden, weight, bias) flagged in ``want`` (None otherwise),
     in the inputs' dtypes. ``hidden (N, d)`` and ``weight (V, d)`` contiguous, one dtype;
     tiles of ``rows`` tokens x ``cols`` vocabulary columns, token blocks outside; gradient
     products on cuBLAS, or (``tiles``) on the Triton GEMMs that skip the all-zero tiles of
-    ``G``."""
+    ``G``; ``softcap``: the loss of the capped logits (``_triton_kernels.loss_pass``)."""
     n, d = hidden.shape
     vocab, device = weight.shape[0], hidden.device
     with_grads = scale is not None
@@ -202,7 +203,8 @@ def run(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
             _triton_kernels.loss_pass(logits, target[r0:r1], alpha, tau, eps, ignore_index,
                                       grad=logits if with_grads else None,
                                       scale=scale[r0:r1] if with_grads else None,
-                                      flags=marks, rows=losses[r0:r1], col0=v0, total=vocab)
+                                      flags=marks, rows=losses[r0:r1], col0=v0, total=vocab,
+                                      softcap=softcap)
             if not with_grads:
                 continue
             tile_h = None if grad_h is None else grad_h[r0:r1]

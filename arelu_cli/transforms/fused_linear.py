@@ -33,10 +33,18 @@ one call takes one backward. ``none`` recomputes in backward: forward cannot kno
 upstream gradient, and ``grad_weight`` sums the rows weighted by it. bf16/fp16: matmuls in
 that dtype, loss math in fp32; autocast casts as ``F.linear``; under ``torch.compile`` the
 loss runs eagerly.
+
+``softcap=c`` (Gemma 2's ``final_logit_softcapping``) is the loss of the capped logits
+``z' = c tanh(z / c)``: each tile caps its logits in place, takes its share of the loss from
+``z'`` and its gradient ``G' = s (p - q)`` at ``z'``, times the cap's derivative
+``1 - (z' / c)^2``, before the products; a zero of ``G'`` stays zero, so the skipping holds.
+The cap is not linear in ``z``, so label smoothing's ``sum_j z'_j`` and uniform gradient are
+then computed in each tile as well (the CPU loop's tiles run dense with both).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -107,6 +115,7 @@ class _Loop:
     cols: int          # vocabulary columns per tile
     skip_zeros: bool   # skip exact zeros: entries (CPU loop), tiles (triton loop)
     triton: bool = False  # the sync-free loop of ``_triton_linear``
+    softcap: float | None = None  # the logits' cap c: c tanh(z / c)
 
 
 def _losses(hidden, weight, bias, target, valid, ignore_index, loop: _Loop, scale=None,
@@ -118,9 +127,12 @@ def _losses(hidden, weight, bias, target, valid, ignore_index, loop: _Loop, scal
         from arelu_cli.transforms import _triton_linear
         return _triton_linear.run(hidden, weight, bias, target, scale, loop.alpha, loop.tau,
                                   loop.eps, ignore_index, loop.rows, loop.cols, want,
-                                  tiles=loop.skip_zeros)
-    tiles = _torch_linear.Tiles(loop.alpha, loop.tau, loop.eps, loop.rows, loop.cols,
-                                loop.skip_zeros and hidden.device.type == "cpu")
+                                  tiles=loop.skip_zeros, softcap=loop.softcap)
+    # A capped, smoothed tile's gradient has no zero to skip (module docstring).
+    sparse = (loop.skip_zeros and hidden.device.type == "cpu"
+              and not (loop.softcap and loop.eps))
+    tiles = _torch_linear.Tiles(loop.alpha, loop.tau, loop.eps, loop.rows, loop.cols, sparse,
+                                loop.softcap)
     return _torch_linear.run(hidden, weight, bias, target, valid, scale, tiles, want)
 
 
@@ -204,6 +216,18 @@ def _check(hidden, weight, target, bias) -> None:
                          f"the last (model) dimension, {tuple(hidden.shape[:-1])}")
 
 
+def _check_softcap(softcap: float | None) -> float | None:
+    """``softcap`` as a float if it is None or a positive finite number, else a ValueError."""
+    if softcap is None:
+        return None
+    number = isinstance(softcap, (int, float)) and not isinstance(softcap, bool)
+    value = float(softcap) if number else math.nan
+    if not (math.isfinite(value) and value > 0.0):
+        raise ValueError(f"softcap must be None (no cap) or a positive finite number c (logits "
+                         f"c tanh(z / c)), got {softcap!r}")
+    return value
+
+
 def _autocast_inputs(hidden, weight, bias):
     """Cast to the autocast dtype where autocast is on, as ``F.linear`` would."""
     device_type = hidden.device.type
@@ -218,9 +242,11 @@ def linear_alpha_relu_loss(hidden: torch.Tensor, weight: torch.Tensor, target: t
                            ignore_index: int = -100, reduction: str = "mean",
                            chunk: int | None = None, skip_zeros: bool | None = None,
                            label_smoothing: float = 0.0, loop: str = "vocab",
-                           vocab_chunk: int | None = None) -> torch.Tensor:
+                           vocab_chunk: int | None = None,
+                           softcap: float | None = None) -> torch.Tensor:
     """The alpha-ReLU loss (paper eq. (sp_loss)) of ``hidden @ weight.T + bias`` at ``target``,
-    without materializing the logits.
+    without materializing the logits; with ``softcap = c``, of the capped logits
+    ``c tanh((hidden @ weight.T + bias) / c)``.
 
     Args:
         hidden: ``(..., d)`` inputs of the output projection. weight: ``(V, d)``.
@@ -240,9 +266,12 @@ def linear_alpha_relu_loss(hidden: torch.Tensor, weight: torch.Tensor, target: t
             ``False``: dense products everywhere.
         loop: ``"vocab"`` (blocks of the vocabulary; the default) or ``"tokens"`` (chunks of
             tokens over the whole vocabulary); see the module docstring.
+        softcap: None (the default) or the positive cap ``c`` of a model that soft-caps its
+            logits (``final_logit_softcapping``); see the module docstring.
 
     Same value and gradients (hidden, weight, bias) as
-    ``alpha_relu_loss(F.linear(hidden, weight, bias), target, ...)``, the loss in
+    ``alpha_relu_loss(F.linear(hidden, weight, bias), target, ...)`` (with ``softcap``: of
+    ``c * torch.tanh(F.linear(...) / c)``), the loss in
     ``hidden``'s dtype (under autocast the matmuls run in the autocast dtype, the loss math
     in fp32 and the loss keeps ``hidden``'s dtype, as ``logits.float()`` would give); a
     ``mean`` over no counted row is 0, with zero gradients; not twice differentiable.
@@ -251,9 +280,9 @@ def linear_alpha_relu_loss(hidden: torch.Tensor, weight: torch.Tensor, target: t
         # Dynamo can trace neither the triton loop's kernels nor the CPU loop's
         # data-dependent skip: one graph break, the loss runs eagerly.
         return _eager_loss(hidden, weight, target, alpha, tau, bias, ignore_index, reduction,
-                           chunk, skip_zeros, label_smoothing, loop, vocab_chunk)
+                           chunk, skip_zeros, label_smoothing, loop, vocab_chunk, softcap)
     alpha, tau = check_alpha(alpha), check_tau(tau)
-    eps = check_label_smoothing(label_smoothing)
+    eps, cap = check_label_smoothing(label_smoothing), _check_softcap(softcap)
     check_reduction(reduction)
     _check(hidden, weight, target, bias)
     for name, value in (("chunk", chunk), ("vocab_chunk", vocab_chunk)):
@@ -278,7 +307,7 @@ def linear_alpha_relu_loss(hidden: torch.Tensor, weight: torch.Tensor, target: t
     rows, cols = tile_shape(*flat.shape, weight.shape[0], flat.device.type, triton, loop,
                             chunk, vocab_chunk)
     skip = skip_zeros is True if triton else skip_zeros is not False
-    plan = _Loop(alpha, float(tau), eps, rows, cols, skip, triton)
+    plan = _Loop(alpha, float(tau), eps, rows, cols, skip, triton, cap)
     with torch.autocast(hidden.device.type, enabled=False):
         return _LinearAlphaReLULossFunction.apply(
             flat, weight.contiguous(), bias, target.reshape(-1).long(), ignore_index, reduction,
@@ -294,17 +323,19 @@ class LinearAlphaReLULoss(nn.Module):
     def __init__(self, alpha: float = 1.5, tau: float = 0.0, ignore_index: int = -100,
                  reduction: str = "mean", chunk: int | None = None,
                  skip_zeros: bool | None = None, label_smoothing: float = 0.0,
-                 loop: str = "vocab", vocab_chunk: int | None = None):
+                 loop: str = "vocab", vocab_chunk: int | None = None,
+                 softcap: float | None = None):
         super().__init__()
         self.alpha, self.tau = check_alpha(alpha), float(tau)
         self.ignore_index, self.reduction = ignore_index, check_reduction(reduction)
         self.label_smoothing = check_label_smoothing(label_smoothing)
         self.chunk, self.skip_zeros = chunk, skip_zeros
         self.loop, self.vocab_chunk = loop, vocab_chunk
+        self.softcap = _check_softcap(softcap)
 
     def forward(self, hidden: torch.Tensor, weight: torch.Tensor, target: torch.Tensor,
                 bias: torch.Tensor | None = None) -> torch.Tensor:
         return linear_alpha_relu_loss(hidden, weight, target, self.alpha, self.tau, bias,
                                       self.ignore_index, self.reduction, self.chunk,
                                       self.skip_zeros, self.label_smoothing, self.loop,
-                                      self.vocab_chunk)
+                                      self.vocab_chunk, self.softcap)

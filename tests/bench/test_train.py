@@ -7,7 +7,6 @@ from typer.testing import CliRunner
 
 from arelu_cli.bench.train import bench_train
 from arelu_cli.cli import app
-from arelu_cli.util.errors import UserError
 
 
 def test_rows_per_transform(tiny_corpus, tiny_config):
@@ -128,10 +127,24 @@ def test_each_transform_can_be_timed_with_its_own_label_smoothing(tiny_corpus, t
     assert "label_smoothing:0.2" in rows[2]["signature"]
 
 
-def test_fused_rows_are_refused_with_label_smoothing(tiny_corpus, tiny_config):
-    with pytest.raises(UserError, match="drop --fused"):
-        bench_train(tiny_config(tiny_corpus, label_smoothing=0.1), ["1.5-relu"], repeats=1,
-                    device_name="cpu", fused=True)
+def test_fused_rows_use_their_transforms_label_smoothing(tiny_corpus, tiny_config, one_thread,
+                                                        monkeypatch):
+    """The fused output layer trains with label smoothing too: its row is timed at the
+    transform's, as the unfused row."""
+    from arelu_cli.model import fused_output
+
+    seen, real = set(), fused_output._fused_loss
+
+    def spy(*args, **kwargs):
+        seen.add(kwargs["label_smoothing"])
+        return real(*args, **kwargs)
+    monkeypatch.setattr(fused_output, "_fused_loss", spy)
+    rows = bench_train(tiny_config(tiny_corpus, label_smoothing=0.1), ["1.5-relu"], repeats=1,
+                       device_name="cpu", warmup=0, fused=True,
+                       label_smoothing={"1.5-relu": 0.2})
+    assert seen == {0.2}
+    assert [(r["fused_output"], r["label_smoothing"]) for r in rows] == [
+        (False, 0.1), (False, 0.2), (True, 0.2)]
 
 
 def test_cli_times_each_transform_at_its_label_smoothing(tiny_corpus, tmp_path):

@@ -1,7 +1,8 @@
 """The fused output layer over every causal LM class of the installed transformers
 (arelu_cli.hf.families and .head): each one a tiny config builds is either covered, with
-fused and unfused float64 losses and gradients equal, or refused with a reason; the table of
-docs/transformers.md is the one the code generates."""
+fused and unfused float64 losses and gradients equal (a logit scale or soft-cap folded in),
+or refused with a reason; the table of docs/transformers.md is the one the code
+generates."""
 
 from __future__ import annotations
 
@@ -20,9 +21,10 @@ CLASSES = sorted(families.causal_classes().items())
 ROWS: dict[str, families.Family] = {}
 
 
-def fused_equals_unfused(model) -> None:
+def fused_equals_unfused(model, **options) -> None:
     """One training step's loss and every gradient, unfused then fused (tau 0: about half
-    the vocabulary in the support), on the same weights."""
+    the vocabulary in the support), on the same weights; ``options`` go to
+    ``use_transform``."""
     gen = torch.Generator().manual_seed(1)
     ids = torch.randint(3, families.VOCAB, (2, 6), generator=gen)
     labels = ids.clone()
@@ -30,7 +32,7 @@ def fused_equals_unfused(model) -> None:
     results = []
     model.train()
     for fused in (False, True):
-        use_transform(model, "1.5-relu", tau=0.0, fused=fused)
+        use_transform(model, "1.5-relu", tau=0.0, fused=fused, **options)
         model.zero_grad(set_to_none=True)
         loss = model(input_ids=ids, labels=labels).loss
         loss.backward()
@@ -101,14 +103,35 @@ def test_a_logit_scale_is_found_in_the_config_and_folded_in(kind, config, scale,
 
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.bfloat16])
-def test_a_soft_cap_is_refused_in_any_precision(dtype):
+def test_a_soft_cap_is_found_in_any_precision(dtype):
     """Gemma 2's cap * tanh(z / cap) is close to z for small logits; the probe's large
     logits tell them apart even in bf16."""
+    from arelu_cli.hf.head import fused_head
+
     model = _tiny("Gemma2ForCausalLM").to(dtype)
-    with pytest.raises(ValueError, match=r"soft-caps its logits \(final_logit_softcapping=30"):
-        use_transform(model, "1.5-relu", tau=0.0, fused=True)
-    model.config.final_logit_softcapping = None                # no cap: covered
-    use_transform(model, "1.5-relu", tau=0.0, fused=True)
+    head = fused_head(model)
+    assert (head.softcap, head.cap_source, head.scale) == (30.0, "final_logit_softcapping", 1.0)
+    assert head.describe() == ("final_logit_softcapping * tanh(lm_head(x) / "
+                               "final_logit_softcapping)")
+    model.config.final_logit_softcapping = None                # no cap: none applied
+    assert fused_head(model).softcap is None
+
+
+@pytest.mark.parametrize("eps", [0.0, 0.1])
+def test_a_soft_cap_is_applied_by_the_fused_loss(eps):
+    """A cap of 2 bends the tiny Gemma 2's logits (a cap of 30 would barely touch them):
+    the fused loss and every gradient equal the model's own capped logits' in float64,
+    label smoothed or not, and differ from the loss without the cap."""
+    model = _tiny("Gemma2ForCausalLM", final_logit_softcapping=2.0)
+    with torch.no_grad():
+        model.get_output_embeddings().weight.mul_(20.0)          # logits of several units
+    fused_equals_unfused(model, label_smoothing=eps)
+    ids = torch.randint(3, families.VOCAB, (2, 6), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        capped = model(input_ids=ids, labels=ids).loss
+        model.config.final_logit_softcapping = None
+        use_transform(model, "1.5-relu", tau=0.0, fused=True, label_smoothing=eps)
+        assert abs(float(capped - model(input_ids=ids, labels=ids).loss)) > 1e-3
 
 
 def test_a_router_loss_is_refused():

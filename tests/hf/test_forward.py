@@ -1,6 +1,6 @@
 """The wrapped forwards (arelu_cli.hf.forward): the fused output layer equals the unfused
-loss and gradients on Llama and GPT-2, never returns logits in training, and is refused
-where it would not be exact."""
+loss and gradients on Llama and GPT-2, label smoothed or not, never returns logits in
+training, and is refused where it would not be exact."""
 
 from __future__ import annotations
 
@@ -18,7 +18,10 @@ from .test_loss import grads
 
 @pytest.mark.parametrize("kind", ["llama", "gpt2"])
 @pytest.mark.parametrize("items", [None, 11])
-def test_fused_equals_unfused(kind, items):
+@pytest.mark.parametrize("eps", [0.0, 0.1])
+def test_fused_equals_unfused(kind, items, eps):
+    """With and without label smoothing (``eps``), the Trainer's ``num_items_in_batch`` or
+    the mean."""
     ids = tokens(3, 6)
     labels = ids.clone()
     labels[1, :2] = -100
@@ -26,7 +29,7 @@ def test_fused_equals_unfused(kind, items):
     results = []
     for fused in (False, True):
         model = make_model(kind, scale=30.0).train()
-        use_transform(model, "1.5-relu", tau=TAU, fused=fused)
+        use_transform(model, "1.5-relu", tau=TAU, fused=fused, label_smoothing=eps)
         out = model(input_ids=ids, labels=labels, **extra)
         out.loss.backward()
         results.append((out, grads(model)))

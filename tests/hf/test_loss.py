@@ -207,11 +207,6 @@ def test_a_training_forward_without_labels_warns_once(kind, fused):
         model(input_ids=ids, **extra)                           # once per model
 
 
-def test_the_fused_layer_refuses_label_smoothing():
-    with pytest.raises(ValueError, match="no label smoothing"):
-        use_transform(make_model("gpt2"), "1.5-relu", tau=TAU, fused=True, label_smoothing=0.1)
-
-
 @pytest.mark.parametrize("name, fused", [("softmax", False), ("1.5-relu", False),
                                          ("1.5-relu", True)])
 def test_a_trainer_step_whose_labels_are_all_ignored_keeps_the_weights_finite(name, fused,

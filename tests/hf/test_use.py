@@ -143,7 +143,7 @@ def test_trainer_accumulation_equals_one_batch(kind, fused, tmp_path):
 
 @pytest.mark.parametrize("kind, name, kwargs", [
     ("llama", "1.5-relu", {"tau": 0.3, "renormalize": True, "label_smoothing": 0.1}),
-    ("gpt2", "1.5-relu", {"tau": 0.3, "fused": True, "chunk": 4}),
+    ("gpt2", "1.5-relu", {"tau": 0.3, "fused": True, "chunk": 4, "label_smoothing": 0.1}),
     ("bart", "1.5-entmax", {}),
 ])
 def test_the_choice_survives_save_and_load(tmp_path, kind, name, kwargs):

@@ -1,5 +1,6 @@
 """The model with alpha-ReLU's fused output loss: the same loss, parameter gradients and
-logged statistics as logits + loss, in float64 and under bf16 autocast."""
+logged statistics as logits + loss, label smoothed or not, in float64 and under bf16
+autocast."""
 
 import pytest
 import torch
@@ -40,25 +41,27 @@ def _grads(model: Transformer) -> dict[str, torch.Tensor]:
     return grads
 
 
-def _both(model: Transformer, transform, scale: float = 1.0):
-    """(loss, grads) unfused (logits + loss) and fused."""
+def _both(model: Transformer, transform, scale: float = 1.0, eps: float = 0.0):
+    """(loss, grads) unfused (logits + loss) and fused, label smoothing ``eps``."""
     src, tgt_in, keep, target = _batch()
     logits = model(src, tgt_in, keep)
     logits = logits.to(torch.promote_types(logits.dtype, torch.float32))  # the trainer's .float()
-    unfused = transform.loss(logits, target, reduction="sum", reuse_logits=True)
+    unfused = transform.loss(logits, target, reduction="sum", reuse_logits=True,
+                             label_smoothing=eps)
     (unfused * scale).backward()
     reference = _grads(model)
-    fused, hidden = FusedOutputLoss(model, transform)(src, tgt_in, keep, target)
+    fused, hidden = FusedOutputLoss(model, transform, eps)(src, tgt_in, keep, target)
     (fused * scale).backward()
     assert hidden.shape == (int(keep.sum()), 16) and not hidden.requires_grad
     return (unfused, reference), (fused, _grads(model))
 
 
 @pytest.mark.parametrize("tie", [False, True], ids=["untied", "tied"])
-@pytest.mark.parametrize("tau", [0.0, 0.3])
-def test_same_loss_and_gradients_in_float64(tie, tau):
+@pytest.mark.parametrize("tau, eps", [(0.0, 0.0), (0.3, 0.0), (0.3, 0.1)])
+def test_same_loss_and_gradients_in_float64(tie, tau, eps):
     model = _model(tie)
-    (loss, ref), (fused, grads) = _both(model, get_transform("1.5-relu", tau=tau), scale=0.1)
+    (loss, ref), (fused, grads) = _both(model, get_transform("1.5-relu", tau=tau), scale=0.1,
+                                        eps=eps)
     assert fused.dtype == torch.float64
     torch.testing.assert_close(fused, loss, rtol=1e-12, atol=1e-12)
     assert ref.keys() == grads.keys()

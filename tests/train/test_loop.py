@@ -119,11 +119,14 @@ def test_loss_decreases_and_the_log_has_every_column(tiny_corpus, tiny_config, t
     assert log["signature"].str.contains("transform:1.5-relu").all()
 
 
-def test_fused_output_trains_like_logits_and_loss(tiny_corpus, tiny_config, tmp_path):
+@pytest.mark.parametrize("eps", [0.0, 0.1])
+def test_fused_output_trains_like_logits_and_loss(tiny_corpus, tiny_config, tmp_path, eps):
+    """With and without ``[train] label_smoothing``."""
     logs, weights = [], []
     for fused in (False, True):
         config = tiny_config(tiny_corpus, transform="1.5-relu", max_steps=4, log_every=1,
-                             valid_every=4, adam_eps=1e-6, fused_output=fused)
+                             valid_every=4, adam_eps=1e-6, fused_output=fused,
+                             label_smoothing=eps)
         train(config, tmp_path / str(fused))
         logs.append(pd.read_csv(tmp_path / str(fused) / "log.csv"))
         weights.append(checkpoint.load(tmp_path / str(fused))["model"])

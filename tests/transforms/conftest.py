@@ -56,12 +56,12 @@ def upstream(shape, device):
 
 
 def linear_loss(hidden, weight, bias, target, fused, reduction="sum", eps=0.0, tied=False,
-                **options):
+                softcap=None, **options):
     """``(loss, gradients)`` of the 1.5-ReLU loss (tau 0.3, label smoothing ``eps``) of
     ``hidden @ weight.T + bias`` (``bias`` may be None) on fresh leaves: fused
     (``linear_alpha_relu_loss`` with ``options``) or unfused (``alpha_relu_loss`` of
-    ``F.linear``); ``tied``: the weight is the input embedding too. The gradients are of the
-    leaves under :func:`upstream`."""
+    ``F.linear``, capped to ``softcap * tanh(z / softcap)`` when given); ``tied``: the weight
+    is the input embedding too. The gradients are of the leaves under :func:`upstream`."""
     leaves = [t.clone().requires_grad_(True) for t in (hidden, weight, bias) if t is not None]
     h, w = leaves[0], leaves[1]
     b = leaves[2] if bias is not None else None
@@ -69,9 +69,12 @@ def linear_loss(hidden, weight, bias, target, fused, reduction="sum", eps=0.0, t
         h = h + 0.5 * w[torch.arange(h.shape[0], device=h.device) % w.shape[0]]
     if fused:
         loss = linear_alpha_relu_loss(h, w, target, 1.5, 0.3, bias=b, reduction=reduction,
-                                      label_smoothing=eps, **options)
+                                      label_smoothing=eps, softcap=softcap, **options)
     else:
-        loss = alpha_relu_loss(F.linear(h, w, b), target, 1.5, 0.3, reduction=reduction,
+        logits = F.linear(h, w, b)
+        if softcap is not None:
+            logits = softcap * torch.tanh(logits / softcap)
+        loss = alpha_relu_loss(logits, target, 1.5, 0.3, reduction=reduction,
                                label_smoothing=eps)
     return loss, torch.autograd.grad(loss, leaves, upstream(loss.shape, loss.device)
                                      .to(loss.dtype))

@@ -1,7 +1,7 @@
 """The fused linear + alpha-ReLU loss's tile loops on a real GPU (marker ``cuda``; skipped
 without one): vocabulary blocks (1-D and 2-D tiles) and token chunks against the unfused
 loss in float64 (float32 to 1e-4, bf16 to a tolerance), label smoothing, ignored rows,
-every reduction, no host sync, a CUDA graph, and more than 2^31 logits.
+every reduction, a soft-cap, no host sync, a CUDA graph, and more than 2^31 logits.
 
 Run them alone with ``pytest -m cuda``.
 """
@@ -39,6 +39,21 @@ def test_matches_the_unfused_loss_in_float64(dtype, tol, reduction, eps, loop):
     set_engine("eager")
     expected = linear_loss(hidden.double(), weight.double(), bias.double(), target, False,
                            reduction, eps)
+    check_against_float64(got, expected, dtype, tol)
+
+
+@pytest.mark.parametrize("skip", [None, True])
+@pytest.mark.parametrize("dtype, tol", [(torch.float32, 1e-4), (torch.bfloat16, 3e-2)])
+@pytest.mark.parametrize("reduction, eps", [("sum", 0.0), ("mean", 0.1)])
+@pytest.mark.parametrize("loop", list(LOOPS))
+def test_a_soft_cap_matches_the_unfused_capped_loss(dtype, tol, reduction, eps, loop, skip):
+    """Logits ``2 tanh(z / 2)``, capped in the kernel as it reads them."""
+    hidden, weight, bias, target = linear_case(1000, 96, 3001, dtype)
+    got = linear_loss(hidden, weight, bias, target, True, reduction, eps, softcap=2.0,
+                      skip_zeros=skip, **LOOPS[loop])
+    set_engine("eager")
+    expected = linear_loss(hidden.double(), weight.double(), bias.double(), target, False,
+                           reduction, eps, softcap=2.0)
     check_against_float64(got, expected, dtype, tol)
 
 

@@ -113,6 +113,27 @@ def test_single_pass_with_label_smoothing_and_ignored_rows(interpreted, dtype, r
     assert torch.all(grad[1] == 0)
 
 
+@pytest.mark.parametrize("spread", [0.05, 1.0, 40.0])
+def test_a_soft_capped_pass_matches_float64(interpreted, spread):
+    """``loss_pass(..., softcap=c)`` is the loss of ``c tanh(z / c)`` and its gradient in
+    ``z``, against float64 autograd, label smoothed: logits ``spread`` caps wide reach both
+    branches of the kernel's tanh (the series below ``|z / c| = 0.1``, exponentials above)
+    and its saturation."""
+    cap, eps = 3.0, 0.1
+    z, y = logits_and_targets(4, 300)
+    z = z * (spread * cap / 2)
+    scale = torch.tensor([0.5, 0.0, 1.0, 2.0])                  # row 1 is ignored
+    grad = torch.empty_like(z)
+    rows = interpreted.loss_pass(z, y, 1.5, 0.1, eps, grad=grad, scale=scale, softcap=cap)
+    x = z.double().requires_grad_(True)
+    valid = y != -100
+    ref = alpha_relu_loss(cap * torch.tanh(x / cap), torch.where(valid, y, 0), 1.5, 0.1,
+                          reduction="none", label_smoothing=eps) * valid
+    (grad_ref,) = torch.autograd.grad(ref, x, scale.double())
+    torch.testing.assert_close(rows.double(), ref.detach(), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(grad.double(), grad_ref, rtol=1e-5, atol=1e-6)
+
+
 def test_reuse_writes_the_gradient_in_forward_and_autograd_sees_it(interpreted):
     z, y = logits_and_targets(3, 200, ignored=())
     x = z.clone().requires_grad_(True)

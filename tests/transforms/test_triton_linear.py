@@ -2,7 +2,7 @@
 (CPU tensors, no GPU): tiles of 128 tokens x 128 vocabulary columns and chunks of 128 tokens
 over the whole vocabulary, both gradient paths (the default dense matmuls,
 ``skip_zeros=True``'s tile-skipping Triton GEMMs) against the unfused loss in float64; tied
-and untied weights, bias, ignored rows, label smoothing, bf16, torch.compile."""
+and untied weights, bias, ignored rows, label smoothing, a soft-cap, bf16, torch.compile."""
 
 import pytest
 import torch
@@ -24,9 +24,11 @@ def problem(n=140, d=24, vocab=150, dtype=torch.float32, seed=0):
     return hidden, weight, bias, target
 
 
-def run(hidden, weight, bias, target, tau, reduction, tied, fused, eps=0.0, **kwargs):
+def run(hidden, weight, bias, target, tau, reduction, tied, fused, eps=0.0, softcap=None,
+        **kwargs):
     """Loss and gradients (hidden, weight[, bias]); ``tied``: the weight is also the input
-    embedding, ``hidden`` then scales rows of it (gradients reach it both ways)."""
+    embedding, ``hidden`` then scales rows of it (gradients reach it both ways); ``softcap``:
+    of the logits ``c tanh(z / c)``."""
     leaves = [t.clone().requires_grad_(True) for t in (hidden, weight)]
     leaves += [bias.clone().requires_grad_(True)] if bias is not None else []
     h, w = leaves[0], leaves[1]
@@ -35,19 +37,23 @@ def run(hidden, weight, bias, target, tau, reduction, tied, fused, eps=0.0, **kw
         h = h + 0.5 * w[torch.arange(h.shape[0]) % w.shape[0]]
     if fused:
         loss = linear_alpha_relu_loss(h, w, target, 1.5, tau, bias=b, reduction=reduction,
-                                      label_smoothing=eps, **kwargs)
+                                      label_smoothing=eps, softcap=softcap, **kwargs)
     else:
-        loss = alpha_relu_loss(F.linear(h, w, b), target, 1.5, tau, reduction=reduction,
+        logits = F.linear(h, w, b)
+        if softcap is not None:
+            logits = softcap * torch.tanh(logits / softcap)
+        loss = alpha_relu_loss(logits, target, 1.5, tau, reduction=reduction,
                                label_smoothing=eps)
     upstream = torch.rand(loss.shape, generator=torch.Generator().manual_seed(3)) + 0.5
     return loss, torch.autograd.grad(loss, leaves, upstream.to(loss.dtype))
 
 
-def reference(hidden, weight, bias, target, tau, reduction, tied, monkeypatch, eps=0.0):
+def reference(hidden, weight, bias, target, tau, reduction, tied, monkeypatch, eps=0.0,
+              softcap=None):
     """The unfused loss in float64 (the eager engine, itself checked against the paper)."""
     with use_engine("eager"):
         return run(hidden.double(), weight.double(), None if bias is None else bias.double(),
-                   target, tau, reduction, tied, fused=False, eps=eps)
+                   target, tau, reduction, tied, fused=False, eps=eps, softcap=softcap)
 
 
 def assert_close(got, expected, tol):
@@ -95,6 +101,24 @@ def test_matches_the_unfused_loss_in_float64(interpreted, monkeypatch, gemms, bi
                                 eps), 1e-5)
     expected = {"hidden": tiles, "weight": tiles} if skip else {"hidden": 0, "weight": 0}
     assert gemms == expected
+
+
+@pytest.mark.parametrize("skip", [None, True])
+@pytest.mark.parametrize("bias, tied, reduction, eps, options, tiles", CASES)
+def test_a_soft_cap_matches_the_unfused_capped_loss(interpreted, monkeypatch, gemms, bias, tied,
+                                                    reduction, eps, options, tiles, skip):
+    """The same tiles with logits ``2 tanh(z / 2)``: the kernel caps what it reads and
+    multiplies ``G`` by the cap's derivative; the tile marks still skip only zeros."""
+    hidden, weight, b, target = problem()
+    b = b if bias else None
+    got = run(hidden, weight, b, target, 0.3, reduction, tied, fused=True, eps=eps,
+              softcap=2.0, chunk=128, skip_zeros=skip, **options)
+    expected = reference(hidden, weight, b, target, 0.3, reduction, tied, monkeypatch, eps,
+                         softcap=2.0)
+    assert_close(got, expected, 1e-5)
+    uncapped = reference(hidden, weight, b, target, 0.3, reduction, tied, monkeypatch, eps)
+    assert not torch.allclose(uncapped[0], expected[0], rtol=1e-3, atol=1e-3)
+    assert gemms == ({"hidden": tiles, "weight": tiles} if skip else {"hidden": 0, "weight": 0})
 
 
 def test_skipping_tiles_changes_nothing_and_dead_tiles_stay_zero(interpreted, gemms):
