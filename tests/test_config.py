@@ -8,7 +8,7 @@ from arelu_cli.config import Config, from_dict, load_config, parse_override
 from arelu_cli.util.errors import UserError
 
 OWN_TABLES = {"ptb-convert"}
-"""Recipes of a study with its own tables, loaded by its tests (tests/studies/lm/convert)."""
+"""Recipes of a study with its own tables, loaded by its tests (tests/studies/convert)."""
 RECIPES = sorted(p for p in Path(__file__).resolve().parents[1].glob("recipes/*.toml")
                  if p.stem not in OWN_TABLES)
 

@@ -1,7 +1,7 @@
 """The one paired bootstrap: is a system's statistic better than a baseline's by more than
 the choice of test units explains? Generic over the statistic (:func:`paired`); corpus BLEU
 over test sentences is one (:func:`compare_to_baseline`), a language model's text statistics
-over test prompts another (:mod:`arelu_cli.studies.lm.bootstrap`).
+over test prompts another (:mod:`arelu_cli.studies.generations`).
 
 The draw is sacrebleu's ``--paired-bs`` (Koehn, 2004): ``samples`` (1,000) resamples of the
 test units, ``numpy.random.default_rng(seed).choice(N, size=(samples, N))``, the same

@@ -71,8 +71,8 @@ def reproduce(
 @app.command()
 def study(
     recipe: str = typer.Argument(..., help="A recipe whose \\[study] kind names the study: "
-                                 "multi30k-study, multi30k-attention, ptb-lm-study "
-                                 "(recipes/NAME.toml) or a TOML file."),
+                                 "multi30k-study, multi30k-attention, ptb-lm-study, "
+                                 "ptb-convert (recipes/NAME.toml) or a TOML file."),
     out: Optional[Path] = OUT,
     source: Optional[Path] = SOURCE,
     corpus: Optional[str] = typer.Option(None, help="`arelu prepare` corpus name used with "
@@ -80,23 +80,27 @@ def study(
     set_: list[str] = typer.Option([], "--set", help=SET_HELP.format("--set study.seeds=[1,2]")),
     allow_data_change: bool = ALLOW_DATA_CHANGE,
 ) -> None:
-    """Run the study a recipe's \\[study] kind names (tuned, attention, lm), resumable.
+    """Run the study a recipe's \\[study] kind names (tuned, attention, lm, convert), resumable.
 
     Every run has a step budget, so its numbers cannot depend on what else the machine runs;
     a timing stage wants an idle machine. Stages whose outputs exist are skipped: run the
     same command again to continue. `arelu report` rebuilds the report from the folder.
     """
+    from arelu_cli.config import parse_override, recipe_tables, resolve_recipe
     from arelu_cli.data.prepare import PrepareRequest, prepare
     from arelu_cli.data.prepared import load_prepared
-    from arelu_cli.studies.runner import studies, study_of
+    from arelu_cli.studies.runner import load, studies
     from arelu_cli.util.errors import UserError
 
-    path, config = _config(recipe, set_)
-    kinds = ", ".join(sorted(k for k in studies() if k != "paper"))
-    if not config.study.kind:
+    path = resolve_recipe(recipe)
+    found = load(recipe_tables(path, {(sec, key): value
+                                      for sec, key, value in map(parse_override, set_)}))
+    if found is None:
+        kinds = ", ".join(sorted(k for k in studies() if k != "paper"))
         raise UserError(f"{path} names no study: set [study] kind to one of {kinds} in it (the "
                         f"paper's grid of a recipe is arelu reproduce {recipe})")
-    study_of(config.study.kind).check(config)  # a recipe of another kind, before any data
+    study, config = found
+    study.check(config)  # a recipe of another kind, before any data
     if source is not None:
         prepare(PrepareRequest(corpus or Path(config.data.path).name, Path(config.data.path),
                                source=source), log=console.print)

@@ -18,7 +18,7 @@ flags override recipe values (:func:`load_config`). Standard library only.
 
 from arelu_cli.config.checks import check_config
 from arelu_cli.config.load import (RECIPES, from_dict, load_config, parse_override, read_recipe,
-                                   resolve_recipe)
+                                   recipe_tables, resolve_recipe)
 from arelu_cli.config.schema import (SECTIONS, AttentionStudyConfig, Config, DataConfig,
                                      DecodeConfig, Device, ModelConfig, Precision,
                                      ReproduceConfig, StudyConfig, SweepConfig, TrainConfig)
@@ -26,4 +26,4 @@ from arelu_cli.config.schema import (SECTIONS, AttentionStudyConfig, Config, Dat
 __all__ = ["RECIPES", "SECTIONS", "AttentionStudyConfig", "Config", "DataConfig",
            "DecodeConfig", "Device", "ModelConfig", "Precision", "ReproduceConfig",
            "StudyConfig", "SweepConfig", "TrainConfig", "check_config", "from_dict",
-           "load_config", "parse_override", "read_recipe", "resolve_recipe"]
+           "load_config", "parse_override", "read_recipe", "recipe_tables", "resolve_recipe"]

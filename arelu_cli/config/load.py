@@ -142,19 +142,30 @@ def read_recipe(recipe: str | Path) -> dict[str, object]:
         raise UserError(f"recipe {path} is not valid TOML: {err}") from None
 
 
-def load_config(recipe: str | Path | None = None,
-                overrides: Mapping[tuple[str, str], object] | None = None,
-                base: Mapping[str, Mapping[str, object]] | None = None) -> Config:
-    """Read a TOML recipe (or start from ``base`` tables, e.g. a checkpoint's config, or from
-    the defaults) and apply ``{(section, key): value}`` overrides, e.g. from command-line
-    flags; ``None`` values are ignored."""
+def recipe_tables(recipe: str | Path | None = None,
+                  overrides: Mapping[tuple[str, str], object] | None = None,
+                  base: Mapping[str, Mapping[str, object]] | None = None) -> dict[str, object]:
+    """The tables of a TOML recipe (or of ``base``, e.g. a checkpoint's config, or none)
+    with ``{(section, key): value}`` overrides applied, e.g. from command-line flags;
+    ``None`` values are ignored. What a configuration is made from: the shared one
+    (:func:`load_config`) or a study's own (``arelu study``)."""
     tables = read_recipe(recipe) if recipe is not None else base or {}
     tables = {name: dict(table) if isinstance(table, Mapping) else table
               for name, table in tables.items()}
     for (section, key), value in (overrides or {}).items():
         if value is not None:
-            if section not in SECTIONS:
-                raise UserError(f"unknown table [{section}] in an override; known: "
-                                f"{', '.join(SECTIONS)}")
             tables.setdefault(section, {})[key] = value
-    return from_dict(tables)
+    return tables
+
+
+def load_config(recipe: str | Path | None = None,
+                overrides: Mapping[tuple[str, str], object] | None = None,
+                base: Mapping[str, Mapping[str, object]] | None = None) -> Config:
+    """A TOML recipe (or ``base`` tables, or the defaults) with overrides
+    (:func:`recipe_tables`) as the checked :class:`Config`; an override of a table it has not
+    got is refused."""
+    for (section, _), value in (overrides or {}).items():
+        if value is not None and section not in SECTIONS:
+            raise UserError(f"unknown table [{section}] in an override; known: "
+                            f"{', '.join(SECTIONS)}")
+    return from_dict(recipe_tables(recipe, overrides, base))

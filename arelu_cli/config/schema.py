@@ -226,7 +226,8 @@ class StudyConfig:
     kind: str = ""
     """The study (a folder of :mod:`arelu_cli.studies`): ``tuned`` (the tuned translation
     study), ``attention``, ``lm``; ``paper`` is the paper's grid, which ``arelu reproduce``
-    runs; empty: the recipe runs no study."""
+    runs; empty: the recipe runs no study. (``convert`` has tables of its own, this one
+    included: :mod:`arelu_cli.studies.convert.recipe`.)"""
     seeds: tuple[int, ...] = (1, 2, 3)
     """Seeds of every compared transform at its selected configuration (the sweep's runs are
     the ``[train] seed`` ones)."""

@@ -23,10 +23,10 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Protocol
 
 from rich.console import Console
 
-from arelu_cli.config import Config, from_dict
 from arelu_cli.studies.core import Trainer
 from arelu_cli.studies.markdown import Section
 from arelu_cli.util.atomic import atomic_write_text
@@ -36,6 +36,19 @@ from arelu_cli.util.results import read_json
 RECORD = "study.json"
 """A study folder's record: ``{"kind": ..., "recipe": ..., "config": {...}}``, written
 before any training: which study it is and the whole configuration it runs with."""
+
+
+class Configuration(Protocol):
+    """What the runner reads of a study's configuration: the shared
+    :class:`~arelu_cli.config.Config`, or the frozen dataclasses of a study with tables of its
+    own (:attr:`Study.schema`). ``study`` has its ``kind``, ``data`` its ``path`` (the
+    prepared corpus ``arelu study`` prepares and checks), and ``to_dict()`` gives the tables
+    the record keeps."""
+
+    study: Any
+    data: Any
+
+    def to_dict(self) -> dict: ...
 
 Figure = Callable[[Path, Path], object]
 """``draw(csv, png)``: a figure drawn from one written CSV."""
@@ -88,15 +101,15 @@ class Study:
 
     kind: str
     """The ``[study] kind`` that names it."""
-    check: Callable[[Config], None]
+    check: Callable[[Configuration], None]
     """Refuse, before any work, a recipe whose tables could not be made."""
-    stages: Callable[[Config, Path, Context], None]
+    stages: Callable[[Configuration, Path, Context], None]
     """Train what is not trained and make what is not made."""
-    tables: Callable[[Config, Path], Tables]
+    tables: Callable[[Configuration, Path], Tables]
     """The tables, from the folder's files alone."""
-    claims: Callable[[Config, Path, Tables], list[Section]]
+    claims: Callable[[Configuration, Path, Tables], list[Section]]
     """The sections of verdicts, from the written tables."""
-    document: Callable[[Config, Path, Tables, list[Section]], str]
+    document: Callable[[Configuration, Path, Tables, list[Section]], str]
     """``REPORT.md`` (its claims and its tables)."""
     outputs: Mapping[str, str] = field(default_factory=dict)
     """Every CSV it writes -> its first column (how the runner knows a file of that name is
@@ -105,17 +118,22 @@ class Study:
     """Every PNG it draws."""
     files: Mapping[str, Callable[[Path], bool]] = field(default_factory=dict)
     """Any other file it writes at the folder's top -> how to tell that one is ours."""
+    schema: Callable[[Mapping[str, object]], Configuration] | None = None
+    """A study with tables of its own: its recipe's tables -> its configuration (unknown
+    tables and keys, wrong types and impossible values refused in one line); None: the
+    shared :class:`~arelu_cli.config.Config` (:func:`arelu_cli.config.from_dict`)."""
 
 
-def write_record(out: Path, kind: str, recipe: str, config: Config) -> Path:
+def write_record(out: Path, kind: str, recipe: str, config: Configuration) -> Path:
     """Write the study folder ``out``'s :data:`RECORD`."""
     return atomic_write_text(out / RECORD, json.dumps(
         {"kind": kind, "recipe": recipe, "config": config.to_dict()}, indent=2) + "\n")
 
 
-def read_record(folder: Path) -> tuple[str, Config]:
-    """The kind and configuration that the study folder ``folder``'s :data:`RECORD` names;
-    a one-line :class:`UserError` for a folder that is no study's."""
+def read_record(folder: Path) -> tuple[str, dict]:
+    """The kind and the configuration's tables that the study folder ``folder``'s
+    :data:`RECORD` names (:func:`arelu_cli.studies.runner.read` makes them the study's
+    configuration); a one-line :class:`UserError` for a folder that is no study's."""
     if not folder.is_dir():
         raise UserError(f"{folder} is a file, not a results folder" if folder.exists() else
                         f"no results folder {folder}; give the folder a study wrote")
@@ -126,4 +144,4 @@ def read_record(folder: Path) -> tuple[str, Config]:
     if not isinstance(record.get("config"), dict) or not isinstance(record.get("kind"), str):
         raise UserError(f"{folder / RECORD} names no kind and config; restore it (e.g. from "
                         "version control)")
-    return record["kind"], from_dict(record["config"])
+    return record["kind"], record["config"]

@@ -8,7 +8,9 @@ recipe, refuses any file of an output's name that arelu did not write, writes th
 runs the stages and writes the report; :func:`report` reads the record and writes the
 tables (CSVs and figures), then ``REPORT.md``. A study is found by its ``kind``: the folder
 of :mod:`arelu_cli.studies` whose ``study`` module names it (``STUDY``); adding a study is
-adding a folder.
+adding a folder. A recipe names its study by ``[study] kind`` (:func:`load`); the
+configuration is the shared :class:`~arelu_cli.config.Config`, or, for a study with tables of
+its own, its schema's (:func:`configuration`).
 """
 
 from __future__ import annotations
@@ -22,9 +24,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from arelu_cli.config import Config, from_dict
-from arelu_cli.studies.contract import (RECORD, Context, Study, Tables, read_record,
-                                        write_record)
+from arelu_cli.config import from_dict
+from arelu_cli.studies.contract import (RECORD, Configuration, Context, Study, Tables,
+                                        read_record, write_record)
 from arelu_cli.util.errors import UserError
 from arelu_cli.util.ownership import (check_ours, csv_starting_with, json_with_keys,
                                       markdown_ours, png_ours, write_markdown)
@@ -82,12 +84,34 @@ def guard(study: Study, out: Path, advice: str) -> None:
     check_ours(out / REPORT, markdown_ours, advice=advice)
 
 
-def _read(folder: Path) -> tuple[Study, Config]:
-    kind, config = read_record(folder)
-    return study_of(kind), config
+def configuration(study: Study, tables: Mapping[str, object]) -> Configuration:
+    """``tables`` (a recipe's, or a record's) as ``study``'s configuration: its own
+    schema's (:attr:`~arelu_cli.studies.contract.Study.schema`), else the shared
+    :class:`~arelu_cli.config.Config`."""
+    return (study.schema or from_dict)(tables)
 
 
-def run(config: Config, out: Path, context: Context) -> Path:
+def load(tables: Mapping[str, object]) -> tuple[Study, Configuration] | None:
+    """The study that a recipe's tables name (``[study] kind``) and its configuration made
+    from them; None where they name none."""
+    section = tables.get("study")
+    kind = section.get("kind", "") if isinstance(section, Mapping) else ""
+    if not kind:
+        return None
+    if not isinstance(kind, str):
+        raise UserError(f"[study] kind must be a string, got {kind!r}")
+    study = study_of(kind)
+    return study, configuration(study, tables)
+
+
+def read(folder: Path) -> tuple[Study, Configuration]:
+    """The study and configuration that the study folder ``folder``'s record names."""
+    kind, tables = read_record(folder)
+    study = study_of(kind)
+    return study, configuration(study, tables)
+
+
+def run(config: Configuration, out: Path, context: Context) -> Path:
     """Run (or continue) the study that ``config``'s ``[study] kind`` names into ``out``;
     returns its ``REPORT.md``."""
     study = study_of(config.study.kind)
@@ -104,12 +128,11 @@ def run(config: Config, out: Path, context: Context) -> Path:
 def report(folder: Path, overrides: Mapping[tuple[str, str], object] = {}) -> Path:
     """Rebuild the tables, figures and ``REPORT.md`` of the study folder ``folder`` from its
     files; ``overrides``: ``{(table, key): value}`` over the recorded configuration."""
-    study, config = _read(Path(folder))
-    if overrides:
-        tables = config.to_dict()
-        for (section, key), value in overrides.items():
-            tables.setdefault(section, {})[key] = value
-        config = from_dict(tables)
+    kind, tables = read_record(Path(folder))
+    study = study_of(kind)
+    for (section, key), value in overrides.items():
+        tables.setdefault(section, {})[key] = value
+    config = configuration(study, tables)
     guard(study, Path(folder), "move that file away")
     return write_report(study, config, Path(folder))
 
@@ -120,7 +143,7 @@ def _has_rows(csv: Path, table) -> bool:
     return csv.is_file() and not pd.read_csv(csv).empty
 
 
-def write_report(study: Study, config: Config, out: Path) -> Path:
+def write_report(study: Study, config: Configuration, out: Path) -> Path:
     """Tables (every input read and checked first), their CSVs (each a file of ours, checked
     by :func:`guard`) and figures, the claims, ``REPORT.md``; each note goes to stderr too."""
     found: Tables = study.tables(config, out)

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from arelu_cli.studies.contract import RECORD, read_record
-from arelu_cli.studies.runner import studies
+from arelu_cli.studies.contract import RECORD
+from arelu_cli.studies.runner import read, studies
 
 RESULTS = Path(__file__).resolve().parents[2] / "results"
 ABSOLUTE = re.compile(r"(?:^|[\s|;:=,\"'(])(/[^\s/|;,]+/)")
@@ -21,8 +21,8 @@ by a name and another slash (``1 / 2`` and ``a/b`` are not)."""
 @pytest.mark.parametrize("folder", sorted(p.parent for p in RESULTS.glob("*/REPORT.md")),
                          ids=lambda p: p.name)
 def test_a_folder_with_a_report_is_a_studys_folder(folder):
-    kind, config = read_record(folder)
-    assert kind in studies() and config.study.kind == kind
+    study, config = read(folder)
+    assert study.kind in studies() and config.study.kind == study.kind
 
 
 def test_no_committed_csv_names_a_file_by_an_absolute_path():

@@ -21,7 +21,7 @@ PACKAGE = ROOT / "arelu_cli"
 LAYERS = ("util", "transforms", "registry", "config", "data", "model", "decode", "train", "hf",
           "analysis", "bench", "studies", "cli")
 """The import order of the package's folders: each imports only those before it."""
-STUDIES = {"paper", "tuned", "attention", "lm"}
+STUDIES = {"paper", "tuned", "attention", "lm", "convert"}
 
 
 def _small(**tables) -> object:
@@ -80,8 +80,8 @@ def test_allow_data_change_reaches_the_trainer(tmp_path, monkeypatch, allow, run
 
 
 @pytest.mark.parametrize("args, message", [
-    (["toy"], "recipes/toy.toml names no study: set [study] kind to one of attention, lm, "
-              "tuned in it (the paper's grid of a recipe is arelu reproduce toy)"),
+    (["toy"], "recipes/toy.toml names no study: set [study] kind to one of attention, convert, "
+              "lm, tuned in it (the paper's grid of a recipe is arelu reproduce toy)"),
     (["toy", "--set", "study.kind=lm"], "the language-model study needs a language-model "
                                         "recipe"),
     (["toy", "--set", "study.kind=nothing"], "no study of kind 'nothing'"),

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from arelu_cli.config import from_dict
 from arelu_cli.registry import get_transform
 from arelu_cli.studies.contract import read_record
 from arelu_cli.studies.lm.runs import (BENCH, SAMPLE, TAU_SWEEP, TUNED, seed_runs,
@@ -113,10 +114,11 @@ def trained_weights(out: Path, given: tuple[tuple[str, Path], ...] = ()
                     ) -> dict[str, tuple[int, Path]]:
     """Per transform, its lowest seed whose last-step weights exist, and those weights; or
     the weights ``given`` for it (:func:`given_weights`)."""
-    kind, config = read_record(out)
+    kind, tables = read_record(out)
     if kind != "lm":
         raise UserError(f"{out} is a {kind} study's folder, not a language-model study's; give "
                         "the --out folder of arelu study on an LM study recipe")
+    config = from_dict(tables)
     found: dict[str, tuple[int, Path]] = {name: given_weights(out, name, path)
                                           for name, path in given}
     for run in sorted(seed_runs(config, out)[0], key=lambda r: r.seed):

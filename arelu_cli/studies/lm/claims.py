@@ -32,13 +32,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from arelu_cli.studies.lm.runs import HUMAN, SAMPLE, TUNED, is_entmax15, is_relu, label
+from arelu_cli.studies.generations import DEGENERACY, HUMAN, degeneracy
+from arelu_cli.studies.lm.runs import SAMPLE, TUNED, is_entmax15, is_relu, label
 from arelu_cli.studies.markdown import Section, fmt, md_table, missing, page, signed
-from arelu_cli.studies.verdict import INCONCLUSIVE, SAME, verdict
-
-DEGENERACY = (("distinct_2", "distinct-2", 1), ("loop", "loop share", -1),
-              ("zipf_gap", "Zipf gap to human", -1))
-"""(statistic, name, +1 where higher is better, -1 where lower is)."""
 
 READING = ("The verdicts read the 95% interval of Δ (percentile, shifted by the bootstrap's bias "
            "estimate), never p. p is sacrebleu's `--paired-bs` p-value, which folds the "
@@ -65,7 +61,6 @@ FIGURES = {
         "Each transform's dev loss at each validation step of its seed runs (its own training "
         "loss, so the panels' scales differ): a thick mean over thin per-seed lines.")}
 """PNG -> (section title, the CSV it is drawn from, how to read it)."""
-SAME_WORD = "the same on every resample"
 UNKNOWN = "unknown machine"
 """The machine of a timing whose record names none."""
 
@@ -83,13 +78,6 @@ def _system(name: str, rows: Sequence[dict] = ()) -> str:
     return name if readable == name else f"{readable} (`{name}`)"
 
 
-def _bootstrap_word(row: dict, better: int) -> str:
-    if missing(row["delta_low"]) or missing(row["delta_high"]):
-        return "not testable"
-    word = verdict(row, better > 0)
-    return {SAME: SAME_WORD, INCONCLUSIVE: "interval includes 0"}.get(word, word)
-
-
 def degeneracy_verdict(name: str, sig: Sequence[dict], summary: Sequence[dict],
                        baseline: str, reference: str, decoding: str = SAMPLE,
                        shift: float | None = None) -> str:
@@ -101,20 +89,11 @@ def degeneracy_verdict(name: str, sig: Sequence[dict], summary: Sequence[dict],
     ask = (f"(a) Is {how} {_system(name, summary)} sampling as non-degenerate as "
            f"{_system(baseline, summary)} {reference}?")
     rows = {r["statistic"]: r for r in _find(sig, transform=name, decoding=decoding)}
-    if not all(stat in rows for stat, _, _ in DEGENERACY):
+    found = degeneracy(rows)
+    if found is None:
         return (f"{ask} Not measured yet: needs the lm-eval rows and generations of `{name}` "
                 f"{decoding} and of `{baseline}` {reference}, and {HUMAN}.")
-    parts, words = [], []
-    for stat, what, better in DEGENERACY:
-        r = rows[stat]
-        words.append(_bootstrap_word(r, better))
-        p = "" if missing(r["p_value"]) else f", p = {r['p_value']:.3f}"
-        parts.append(f"{what} {fmt(r['value'], 3)} vs {fmt(r['baseline_value'], 3)} "
-                     f"(Δ {signed(r['delta'], 3)} [{signed(r['delta_low'], 3)}, "
-                     f"{signed(r['delta_high'], 3)}]{p}: {words[-1]})")
-    answer = ("does not hold" if "worse" in words
-              else "holds" if set(words) <= {"better", SAME_WORD}
-              else "inconclusive (an interval includes 0)")
+    answer, parts = found
     one = rows[DEGENERACY[0][0]]
     return (f"{ask} **{answer}**: {'; '.join(parts)}; paired bootstrap over "
             f"{one['prompts']} test prompts, {one['samples']} resamples, seeds "

@@ -1,8 +1,8 @@
 """The language-model study's runs and the files it reads of them: ``seeds/NAME/seed-S/``
 (its compared runs, :func:`seed_runs`), each decoding's ``lm_eval/DECODING.csv`` row
-(:func:`read_eval`) and ``generations/DECODING.tokens.json`` (:func:`read_tokens`), the tau
-sweep on dev of its alpha-ReLU models (:func:`selected_shift`), and :func:`label`, the name a
-report gives a transform."""
+(:func:`read_eval`) and ``generations/DECODING.tokens.json`` (read by the shared
+:mod:`arelu_cli.studies.generations`), the tau sweep on dev of its alpha-ReLU models
+(:func:`selected_shift`), and :func:`label`, the name a report gives a transform."""
 
 from __future__ import annotations
 
@@ -18,9 +18,9 @@ from arelu_cli.registry import get_transform
 from arelu_cli.studies.core import Run
 from arelu_cli.train import run_dir
 from arelu_cli.util.errors import UserError
-from arelu_cli.util.results import read_json, read_table
+from arelu_cli.util.results import read_table
 
-BENCH, TAU_SWEEP, HUMAN = "bench_generate.csv", "tau_sweep.csv", "human.tokens.json"
+BENCH, TAU_SWEEP = "bench_generate.csv", "tau_sweep.csv"
 SAMPLE = "sample"
 TUNED = "sample-tau_dev"
 """alpha-ReLU sampling at the decode-time tau shift selected on dev."""
@@ -108,21 +108,6 @@ def read_eval(run: Run, decoding: str, out: Path) -> dict:
 def _number(value: object) -> bool:
     """A number, or an empty cell (NaN: a metric that does not apply)."""
     return isinstance(value, numbers.Number) and not isinstance(value, (bool, np.bool_))
-
-
-def read_tokens(path: Path, prompts: int | None, remedy: str) -> list[list[int]]:
-    """``{"tokens": [[id, ...], ...]}``: one list of token ids per prompt (``prompts`` of them
-    when given)."""
-    tokens = read_json(path, remedy).get("tokens")
-    if not isinstance(tokens, list) or not all(
-            isinstance(t, list) and all(isinstance(i, int) for i in t) for t in tokens):
-        raise UserError(f"{path} has no \"tokens\": a list of token-id lists; {remedy}")
-    if not tokens:
-        raise UserError(f"{path} holds no continuation; {remedy}")
-    if prompts is not None and len(tokens) != prompts:
-        raise UserError(f"{path} has {len(tokens)} continuations but {HUMAN} has {prompts} "
-                        f"prompts; {remedy}")
-    return tokens
 
 
 def selected_shift(folder: Path) -> float:

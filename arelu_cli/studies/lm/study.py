@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import json
 from pathlib import Path
 
 from arelu_cli.config import Config
@@ -45,14 +44,14 @@ from arelu_cli.registry import get_transform
 from arelu_cli.studies.contract import Context, Study
 from arelu_cli.studies.core import (Run, Task, check_budget, check_runs, done, output,
                                     run_config, tolerant, train_and_make)
+from arelu_cli.studies.generations import write_human, write_tokens
 from arelu_cli.studies.lm import report
 from arelu_cli.studies.lm.bootstrap import SIG_COLUMNS
 from arelu_cli.studies.lm.report import SUMMARY_COLUMNS
-from arelu_cli.studies.lm.runs import BENCH, HUMAN, TAU_SWEEP, TUNED, selected_shift
+from arelu_cli.studies.lm.runs import BENCH, TAU_SWEEP, TUNED, selected_shift
 from arelu_cli.studies.sweep import Point, continue_copy, record_selection, study_run, sweep
 from arelu_cli.train import run_dir
 from arelu_cli.train.loop import snapshot_path
-from arelu_cli.util.atomic import atomic_write_text
 from arelu_cli.util.errors import UserError
 from arelu_cli.util.results import read_json
 
@@ -151,10 +150,6 @@ def output_paths(folder: Path, label: str) -> tuple[Path, Path, Path]:
     return folder / "lm_eval" / f"{label}.csv", gen, gen.with_suffix(".tokens.json")
 
 
-def _write_tokens(path: Path, tokens: list[list[int]]) -> None:
-    atomic_write_text(path, json.dumps({"tokens": tokens}, separators=(",", ":")) + "\n")
-
-
 def tau_sweep_rows(decoder, shifts, measured) -> list[dict]:
     """Dev epsilon-perplexity (and support) of alpha-ReLU sampling at each decode-time shift
     of tau, eps tuned on dev for each (:func:`arelu_cli.analysis.lm_metrics.tune_eps`)."""
@@ -229,7 +224,7 @@ def outputs(run: Run, out: Path, tuning: Path | None = None) -> list[Task]:
         row, generated = lm_eval.evaluate(named, chosen, measured, gen_path.relative_to(out))
         row["decoding"] = label  # the shift itself is in the signature
         write_generation(generated, gen_path)
-        _write_tokens(ids_path, generated.tokens)
+        write_tokens(ids_path, generated.tokens)
         lm_eval.merge_rows([row], row_path)  # last: its presence says the decoding is done
 
     def sweep_tau() -> None:
@@ -241,20 +236,6 @@ def outputs(run: Run, out: Path, tuning: Path | None = None) -> list[Task]:
     if shifts and tuning == run.folder:
         made.insert(0, output((run.folder / TAU_SWEEP,), weights, sweep_tau))
     return made
-
-
-def human_tokens(config: Config, out: Path) -> None:
-    """``human.tokens.json``: the human continuations of the prompts every model continues."""
-    from arelu_cli.data.prepared import load_prepared
-    from arelu_cli.decode.generate import split_prompts
-
-    path = out / HUMAN
-    if path.is_file():
-        return
-    s = config.lm_study
-    _, humans = split_prompts(load_prepared(config.data.path), "test", s.prefix_tokens)
-    # the prompts of lm_eval.human_stats: the split's first `prompts`
-    _write_tokens(path, humans[:s.prompts] if s.prompts else humans)
 
 
 def plan(config: Config, out: Path, name: str, point: Point) -> list[Run]:
@@ -269,7 +250,8 @@ def stages(config: Config, out: Path, context: Context) -> None:
     finished written after each."""
     console = context.console
     train = tolerant(context.train, console)
-    human_tokens(config, out)
+    s = config.lm_study
+    write_human(out, config.data.path, s.prefix_tokens, s.prompts)
     tuned = sweep_config(config)
     selected: dict[str, Point] = {}
     for name in config.lm_study.transforms:

@@ -19,7 +19,7 @@ from arelu_cli.analysis.lm_eval import COLUMNS
 from arelu_cli.analysis.significance import interval95, p_value
 from arelu_cli.config import load_config
 from arelu_cli.studies.contract import write_record
-from arelu_cli.studies.lm.bootstrap import resample_counts
+from arelu_cli.studies.generations import resample_counts
 from arelu_cli.studies.lm.runs import TAU_SWEEP, TUNED, label
 from arelu_cli.studies.runner import report as rebuild
 from arelu_cli.util.errors import UserError

@@ -10,6 +10,7 @@ import pytest
 from arelu_cli.analysis.lm_eval import COLUMNS
 from arelu_cli.config import load_config
 from arelu_cli.util.errors import UserError
+from arelu_cli.studies.generations import HUMAN
 from arelu_cli.studies.lm import study as L
 from arelu_cli.studies.core import trainer
 
@@ -158,7 +159,7 @@ def test_sweep_seeds_and_evaluation_end_to_end_then_nothing_again(
         assert json.loads((first / "summary.json").read_text())["steps"] == 8
         log = pd.read_csv(first / "log.csv")
         assert list(log["step"]) == [4, 8]  # one log across the continuation
-    human = json.loads((out / L.HUMAN).read_text())["tokens"]
+    human = json.loads((out / HUMAN).read_text())["tokens"]
     assert len(human) == 5
     sweep = pd.read_csv(out / "seeds" / "1.5-relu" / "seed-1" / L.TAU_SWEEP)
     assert list(sweep["tau_shift"]) == [-0.1, 0.0, 0.3]

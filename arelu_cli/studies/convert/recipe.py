@@ -1,21 +1,31 @@
-"""The conversion study's recipe (``recipes/ptb-convert.toml``): one frozen dataclass per TOML
-table, each field documented where it is declared; unknown tables and keys, wrong types and
-impossible values are errors that say what to do (:func:`load_recipe`). Standard library only.
+"""The conversion study's recipe (``recipes/ptb-convert.toml``, ``[study] kind =
+"convert"``): tables of its own, one frozen dataclass per TOML table, each field documented
+where it is declared; unknown tables and keys, wrong types and impossible values are errors
+that say what to do (:func:`from_tables`, the study's schema:
+:attr:`arelu_cli.studies.contract.Study.schema`). Standard library only.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from pathlib import Path
-
-from arelu_cli.config.load import parse_override, read_recipe, read_table
+from arelu_cli.config.load import read_table
 from arelu_cli.util.errors import UserError
 
+KIND = "convert"
 ARMS = ("softmax", "relu-tau_for", "relu-tau_dev", "entmax", "relu-analytic", "relu-lora")
 """The fine-tuning arms, each from the pretrained checkpoint: softmax continued (the control);
 1.5-ReLU with tau from the pretrained model's logits (``tau_for``), with tau chosen on dev
 from a grid around it, with the analytic tau of an untrained model; exact 1.5-entmax; and
 1.5-ReLU with LoRA at the tau rule that wins (``tau_for`` or ``tau_dev``, on dev)."""
+
+
+@dataclass(frozen=True)
+class StudySection:
+    kind: str = KIND
+    """The study (:mod:`arelu_cli.studies.runner` finds it by this name)."""
+    threads: int = 1
+    """torch CPU threads of every training and evaluation (0: torch's own count)."""
 
 
 @dataclass(frozen=True)
@@ -89,6 +99,10 @@ class ReferenceSection:
     scratch: bool = True
     """Train 1.5-ReLU from scratch for pretrain + fine-tune steps (the pretrain schedule, the
     analytic tau an untrained model gets) as the reference, at seed ``[pretrain] seed``."""
+    lm_study: str = ""
+    """The results folder of an LM study (``arelu study ptb-lm-study``) on the same corpus,
+    relative to the current folder: the report states the pretrained model's test perplexity
+    against its softmax model's (its ``summary.csv``); empty: against none."""
 
 
 @dataclass(frozen=True)
@@ -108,12 +122,19 @@ class EvalSection:
 
 @dataclass(frozen=True)
 class Recipe:
+    study: StudySection = field(default_factory=StudySection)
     data: DataSection = field(default_factory=DataSection)
     model: ModelSection = field(default_factory=ModelSection)
     pretrain: PretrainSection = field(default_factory=PretrainSection)
     finetune: FinetuneSection = field(default_factory=FinetuneSection)
     reference: ReferenceSection = field(default_factory=ReferenceSection)
     eval: EvalSection = field(default_factory=EvalSection)
+
+    def to_dict(self) -> dict:
+        """The recipe as TOML-like nested tables (lists for tuples): the record's."""
+        return {name: {f.name: list(v) if isinstance(v := getattr(getattr(self, name), f.name),
+                                                      tuple) else v
+                       for f in fields(getattr(self, name))} for name in TABLES}
 
 
 TABLES = {f.name: f.default_factory for f in fields(Recipe)}
@@ -122,6 +143,12 @@ TABLES = {f.name: f.default_factory for f in fields(Recipe)}
 def check(recipe: Recipe) -> Recipe:
     """Refuse a recipe that could not give the study's tables, before any training."""
     d, m, p, f, e = recipe.data, recipe.model, recipe.pretrain, recipe.finetune, recipe.eval
+    if recipe.study.kind != KIND:
+        raise UserError(f"[study] kind is {recipe.study.kind!r}, but these are the tables of the "
+                        f"conversion study: set it to \"{KIND}\"")
+    if recipe.study.threads < 0:
+        raise UserError(f"[study] threads must be >= 0 (0: torch's own count), got "
+                        f"{recipe.study.threads}")
     if not 1 <= d.block_size <= d.max_tokens:
         raise UserError(f"[data] block_size must be in [1, max_tokens], got {d.block_size}")
     if m.hidden_size % m.heads:
@@ -154,32 +181,20 @@ def check(recipe: Recipe) -> Recipe:
         raise UserError("[eval] stride and [pretrain] ppl_stride must be in [1, block_size]")
     if not e.softmax_top_p or any(not 0 < p_ <= 1 for p_ in e.softmax_top_p):
         raise UserError(f"[eval] softmax_top_p must hold values in (0, 1], got {e.softmax_top_p}")
+    if not {1.0, 0.9} <= set(e.softmax_top_p):
+        raise UserError("[eval] softmax_top_p must include 1.0 and 0.9: the control's pure and "
+                        "nucleus sampling, the references of the comparisons")
     if f.save_every < 1 or f.log_every < 1:
         raise UserError("[finetune] save_every and log_every must be at least 1")
     return recipe
 
 
-def from_tables(tables: dict) -> Recipe:
+def from_tables(tables: Mapping[str, object]) -> Recipe:
+    """The checked recipe of a recipe's (or a record's) tables."""
     unknown = sorted(set(tables) - set(TABLES))
     if unknown:
         raise UserError(f"unknown table(s) {', '.join(f'[{u}]' for u in unknown)}; the "
                         f"conversion recipe has {', '.join(f'[{t}]' for t in TABLES)}")
     return check(Recipe(**{name: read_table(name, type(make()), tables.get(name, {}))
                            for name, make in TABLES.items()}))
-
-
-def load_recipe(path: str | Path, overrides: list[str] = ()) -> Recipe:
-    """The recipe at ``path`` with ``SECTION.KEY=VALUE`` overrides (``--set``)."""
-    tables = {k: dict(v) if isinstance(v, dict) else v for k, v in read_recipe(path).items()}
-    for item in overrides:
-        section, key, value = parse_override(item)
-        tables.setdefault(section, {})[key] = value
-    return from_tables(tables)
-
-
-def as_tables(recipe: Recipe) -> dict:
-    """The recipe as TOML-like nested tables (lists for tuples), e.g. for a JSON record."""
-    return {name: {f.name: list(v) if isinstance(v := getattr(getattr(recipe, name), f.name),
-                                                  tuple) else v
-                   for f in fields(getattr(recipe, name))} for name in TABLES}
 

@@ -7,19 +7,17 @@ through :func:`arelu_cli.hf.decoder.hf_decoder`.
 An evaluation folder ``E`` holds per decoding ``E/DECODING.csv`` (one lm-eval row, written
 last: the decoding is done when it exists), ``E/generations/DECODING.txt`` with its ``.json``
 record and ``E/generations/DECODING.tokens.json`` (the continuations' token ids, from which
-every generation statistic and bootstrap is recomputed).
+every generation statistic and bootstrap is recomputed). A row names its snapshot and its
+generations by their paths in the study folder.
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from arelu_cli.data.prepared import Prepared
-from arelu_cli.studies.lm.convert.recipe import Recipe
-from arelu_cli.util.atomic import atomic_write_text
-
-HUMAN = "human.tokens.json"
+from arelu_cli.studies.convert.recipe import Recipe
+from arelu_cli.studies.generations import write_tokens
 
 
 def settings(recipe: Recipe, stride: int | None = None):
@@ -31,8 +29,10 @@ def settings(recipe: Recipe, stride: int | None = None):
                         stride=stride or e.stride)
 
 
-def load(snapshot: Path, data: Prepared, block_size: int, seed: int, step: int | None = None):
-    """The snapshot as a :class:`~arelu_cli.decode.translate.Decoder` with its transform."""
+def load(snapshot: Path, data: Prepared, block_size: int, seed: int, step: int | None = None,
+         named: Path | None = None):
+    """The snapshot as a :class:`~arelu_cli.decode.translate.Decoder` with its transform,
+    its rows naming it ``named`` (default: ``snapshot``)."""
     from transformers import LlamaForCausalLM
 
     from arelu_cli.hf import use_transform
@@ -43,18 +43,14 @@ def load(snapshot: Path, data: Prepared, block_size: int, seed: int, step: int |
     model = LlamaForCausalLM.from_pretrained(snapshot)
     stored = getattr(model.config, CONFIG_KEY, None)
     transform = use_transform(model) if stored else get_transform("softmax")
-    return hf_decoder(model, transform, data, path=snapshot, block_size=block_size, seed=seed,
-                      step=step)
+    return hf_decoder(model, transform, data, path=named or snapshot, block_size=block_size,
+                      seed=seed, step=step)
 
 
 def paths(folder: Path, label: str) -> tuple[Path, Path, Path]:
     """A decoding's row, generations and generated token ids in evaluation folder ``folder``."""
     gen = folder / "generations" / f"{label}.txt"
     return folder / f"{label}.csv", gen, gen.with_suffix(".tokens.json")
-
-
-def write_tokens(path: Path, tokens: list[list[int]]) -> None:
-    atomic_write_text(path, json.dumps({"tokens": tokens}, separators=(",", ":")) + "\n")
 
 
 def decodings(recipe: Recipe, transform_family: str) -> list:
@@ -67,8 +63,9 @@ def decodings(recipe: Recipe, transform_family: str) -> list:
     return [Decoding(top_p=None if p == 1 else p) for p in recipe.eval.softmax_top_p]
 
 
-def evaluate(decoder, folder: Path, chosen: list, measured) -> None:
-    """Every decoding of ``chosen`` not yet in ``folder`` (module docstring)."""
+def evaluate(decoder, folder: Path, chosen: list, measured, out: Path) -> None:
+    """Every decoding of ``chosen`` not yet in ``folder`` (module docstring); ``out``: the
+    study folder, where the rows' paths start."""
     from arelu_cli.analysis import lm_eval
     from arelu_cli.decode.generate import write_generation
 
@@ -78,7 +75,7 @@ def evaluate(decoder, folder: Path, chosen: list, measured) -> None:
         if row_path.is_file():
             continue
         gen_path.parent.mkdir(parents=True, exist_ok=True)
-        row, generated = lm_eval.evaluate(decoder, decoding, measured, gen_path)
+        row, generated = lm_eval.evaluate(decoder, decoding, measured, gen_path.relative_to(out))
         write_generation(generated, gen_path)
         write_tokens(ids_path, generated.tokens)
         lm_eval.merge_rows([row], row_path)
@@ -96,14 +93,3 @@ def dev_eps_ppl(decoder, measured) -> dict:
     found = M.summarize(values, vocab, eps)
     return {"dev_eps_ppl": ppl, "eps": eps, "support_mean": found["support_mean"],
             "zero_share": found["zero_share"]}
-
-
-def human_tokens(data: Prepared, recipe: Recipe, out: Path) -> None:
-    """``human.tokens.json``: the human continuations of the prompts every model continues."""
-    from arelu_cli.decode.generate import split_prompts
-
-    path = out / HUMAN
-    if path.is_file():
-        return
-    _, humans = split_prompts(data, "test", recipe.eval.prefix_tokens)
-    write_tokens(path, humans[:recipe.eval.prompts] if recipe.eval.prompts else humans)

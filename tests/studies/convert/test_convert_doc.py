@@ -12,7 +12,7 @@ pytest.importorskip("transformers")
 
 import torch  # noqa: E402
 
-DOC = Path(__file__).resolve().parents[4] / "docs" / "convert.md"
+DOC = Path(__file__).resolve().parents[3] / "docs" / "convert.md"
 
 
 def doc_example() -> str:

@@ -27,7 +27,7 @@ import torch
 
 from arelu_cli.data.blocks import block_batches
 from arelu_cli.data.prepared import Prepared
-from arelu_cli.studies.lm.convert.recipe import ModelSection
+from arelu_cli.studies.convert.recipe import ModelSection
 from arelu_cli.train import run_dir
 from arelu_cli.util.atomic import atomic_write_text
 from arelu_cli.util.errors import UserError
