@@ -114,14 +114,16 @@ def test_any_tiling_equals_the_unfused_loss(alpha, tau, eps, reduction, bias, lo
     assert_same(fused, unfused, tol=1e-10)
 
 
-def test_gradcheck_float64():
+@pytest.mark.parametrize("softcap", [None, 0.8])
+def test_gradcheck_float64(softcap):
     """Reduction ``none`` (gradcheck runs backward many times through one call, which
-    ``sum``/``mean`` forbid; they are checked against the unfused loss above)."""
+    ``sum``/``mean`` forbid; they are checked against the unfused loss above), uncapped and
+    soft-capped."""
     hidden, weight, b, target = problem(5, tokens=(4,), d=5, vocab=9)
     assert torch.autograd.gradcheck(
         lambda h, w, bb: linear_alpha_relu_loss(h, w, target, 1.4, 0.05, bias=bb,
                                                 reduction="none", chunk=3, vocab_chunk=4,
-                                                label_smoothing=0.1),
+                                                label_smoothing=0.1, softcap=softcap),
         (hidden, weight, b))
 
 

@@ -15,7 +15,7 @@ from arelu_cli.transforms import (LinearAlphaReLULoss, alpha_relu_loss, linear_a
                                   set_engine)
 from arelu_cli.transforms import _torch_linear
 
-from .test_fused_linear import assert_same, loss_and_grads, problem
+from .test_fused_linear import assert_same, loss_and_grads, problem, sparse_tiles  # noqa: F401
 
 # Logits of problem() spread about one unit and tau 0.3 puts alpha-ReLU's threshold at 0.6:
 # a cap of 1.5 bends the support's logits well away from z.
@@ -94,29 +94,6 @@ def test_any_tiling_equals_the_unfused_capped_loss(alpha, tau, eps, cap, reducti
         hidden, weight, b, target, reduction, alpha, tau, eps, cap, chunk=chunk,
         skip_zeros=skip, loop=loop, vocab_chunk=cols if loop == "vocab" else None)
     assert_same(fused, unfused, tol=1e-10)
-
-
-def test_gradcheck_float64():
-    hidden, weight, b, target = problem(5, tokens=(4,), d=5, vocab=9)
-    assert torch.autograd.gradcheck(
-        lambda h, w, bb: linear_alpha_relu_loss(h, w, target, 1.4, 0.05, bias=bb,
-                                                reduction="none", chunk=3, vocab_chunk=4,
-                                                label_smoothing=0.1, softcap=0.8),
-        (hidden, weight, b))
-
-
-@pytest.fixture
-def sparse_tiles(monkeypatch):
-    """Counts the tiles whose products ran sparse (``True``) or dense (``False``)."""
-    seen = []
-    real = _torch_linear._sparse_gradient
-
-    def spy(*args):
-        entries = real(*args)
-        seen.append(entries is not None)
-        return entries
-    monkeypatch.setattr(_torch_linear, "_sparse_gradient", spy)
-    return seen
 
 
 def test_capped_tiles_still_skip_their_zeros(sparse_tiles):
