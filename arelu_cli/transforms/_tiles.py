@@ -22,6 +22,24 @@ def project(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | Non
     return torch.addmm(bias, hidden, weight.t(), out=out)
 
 
+def tile_logits(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
+                rows: int, cols: int):
+    """The tile loop's walk: for each block of ``rows`` tokens, each block of ``cols``
+    vocabulary columns in order, ``(r0, r1, v0, v1, h, w, logits)`` with ``logits = h @ w.T
+    (+ bias)`` written into one buffer reused by every tile (consume it before the next)."""
+    n, vocab = hidden.shape[0], weight.shape[0]
+    rows, cols = min(rows, n), min(cols, vocab)
+    buffer = torch.empty(rows * cols, dtype=hidden.dtype, device=hidden.device)
+    for r0 in range(0, n, max(rows, 1)):
+        r1 = min(n, r0 + rows)
+        h = hidden[r0:r1]
+        for v0 in range(0, vocab, cols):
+            v1 = min(vocab, v0 + cols)
+            w, b = weight[v0:v1], None if bias is None else bias[v0:v1]
+            yield r0, r1, v0, v1, h, w, project(h, w, b, buffer[:(r1 - r0) * (v1 - v0)]
+                                                .view(r1 - r0, v1 - v0))
+
+
 def _product(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, write: bool) -> None:
     """``out = a @ b`` (``write``) or ``out += a @ b``; ``out`` may be wider than the
     operands (an fp32 accumulator of bf16/fp16 products)."""

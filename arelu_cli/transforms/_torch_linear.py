@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import torch
 
 from arelu_cli.transforms import alpha_relu_kernels as kernels
-from arelu_cli.transforms._tiles import add_tile_grads, project
+from arelu_cli.transforms._tiles import add_tile_grads, tile_logits
 
 # Largest share of a tile's logit gradient that may be nonzero for its products to run on
 # the nonzeros alone (sparse x dense) rather than on the whole tile (dense matmuls): a
@@ -186,34 +186,26 @@ def _loop(hidden, weight, bias, target, scale, loop: Tiles, want):
     # Label smoothing's terms: after the loop, linear in the logits (uncapped), else per tile.
     in_tiles = bool(loop.eps) and loop.softcap is not None
     logit_sums = torch.zeros(n, dtype=acc, device=device) if in_tiles else None
-    rows, cols = min(loop.rows, n), min(loop.cols, vocab)
-    buffer = torch.empty(rows * cols, dtype=hidden.dtype, device=device)
-    slopes = (torch.empty(rows * cols, dtype=acc, device=device)
+    slopes = (torch.empty(min(loop.rows, n) * min(loop.cols, vocab), dtype=acc, device=device)
               if with_grads and loop.softcap is not None else None)
     wide_h = hidden.to(acc) if loop.sparse else None
-    for r0 in range(0, n, max(rows, 1)):
-        r1 = min(n, r0 + rows)
-        h = hidden[r0:r1]
-        for v0 in range(0, vocab, cols):
-            v1 = min(vocab, v0 + cols)
-            w, b = weight[v0:v1], None if bias is None else bias[v0:v1]
-            z = project(h, w, b, buffer[:(r1 - r0) * (v1 - v0)].view(r1 - r0, v1 - v0))
-            if loop.softcap is not None:
-                _cap_(z, loop.softcap)
-            sums[r0:r1] += kernels.loss_sums(z, loop.alpha, loop.tau)
-            if in_tiles:
-                logit_sums[r0:r1] += z.sum(1, dtype=acc)
-            local = target[r0:r1] - v0
-            inside = ((local >= 0) & (local < v1 - v0)).nonzero().squeeze(1)
-            target_logits[r0 + inside] = z[inside, local[inside]].to(acc)
-            if with_grads:
-                tile_grads = (None if grads[0] is None else grads[0][r0:r1],
-                              None if grads[1] is None else grads[1][v0:v1],
-                              None if grads[2] is None else grads[2][v0:v1])
-                wide = None if wide_h is None else (wide_h[r0:r1], w.to(acc))
-                slope = None if slopes is None else slopes[:z.numel()].view(z.shape)
-                _add_tile(z, inside, local, scale[r0:r1], h, w, tile_grads, (v0 == 0, r0 == 0),
-                          loop, wide, slope, loop.eps / vocab if in_tiles else 0.0)
+    for r0, r1, v0, v1, h, w, z in tile_logits(hidden, weight, bias, loop.rows, loop.cols):
+        if loop.softcap is not None:
+            _cap_(z, loop.softcap)
+        sums[r0:r1] += kernels.loss_sums(z, loop.alpha, loop.tau)
+        if in_tiles:
+            logit_sums[r0:r1] += z.sum(1, dtype=acc)
+        local = target[r0:r1] - v0
+        inside = ((local >= 0) & (local < v1 - v0)).nonzero().squeeze(1)
+        target_logits[r0 + inside] = z[inside, local[inside]].to(acc)
+        if with_grads:
+            tile_grads = (None if grads[0] is None else grads[0][r0:r1],
+                          None if grads[1] is None else grads[1][v0:v1],
+                          None if grads[2] is None else grads[2][v0:v1])
+            wide = None if wide_h is None else (wide_h[r0:r1], w.to(acc))
+            slope = None if slopes is None else slopes[:z.numel()].view(z.shape)
+            _add_tile(z, inside, local, scale[r0:r1], h, w, tile_grads, (v0 == 0, r0 == 0),
+                      loop, wide, slope, loop.eps / vocab if in_tiles else 0.0)
     # A target outside [0, V) lies in no tile: its row's loss is NaN, as on every engine.
     outside = (target < 0) | (target >= vocab)
     target_logits.masked_fill_(outside, float("nan"))

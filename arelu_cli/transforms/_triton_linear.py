@@ -31,7 +31,7 @@ import triton
 import triton.language as tl
 
 from arelu_cli.transforms import _triton_kernels
-from arelu_cli.transforms._tiles import add_tile_grads, project
+from arelu_cli.transforms._tiles import add_tile_grads, tile_logits
 from arelu_cli.transforms._triton_kernels import TILE, on_device
 
 
@@ -185,37 +185,29 @@ def run(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
               if with_grads and want[1] else None)
     grad_b = (torch.zeros(vocab, dtype=torch.float32, device=device)
               if with_grads and want[2] and bias is not None else None)
-    rows, cols = min(rows, n), min(cols, vocab)
-    buffer = torch.empty(rows * cols, dtype=hidden.dtype, device=device)
-    flags = (torch.empty(triton.cdiv(rows, TILE), triton.cdiv(cols, TILE), dtype=torch.int32,
-                         device=device) if with_grads and tiles else None)
-    for r0 in range(0, n, max(rows, 1)):
-        r1 = min(n, r0 + rows)
-        h = hidden[r0:r1]
-        for v0 in range(0, vocab, cols):
-            v1 = min(vocab, v0 + cols)
-            w, b = weight[v0:v1], None if bias is None else bias[v0:v1]
-            logits = project(h, w, b, buffer[:(r1 - r0) * (v1 - v0)].view(r1 - r0, v1 - v0))
-            marks = None
-            if flags is not None:
-                marks = flags[:triton.cdiv(r1 - r0, TILE), :triton.cdiv(v1 - v0, TILE)]
-                marks.fill_(0)
-            _triton_kernels.loss_pass(logits, target[r0:r1], alpha, tau, eps, ignore_index,
-                                      grad=logits if with_grads else None,
-                                      scale=scale[r0:r1] if with_grads else None,
-                                      flags=marks, rows=losses[r0:r1], col0=v0, total=vocab,
-                                      softcap=softcap)
-            if not with_grads:
-                continue
-            tile_h = None if grad_h is None else grad_h[r0:r1]
-            tile_w = None if grad_w is None else grad_w[v0:v1]
-            tile_b = None if grad_b is None else grad_b[v0:v1]
-            if marks is None:
-                add_tile_grads(logits, h, w, tile_h, tile_w, tile_b, first_h=v0 == 0,
-                               first_w=r0 == 0)
-                continue
-            if tile_h is not None:
-                grad_hidden_into(logits, w, marks, tile_h, accumulate=v0 > 0)
-            if tile_w is not None or tile_b is not None:
-                grad_weight_add(logits, h, marks, tile_w, tile_b)
+    flags = (torch.empty(triton.cdiv(min(rows, n), TILE), triton.cdiv(min(cols, vocab), TILE),
+                         dtype=torch.int32, device=device) if with_grads and tiles else None)
+    for r0, r1, v0, v1, h, w, logits in tile_logits(hidden, weight, bias, rows, cols):
+        marks = None
+        if flags is not None:
+            marks = flags[:triton.cdiv(r1 - r0, TILE), :triton.cdiv(v1 - v0, TILE)]
+            marks.fill_(0)
+        _triton_kernels.loss_pass(logits, target[r0:r1], alpha, tau, eps, ignore_index,
+                                  grad=logits if with_grads else None,
+                                  scale=scale[r0:r1] if with_grads else None,
+                                  flags=marks, rows=losses[r0:r1], col0=v0, total=vocab,
+                                  softcap=softcap)
+        if not with_grads:
+            continue
+        tile_h = None if grad_h is None else grad_h[r0:r1]
+        tile_w = None if grad_w is None else grad_w[v0:v1]
+        tile_b = None if grad_b is None else grad_b[v0:v1]
+        if marks is None:
+            add_tile_grads(logits, h, w, tile_h, tile_w, tile_b, first_h=v0 == 0,
+                           first_w=r0 == 0)
+            continue
+        if tile_h is not None:
+            grad_hidden_into(logits, w, marks, tile_h, accumulate=v0 > 0)
+        if tile_w is not None or tile_b is not None:
+            grad_weight_add(logits, h, marks, tile_w, tile_b)
     return losses, grad_h, grad_w, None if grad_b is None else grad_b.to(bias.dtype)
