@@ -100,6 +100,10 @@ def test_parse_override(text, expected):
     ({"reproduce": {"sweep_minutes": float("nan")}}, r"\[reproduce\] sweep_minutes must be a finite"),
     ({"reproduce": {"tau_sweep": [0.1, float("inf")]}}, r"\[reproduce\] tau_sweep must be a finite"),
     ({"sweep": {"lr": [1.0, float("inf")]}}, r"\[sweep\] lr must be a finite number, got inf"),
+    ({"sweep": {"extend": -1}}, r"\[sweep\] extend must be >= 0"),
+    ({"sweep": {"extend": 1, "lr": [0.4]}}, r"\[sweep\] extend = 1 steps past the ends of "
+                                             r"\[sweep\] lr .* lists 1; list at least two"),
+    ({"sweep": {"extend": 1}}, r"lists 0; list at least two"),
     ({"study": {"equal_time_minutes": float("nan")}}, r"\[study\] equal_time_minutes must be a "
                                                       r"finite"),
     ({"train": {"max_minutes": float("nan")}}, r"\[train\] max_minutes must be >= 0"),

@@ -132,6 +132,13 @@ def _validate_study(config: Config) -> None:
     for key in ("lr", "warmup"):
         if any(not v > 0 for v in getattr(sw, key)):
             raise UserError(f"[sweep] {key} values must be positive, got {list(getattr(sw, key))}")
+    if sw.extend < 0:
+        raise UserError(f"[sweep] extend must be >= 0 (lr values the sweep may add past each "
+                        f"end of its grid), got {sw.extend}")
+    if sw.extend and len(set(sw.lr)) < 2:
+        raise UserError(f"[sweep] extend = {sw.extend} steps past the ends of [sweep] lr by the "
+                        f"ratio of its two end values, and it lists {len(set(sw.lr))}; list at "
+                        "least two, e.g. lr = [0.4, 0.8]")
     if any(not 0.0 <= v < 1.0 for v in sw.label_smoothing):
         raise UserError(f"[sweep] label_smoothing values must be in [0, 1), got "
                         f"{list(sw.label_smoothing)}")

@@ -216,6 +216,11 @@ class SweepConfig:
     order: Literal["sequential", "grid"] = "sequential"
     """``sequential``: lr first, then warmup, then label smoothing, each at the best so far;
     ``grid``: every combination."""
+    extend: int = 0
+    """How many lr values the sweep may add past each end of ``lr`` while the best lr is at
+    that end, each the end value times the ratio of the two listed values there (a doubling
+    grid goes on doubling), so that the selected lr lies inside what was tried; 0: ``lr`` as
+    listed."""
 
 
 @dataclass(frozen=True)

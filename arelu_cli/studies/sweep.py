@@ -82,28 +82,57 @@ def _start(axes: Mapping[str, Sequence[float]]) -> Point:
 
 
 def _rounds(axes: Mapping[str, Sequence[float]], order: str,
-            scores: Mapping[Point, float]) -> Iterator[list[Point]]:
+            scores: Mapping[Point, float], extend: int = 0) -> Iterator[list[Point]]:
     """The groups of points the order tries, one after another; it stops after the first
-    group that is not fully scored (what comes next depends on that group's winner)."""
+    group that is not fully scored (what comes next depends on that group's winner). With
+    ``extend``, a group whose best lr is the largest (smallest) tried is followed by the
+    same group with one lr more past that end (:func:`beyond`)."""
     for axis in AXES:
         if not axes[axis]:
             raise ValueError(f"the sweep's {axis} axis has no values")
-    if order == "grid":
-        yield grid_points(axes)
-        return
-    if order != "sequential":
+    if order not in ("grid", "sequential"):
         raise ValueError(f"unknown sweep order {order!r}")
     current = _start(axes)
-    for axis in AXES:
-        candidates = list(dict.fromkeys(current.with_(axis, v) for v in axes[axis]))
-        yield candidates
-        if any(p not in scores for p in candidates):
-            return
-        current = best(candidates, scores)
+    for axis in (AXES if order == "sequential" else ("lr",)):
+        values = list(axes[axis])
+        while True:
+            candidates = (grid_points({**axes, "lr": values}) if order == "grid" else
+                          list(dict.fromkeys(current.with_(axis, v) for v in values)))
+            yield candidates
+            if any(p not in scores for p in candidates):
+                return
+            chosen = best(candidates, scores)
+            wider = beyond(values, axes["lr"], chosen.lr, extend) if axis == "lr" else None
+            if wider is None:
+                break
+            values = wider
+        current = chosen
 
 
-def plan(axes: Mapping[str, Sequence[float]], order: str,
-         scores: Mapping[Point, float]) -> tuple[list[Point], Point | None]:
+def beyond(values: Sequence[float], listed: Sequence[float], chosen: float,
+           extend: int) -> list[float] | None:
+    """``values`` (an lr axis, ``listed`` as the recipe lists it, perhaps extended) with one
+    value more past the end ``chosen`` sits at: that end times (or divided by) the ratio of
+    the two listed values at that end, so a doubling grid goes on doubling; None when
+    ``chosen`` is inside, or ``extend`` values were added past that end already. New values
+    come last, so a tie still goes to a listed point (:func:`best`)."""
+    ordered = sorted(listed)
+    if extend < 1 or len(ordered) < 2:
+        return None
+    if chosen == max(values) and sum(v > ordered[-1] for v in values) < extend:
+        return [*values, _tidy(chosen * ordered[-1] / ordered[-2])]
+    if chosen == min(values) and sum(v < ordered[0] for v in values) < extend:
+        return [*values, _tidy(chosen * ordered[0] / ordered[1])]
+    return None
+
+
+def _tidy(value: float) -> float:
+    """``value`` at 12 significant digits (1.6 x 2 is 3.2, not 3.2000000000000006)."""
+    return float(f"{value:.12g}")
+
+
+def plan(axes: Mapping[str, Sequence[float]], order: str, scores: Mapping[Point, float],
+         extend: int = 0) -> tuple[list[Point], Point | None]:
     """``(pending, selected)``: the points to train next (those without a score yet), or,
     when every point the order needs has a score, ``([], the selected point)``.
 
@@ -112,7 +141,7 @@ def plan(axes: Mapping[str, Sequence[float]], order: str,
     sweep interrupted anywhere continues from the scores already there.
     """
     last: list[Point] = []
-    for candidates in _rounds(axes, order, scores):
+    for candidates in _rounds(axes, order, scores, extend):
         pending = [p for p in candidates if p not in scores]
         if pending:
             return pending, None
@@ -120,10 +149,11 @@ def plan(axes: Mapping[str, Sequence[float]], order: str,
     return [], best(last, scores)
 
 
-def visited(axes: Mapping[str, Sequence[float]], order: str,
-            scores: Mapping[Point, float]) -> list[Point]:
+def visited(axes: Mapping[str, Sequence[float]], order: str, scores: Mapping[Point, float],
+            extend: int = 0) -> list[Point]:
     """Every point the sweep has asked for so far, in the order it asked (its table's rows)."""
-    return list(dict.fromkeys(p for group in _rounds(axes, order, scores) for p in group))
+    return list(dict.fromkeys(p for group in _rounds(axes, order, scores, extend)
+                              for p in group))
 
 
 def axes(config: Config) -> dict[str, tuple]:
@@ -162,7 +192,8 @@ def scores(config: Config, out: Path, name: str) -> dict[Point, float]:
     scored yet (the sweep continues it)."""
     grid, base, found = axes(config), config.train.seed, {}
     while True:
-        new = {p: _score(run.folder) for p in visited(grid, config.sweep.order, found)
+        new = {p: _score(run.folder) for p in visited(grid, config.sweep.order, found,
+                                                           config.sweep.extend)
                if p not in found and _ended((run := study_run(config, out, name, p, base)).folder)
                and reuse(run.folder, run.config) != LONGER}
         if not new:
@@ -190,7 +221,8 @@ def sweep(config: Config, out: Path, train: Trainer, console: Console) -> dict[s
     selected, base = {}, config.train.seed
     for name in config.sweep.transforms:
         while True:
-            pending, chosen = plan(axes(config), config.sweep.order, scores(config, out, name))
+            pending, chosen = plan(axes(config), config.sweep.order,
+                                   scores(config, out, name), config.sweep.extend)
             if chosen is not None:
                 selected[name] = chosen
                 break

@@ -73,3 +73,51 @@ def test_the_selected_point_is_the_best_of_its_last_round(values):
     lr_round = [p for p in scores if p.label_smoothing == 0.0]
     assert scores[selected] >= max(scores[p] for p in lr_round if p.lr == selected.lr)
     assert scores[selected] == max(scores[p] for p in scores if p.lr == selected.lr)
+
+
+def score_by_lr(best_lr):
+    """A dev score that peaks at ``best_lr`` (in log lr), whatever else the point has."""
+    import math
+    return lambda p: -abs(math.log(p.lr / best_lr))
+
+
+def walk(axes, order, score, extend):
+    scores, rounds = {}, 0
+    while True:
+        pending, chosen = plan(axes, order, scores, extend)
+        if chosen is not None:
+            return chosen, scores, rounds
+        scores |= {p: score(p) for p in pending}
+        rounds += 1
+
+
+@pytest.mark.parametrize("order", ["sequential", "grid"])
+def test_extend_goes_past_the_end_the_best_lr_sits_at_until_it_is_inside(order):
+    axes = {"lr": [0.2, 0.4, 0.8, 1.6], "warmup": [400], "label_smoothing": [0.0]}
+    chosen, scores, _ = walk(axes, order, score_by_lr(3.0), extend=3)
+    assert chosen.lr == 3.2 and sorted(lrs(scores)) == [0.2, 0.4, 0.8, 1.6, 3.2, 6.4]
+    chosen, scores, _ = walk(axes, order, score_by_lr(0.07), extend=3)
+    assert chosen.lr == 0.05 and sorted(lrs(scores)) == [0.025, 0.05, 0.1, 0.2, 0.4, 0.8, 1.6]
+    # inside the listed grid: nothing is added, as without extend
+    chosen, scores, _ = walk(axes, order, score_by_lr(0.5), extend=3)
+    assert chosen.lr == 0.4 and sorted(lrs(scores)) == [0.2, 0.4, 0.8, 1.6]
+    # the bound: at most `extend` values past an end, the last of them selected if best
+    chosen, scores, _ = walk(axes, order, score_by_lr(100.0), extend=2)
+    assert chosen.lr == 6.4 and max(lrs(scores)) == 6.4
+    assert walk(axes, order, score_by_lr(100.0), extend=0)[0].lr == 1.6
+
+
+def test_extend_keeps_the_other_axes_and_lists_new_points_last():
+    chosen, scores, _ = walk(AXES, "grid", score_by_lr(5.0), extend=1)
+    assert chosen.lr == 2.4 and len(scores) == 10  # both label smoothings at the new lr
+    order = visited(AXES, "grid", scores, extend=1)
+    assert lrs(order[-2:]) == [2.4, 2.4] and order[:8] == grid_points(AXES)
+    # sequential: the later axes are tuned at the extended lr
+    chosen, scores, _ = walk(AXES, "sequential", score_by_lr(5.0), extend=1)
+    assert chosen.lr == 2.4 and Point(2.4, 300, 0.1) in scores
+
+
+def test_a_tie_with_an_added_lr_goes_to_the_listed_one():
+    axes = {"lr": [0.4, 0.8], "warmup": [400], "label_smoothing": [0.0]}
+    chosen, scores, _ = walk(axes, "grid", lambda p: 1.0 if p.lr >= 0.8 else 0.0, extend=1)
+    assert lrs(scores) == [0.4, 0.8, 1.6] and chosen.lr == 0.8

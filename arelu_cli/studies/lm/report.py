@@ -158,7 +158,8 @@ def sweep_rows(out: Path, selected: dict) -> list[dict]:
     """Every lr point of ``runs/NAME/POINT/``: its best dev loss, dev perplexity at that step where logged, and whether it was selected;
     a point still training has no dev loss yet."""
     rows = []
-    for folder in sorted(p for p in (out / "runs").glob("*/*") if p.is_dir()):
+    folders = [p for p in (out / "runs").glob("*/*") if p.is_dir()]
+    for folder in sorted(folders, key=_by_lr):
         name, train = folder.parent.name, run_dir.require_config(folder).get("train", {})
         info = run_dir.read_summary(folder) if finished(folder) else {}
         best = info.get("best_step")
@@ -173,6 +174,14 @@ def sweep_rows(out: Path, selected: dict) -> list[dict]:
                      "dev_ppl": float(ppl.iloc[-1]) if len(ppl) else None,
                      "selected": selected.get(name, {}).get("run") == folder.name})
     return rows
+
+
+def _by_lr(folder: Path) -> tuple:
+    """A sweep folder's place in its table: by transform, then by its configuration's
+    numbers (``lr-3.2`` after ``lr-1.6``, as a name sort would not put ``lr-12.8``)."""
+    train = run_dir.require_config(folder).get("train", {})
+    return (folder.parent.name, *(float(train.get(k) or 0) for k in
+                                  ("lr", "warmup", "label_smoothing")), folder.name)
 
 
 def curve_rows(out: Path, runs: list[Run]) -> list[dict]:
@@ -226,15 +235,17 @@ def setup_lines(runs: list[Run], selected: dict) -> list[str]:
     return lines
 
 
-def sweep_size(out: Path, name: str) -> int | None:
+def sweep_size(out: Path, name: str) -> str | None:
     """How many points ``runs/NAME/`` sweeps: the product of the grid's lengths as the
-    ``[sweep]`` of its first point's ``config.json`` records them (None: none recorded)."""
+    ``[sweep]`` of its first point's ``config.json`` records them, "at least" that when the
+    grid may extend (``[sweep] extend``); None: none recorded."""
     for folder in sorted(p for p in (out / "runs" / name).glob("*") if p.is_dir()):
         grid = run_dir.require_config(folder).get("sweep") or {}
         if not grid.get("lr"):
             return None
-        return math.prod(max(1, len(grid.get(key) or [])) for key in
+        size = math.prod(max(1, len(grid.get(key) or [])) for key in
                          ("lr", "warmup", "label_smoothing"))
+        return f"at least {size}" if grid.get("extend") else str(size)
     return None
 
 

@@ -97,7 +97,7 @@ def sweep_rows(config: Config, out: Path, selected: dict[str, Point]) -> list[di
     rows, base = [], config.train.seed
     for name in config.sweep.transforms:
         found = scores(config, out, name)
-        for point in visited(axes(config), config.sweep.order, found):
+        for point in visited(axes(config), config.sweep.order, found, config.sweep.extend):
             folder = run_folder(out, name, point, base, base)
             info = sweep_summary(folder)
             again = run_dir.first_summary(folder) and _current(folder)
