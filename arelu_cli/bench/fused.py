@@ -229,6 +229,20 @@ def _method_row(plan: FusedPlan, name: str, steps: dict, setup, peaks: dict,
                 else round(peak / unfused_peak, 3))
 
 
+def _tile(plan: FusedPlan, name: str, n: int, v: int, d: int, engine: str) -> str | None:
+    """The tile (tokens x vocabulary columns) fused method ``name`` runs with here, as the
+    library's rule (:func:`~arelu_cli.transforms.fused_linear.tile_shape`) gives it; None for
+    a method that is not ours."""
+    from arelu_cli.transforms.fused_linear import tile_shape
+
+    if name not in FUSED:
+        return None
+    loop = FUSED[name].get("loop", "vocab")
+    rows, cols = tile_shape(n, d, v, plan.device, engine == "triton", loop, plan.chunk,
+                            plan.vocab_chunk if loop == "vocab" else None)
+    return f"{rows}x{cols}"
+
+
 def _case_rows(plan: FusedPlan, n: int, v: int, d: int) -> list[dict]:
     """The rows of one N x V x d case: every method of the plan against unfused."""
     device = torch.device(plan.device)
@@ -248,7 +262,8 @@ def _case_rows(plan: FusedPlan, n: int, v: int, d: int) -> list[dict]:
                 engine=alpha_relu_kernels.engine_for(hidden), matmul_ms=round(matmul_ms, 2))
     rows = []
     for name in plan.methods:
-        row = base | _method_row(plan, name, steps, setup, peaks, matmul_ms)
+        row = base | {"tile": _tile(plan, name, n, v, d, base["engine"])} | \
+            _method_row(plan, name, steps, setup, peaks, matmul_ms)
         row["signature"] = signature(method=name, data=f"randn{n}x{v}x{d}", seed=plan.seed,
                                      alpha=plan.alpha, chunk=plan.chunk,
                                      vocab_chunk=plan.vocab_chunk, dtype=plan.dtype,

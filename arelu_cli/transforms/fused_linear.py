@@ -61,8 +61,11 @@ from arelu_cli.transforms.reduction import (check_reduction, counted, loss_dtype
 # sizes: results/bench/README.md).
 CHUNK_ELEMENTS = {"cpu": 1 << 22, "cuda": 1 << 26}
 # Fewest vocabulary columns per block of the "vocab" loop: every block reads and writes
-# the N x d grad_hidden once more, so narrow blocks would be bound by that traffic.
-MIN_COLS = {"cpu": 512, "cuda": 4096}
+# the N x d grad_hidden once more, so narrow blocks would be bound by that traffic. CPU
+# 1024: at 8192 x 40000 x 512 its 4096 x 1024 tiles took 0.395-0.434x the unfused time (dense
+# products 0.954-0.998x) in three quiet runs on a 2-core AVX2 CPU, where 512 (8192 x 512
+# tiles) took 0.446-0.451x (dense 1.009-1.049x) in two (results/bench/README.md).
+MIN_COLS = {"cpu": 1024, "cuda": 4096}
 # Fewest tokens per chunk of the "tokens" loop on CPU: every chunk streams the whole weight
 # (V x d) through the three matmuls, so at large V a chunk of CHUNK_ELEMENTS // V tokens
 # (32 at V = 128K) is bound by reading the weight, not by arithmetic.

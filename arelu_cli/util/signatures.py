@@ -32,9 +32,10 @@ def versions() -> dict[str, str]:
 
 def machine(device: object = "cpu") -> str:
     """What ran a timing or a training, for a results column: the GPU's name on CUDA
-    (``NVIDIA H100 80GB HBM3``), else the CPU's model and how many logical CPUs the process
-    may use (``Intel(R) Xeon(R) Processor, 2 CPUs``). Tokens/s and step times of different
-    machines are not comparable; this says which machine a number belongs to."""
+    (``NVIDIA H100 80GB HBM3``), else the CPU's model, its widest vector extension and how
+    many logical CPUs the process may use (``AMD EPYC (AVX2), 2 CPUs``). Tokens/s and step
+    times of different machines are not comparable, and one model name covers CPUs with and
+    without AVX512-BF16 (2-3x apart in bf16); this says which machine a number belongs to."""
     import torch
 
     device = torch.device(device)
@@ -45,16 +46,26 @@ def machine(device: object = "cpu") -> str:
     return f"{_cpu_model()}, {usable} CPUs"
 
 
+# The widest vector extension a CPU reports, widest first: (cpuinfo flag, name).
+CPU_KINDS = (("avx512_bf16", "AVX512-BF16"), ("avx512f", "AVX512"), ("avx2", "AVX2"))
+
+
 @lru_cache(maxsize=1)
 def _cpu_model() -> str:
+    """``model name`` of /proc/cpuinfo with its widest vector extension in brackets (none
+    where the flags name none of CPU_KINDS); the platform's name where there is no cpuinfo."""
     try:
-        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8",
-                                                    errors="replace").splitlines():
-            if line.startswith("model name"):
-                return " ".join(line.split(":", 1)[1].split())
+        lines = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace").splitlines()
     except OSError:
-        pass
-    return platform.processor() or platform.machine() or "unknown CPU"
+        lines = []
+    model = next((" ".join(line.split(":", 1)[1].split()) for line in lines
+                  if line.startswith("model name")), None)
+    if model is None:
+        return platform.processor() or platform.machine() or "unknown CPU"
+    flags = next((set(line.split(":", 1)[1].split()) for line in lines
+                  if line.startswith("flags")), set())
+    kind = next((name for flag, name in CPU_KINDS if flag in flags), None)
+    return f"{model} ({kind})" if kind else model
 
 
 def _fmt(value: object) -> str:

@@ -100,3 +100,21 @@ def test_methods_pick_the_rows_and_each_runs_its_path(tmp_path, monkeypatch):
     assert frame["signature"].str.contains("vocab_chunk:64").all()
     unfused = frame[frame["method"] == "unfused"].iloc[0]
     assert unfused["ratio"] == 1.0 and unfused["median_ms"] == unfused["unfused_ms"]
+    # each row names the tile it ran with: tokens x columns (the token loop: all columns)
+    assert list(frame["tile"].fillna("-")) == ["8x64", "8x300", "-", "8x64"]
+
+
+def test_rows_name_the_tile_of_the_librarys_rule(tmp_path, monkeypatch):
+    """Without --chunk/--vocab-chunk the ``tile`` column is what the library's rule gives
+    for the case (so a table can say which tile a ratio belongs to)."""
+    from arelu_cli.transforms.fused_linear import tile_shape
+
+    monkeypatch.setenv("ARELU_ENGINE", "eager")
+    out = tmp_path / "fused.csv"
+    result = CliRunner().invoke(app, ["bench", "fused-linear", "--sizes", "40x3000", "--d", "8",
+                                      "--repeats", "1", "--device", "cpu", "--methods",
+                                      "fused,fused-tokens", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    frame = pd.read_csv(out)
+    vocab, tokens = (tile_shape(40, 8, 3000, "cpu", False, loop) for loop in ("vocab", "tokens"))
+    assert list(frame["tile"]) == [f"{vocab[0]}x{vocab[1]}", f"{tokens[0]}x{tokens[1]}"]

@@ -222,9 +222,12 @@ def test_second_backward_is_an_error():
 
 
 @pytest.mark.parametrize("n, width, vocab, device, triton, loop, chunk, cols, expected", [
-    (8192, 512, 40000, "cpu", False, "vocab", None, None, (8192, 512)),
+    (8192, 512, 40000, "cpu", False, "vocab", None, None, (4096, 1024)),
+    (4096, 512, 40000, "cpu", False, "vocab", None, None, (4096, 1024)),
+    (2048, 512, 131072, "cpu", False, "vocab", None, None, (2048, 2048)),
     (100, 512, 40000, "cpu", False, "vocab", None, None, (100, 40000)),
-    (65536, 512, 40000, "cpu", False, "vocab", None, None, (8192, 512)),
+    (65536, 512, 40000, "cpu", False, "vocab", None, None, (4096, 1024)),
+    (8192, 512, 40000, "cpu", False, "vocab", None, 512, (8192, 512)),
     (16384, 4096, 131072, "cuda", True, "vocab", None, None, (16384, 4096)),
     (65536, 4096, 262144, "cuda", True, "vocab", None, None, (16384, 4096)),
     (1000, 64, 300, "cuda", True, "vocab", None, None, (1024, 300)),

@@ -2,6 +2,8 @@
 
 import os
 
+import pytest
+
 from arelu_cli.util import signatures
 from arelu_cli.util.signatures import Signature, machine, signature
 
@@ -24,7 +26,25 @@ def test_machine_names_the_cpu_model_and_the_usable_cpus(monkeypatch):
         "processor\t: 0\nmodel name\t: Some  CPU @ 2.0GHz\nflags\t: avx2\n"))
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 3, 5}, raising=False)
     try:
-        assert machine("cpu") == "Some CPU @ 2.0GHz, 3 CPUs"
+        assert machine("cpu") == "Some CPU @ 2.0GHz (AVX2), 3 CPUs"
+    finally:
+        signatures._cpu_model.cache_clear()
+
+
+@pytest.mark.parametrize("flags, named", [
+    ("fpu sse2 avx avx2 avx512f avx512bw avx512_bf16 amx_tile", "AMD EPYC (AVX512-BF16)"),
+    ("fpu sse2 avx avx2 avx512f avx512bw", "AMD EPYC (AVX512)"),
+    ("fpu sse2 avx avx2", "AMD EPYC (AVX2)"),
+    ("fpu sse2", "AMD EPYC"),  # none of the kinds: the model alone
+])
+def test_machine_tells_cpus_of_one_model_apart_by_their_widest_extension(monkeypatch, flags,
+                                                                          named):
+    signatures._cpu_model.cache_clear()
+    monkeypatch.setattr(signatures.Path, "read_text", lambda self, **kw: (
+        f"processor\t: 0\nmodel name\t: AMD EPYC\nflags\t\t: {flags}\n"))
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    try:
+        assert machine("cpu") == f"{named}, 2 CPUs"
     finally:
         signatures._cpu_model.cache_clear()
 
