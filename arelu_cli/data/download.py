@@ -42,8 +42,14 @@ def _check_online(spec: CorpusSpec, host: str, port: int) -> None:
 def fetch_hub(spec: CorpusSpec, hub: HubSource, splits: list[str],
               src: str, tgt: str) -> dict[str, tuple[list[str], list[str]]]:
     """The requested splits of a hub data set as (source lines, target lines)."""
+    try:
+        import datasets
+    except ImportError:
+        raise UserError(f"downloading {spec.name} from the Hugging Face hub needs the datasets "
+                        f"package: pip install -e \".[download]\" (or pip install datasets), "
+                        f"or give local files in the publisher's layout with --source DIR"
+                        ) from None
     _check_online(spec, HUB_HOST, 443)
-    import datasets
 
     out = {}
     for split in splits:

@@ -37,6 +37,13 @@ def test_hub_rows_in_both_shapes(online, monkeypatch):
     assert got == {"dev": (["Hello"], ["Hallo"]), "test": (["Yes"], ["Ja"])}
 
 
+def test_hub_without_datasets_says_how_to_install_it(online, monkeypatch):
+    monkeypatch.setitem(sys.modules, "datasets", None)  # import datasets -> ImportError
+    with pytest.raises(UserError, match=r'multi30k .* needs the datasets package: pip install '
+                                        r'-e "\.\[download\]".* --source DIR'):
+        download.fetch_hub(get_spec("multi30k"), get_spec("multi30k").hub, ["dev"], "en", "de")
+
+
 def _archive(tmp_path):
     """A .tgz of a corpus folder ``de-en`` (20 training pairs, 3 dev, 3 test)."""
     folder = tmp_path / "pack" / "de-en"
