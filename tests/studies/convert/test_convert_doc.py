@@ -42,6 +42,11 @@ def test_the_recipe_converts_a_pretrained_model_and_samples_from_it(capsys):
     exec(compile(doc_example(), str(DOC), "exec"), scope)
     out = capsys.readouterr().out
     assert scope["model"].arelu_transform.name == "1.5-relu"
+    tried = {float(t): float(ppl) for t, ppl in
+             re.findall(r"tau ([\d.]+): eps-ppl ([\d.]+) on dev", out)}
+    assert len(tried) == 5                                   # the grid, each scored on dev
+    assert scope["tau"] == min(scope["scores"], key=scope["scores"].get)  # the best one kept
+    assert scope["tau"] == pytest.approx(min(tried, key=tried.get), abs=1e-4)
     assert scope["model"].arelu_transform.tau == pytest.approx(scope["tau"])
     lines = re.findall(r"support ([\d.]+), sum p ([\d.]+), eps-ppl ([\d.]+)", out)
     assert len(lines) == 3                                   # before, step 10, step 20
