@@ -14,9 +14,10 @@ import sys
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from functools import lru_cache
-from pathlib import Path
 
 import torch
+
+from arelu_cli.util.cpuinfo import cpuinfo
 
 CPU_BF16_FLAGS = ("avx512_bf16", "amx_bf16")
 """``/proc/cpuinfo`` flags of native bf16 arithmetic."""
@@ -26,13 +27,7 @@ EMULATED_COST = "far slower than fp32"
 @lru_cache(maxsize=1)
 def cpu_has_bf16() -> bool:
     """Whether this CPU computes bf16 natively (Linux: its ``/proc/cpuinfo`` flags)."""
-    try:
-        text = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return False
-    flags = {flag for line in text.splitlines() if line.startswith("flags")
-             for flag in line.partition(":")[2].split()}
-    return any(flag in flags for flag in CPU_BF16_FLAGS)
+    return any(flag in cpuinfo()[1] for flag in CPU_BF16_FLAGS)
 
 
 def device_type(device: torch.device | str) -> str:

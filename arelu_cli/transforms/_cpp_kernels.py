@@ -35,13 +35,9 @@ _state: dict = {"ops": None, "failed": False}
 
 def _isa_flags() -> list[str]:
     """AVX2 + FMA where the CPU has them (the loops are written to auto-vectorize)."""
-    try:
-        cpuinfo = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return []
-    flags = next((line.split(":", 1)[1].split() for line in cpuinfo.splitlines()
-                  if line.startswith("flags")), [])
-    return ["-mavx2", "-mfma"] if {"avx2", "fma"} <= set(flags) else []
+    from arelu_cli.util.cpuinfo import cpuinfo
+
+    return ["-mavx2", "-mfma"] if {"avx2", "fma"} <= cpuinfo()[1] else []
 
 
 def _build_directory(isa: list[str]) -> Path:

@@ -11,7 +11,8 @@ import platform
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import metadata
-from pathlib import Path
+
+from arelu_cli.util.cpuinfo import cpuinfo
 
 # Fields in the order they appear in a signature; absent or None fields are left out.
 SIGNATURE_FIELDS = ("transform", "alpha", "tau", "data", "recipe", "seed")
@@ -54,16 +55,9 @@ CPU_KINDS = (("avx512_bf16", "AVX512-BF16"), ("avx512f", "AVX512"), ("avx2", "AV
 def _cpu_model() -> str:
     """``model name`` of /proc/cpuinfo with its widest vector extension in brackets (none
     where the flags name none of CPU_KINDS); the platform's name where there is no cpuinfo."""
-    try:
-        lines = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace").splitlines()
-    except OSError:
-        lines = []
-    model = next((" ".join(line.split(":", 1)[1].split()) for line in lines
-                  if line.startswith("model name")), None)
+    model, flags = cpuinfo()
     if model is None:
         return platform.processor() or platform.machine() or "unknown CPU"
-    flags = next((set(line.split(":", 1)[1].split()) for line in lines
-                  if line.startswith("flags")), set())
     kind = next((name for flag, name in CPU_KINDS if flag in flags), None)
     return f"{model} ({kind})" if kind else model
 

@@ -9,6 +9,7 @@ import torch
 
 from arelu_cli.config import RECIPES, load_config
 from arelu_cli.train import precision
+from arelu_cli.util import cpuinfo
 
 
 @pytest.fixture
@@ -16,7 +17,7 @@ def cpu_flags(monkeypatch):
     """``cpu_flags(*flags)``: pretend /proc/cpuinfo lists ``flags``; the warning unsaid."""
     def pretend(*flags: str) -> None:
         text = f"processor\t: 0\nflags\t\t: fpu sse2 avx2 {' '.join(flags)}\n"
-        monkeypatch.setattr(precision.Path, "read_text", lambda self, **kw: text)
+        monkeypatch.setattr(cpuinfo.Path, "read_text", lambda self, **kw: text)
         precision.cpu_has_bf16.cache_clear()
     monkeypatch.setattr(precision, "_warned", set())
     yield pretend
@@ -34,7 +35,7 @@ def test_auto_is_bf16_only_where_the_hardware_has_it(cpu_flags, flags, cpu):
 
 
 def test_this_machines_cpuinfo_is_read():
-    flags = open("/proc/cpuinfo").read() if precision.Path("/proc/cpuinfo").exists() else ""
+    flags = open("/proc/cpuinfo").read() if cpuinfo.Path("/proc/cpuinfo").exists() else ""
     precision.cpu_has_bf16.cache_clear()
     assert precision.cpu_has_bf16() == ("avx512_bf16" in flags or "amx_bf16" in flags)
 

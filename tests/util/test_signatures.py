@@ -6,6 +6,7 @@ import pytest
 
 from arelu_cli.util import signatures
 from arelu_cli.util.signatures import Signature, machine, signature
+from arelu_cli.util import cpuinfo
 
 
 def test_signature_orders_known_fields_and_appends_versions():
@@ -22,7 +23,7 @@ def test_none_fields_are_left_out():
 
 def test_machine_names_the_cpu_model_and_the_usable_cpus(monkeypatch):
     signatures._cpu_model.cache_clear()
-    monkeypatch.setattr(signatures.Path, "read_text", lambda self, **kw: (
+    monkeypatch.setattr(cpuinfo.Path, "read_text", lambda self, **kw: (
         "processor\t: 0\nmodel name\t: Some  CPU @ 2.0GHz\nflags\t: avx2\n"))
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 3, 5}, raising=False)
     try:
@@ -40,7 +41,7 @@ def test_machine_names_the_cpu_model_and_the_usable_cpus(monkeypatch):
 def test_machine_tells_cpus_of_one_model_apart_by_their_widest_extension(monkeypatch, flags,
                                                                           named):
     signatures._cpu_model.cache_clear()
-    monkeypatch.setattr(signatures.Path, "read_text", lambda self, **kw: (
+    monkeypatch.setattr(cpuinfo.Path, "read_text", lambda self, **kw: (
         f"processor\t: 0\nmodel name\t: AMD EPYC\nflags\t\t: {flags}\n"))
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
     try:
@@ -54,7 +55,7 @@ def test_machine_without_proc_cpuinfo_falls_back_to_platform(monkeypatch):
 
     def missing(self, **kw):
         raise FileNotFoundError(self)
-    monkeypatch.setattr(signatures.Path, "read_text", missing)
+    monkeypatch.setattr(cpuinfo.Path, "read_text", missing)
     monkeypatch.setattr(signatures.platform, "processor", lambda: "")
     monkeypatch.setattr(signatures.platform, "machine", lambda: "x86_64")
     try:
