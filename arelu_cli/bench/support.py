@@ -2,10 +2,12 @@
 sort ``k`` makes its loss fastest.
 
 The exact entmax losses (1.5-entmax and sparsemax) find the threshold from the ``k`` largest
-logits of a row (``<a>-entmax-k<k>``) and, where the support fills all ``k``, sort again
-with ``2k`` (the entmax package's doubling); a full sort is ``k = V``. So the fastest ``k``
-depends on the model: an untrained one keeps a few dozen tokens a row, a trained language
-model a thousand or more, and a too small ``k`` sorts each row several times. This bench
+logits of a row (``<a>-entmax-k<k>``) and, where the support fills all ``k``, sort again:
+1.5-entmax once more, over as many as the top ``k``'s threshold lets into the support
+(:mod:`arelu_cli.transforms._partial_sort`), sparsemax with ``2k``, ``4k`` ... (the entmax
+package's doubling); a full sort is ``k = V``. So the fastest ``k`` depends on the model: an
+untrained one keeps a few dozen tokens a row, a trained language model a thousand or more,
+and a too small ``k`` sorts the rows it widens again. This bench
 answers on the model's own rows:
 
 * **rows**: ``--rows`` target positions of a split (default train), teacher-forced through the

@@ -40,7 +40,7 @@ from arelu_cli.model.output_stats import first_batch, resolve_tau
 from arelu_cli.registry import PAPER_TRANSFORMS, get_transform
 from arelu_cli.util.signatures import machine, signature
 from arelu_cli.transforms.checks import check_label_smoothing
-from arelu_cli.train.schedule import noam_lr
+from arelu_cli.train.schedule import adam, noam_lr
 
 BASELINE = "softmax"
 DEFAULT_TRANSFORMS = PAPER_TRANSFORMS
@@ -49,8 +49,7 @@ DEFAULT_TRANSFORMS = PAPER_TRANSFORMS
 def step_fn(model: TokenModel, transform, batch, autocast, t: TrainConfig, fused: bool):
     """A closure doing one optimizer step of ``model`` on ``batch`` (Adam at the first
     step's learning rate), as the trainer does it (``fused``: with ``fused_output``)."""
-    optimizer = torch.optim.Adam(model.parameters(), lr=noam_lr(1, t.lr, model.cfg.d_model, t.warmup),
-                                 betas=(t.adam_beta1, t.adam_beta2), eps=t.adam_eps)
+    optimizer = adam(model.parameters(), t, noam_lr(1, t.lr, model.cfg.d_model, t.warmup))
     keep = batch.tgt_out != batch.pad_id
     target = batch.tgt_out[keep]
     fused_loss = FusedOutputLoss(model, transform, t.label_smoothing) if fused else None

@@ -51,7 +51,8 @@ def prepare(
     with console.status(f"preparing {corpus}") as status:
         result = prep.prepare(request, log=lambda step: status.update(f"{corpus}: {step}"))
     if not result.rebuilt:
-        console.print(f"{result.path} is up to date (same inputs and options; --force rebuilds)")
+        console.print(f"{result.path} is up to date (same inputs and options; --force rebuilds)",
+                      markup=False, soft_wrap=True)
         return
     console.print(prep.summary_table(result))
     for text in prep.warnings(result.meta, merges_given=merges is not None):

@@ -68,6 +68,7 @@ from arelu_cli.train import run_dir
 from arelu_cli.train.run_dir import check_new_run_folder, check_run_folder, clean_temporaries
 from arelu_cli.train.stop_signals import Interrupted, StopSignals, interrupted
 from arelu_cli.train.state import Session, load_for_resume
+from arelu_cli.train.schedule import adam
 from arelu_cli.train.step import (autocast, check_weights, micro_batches, optimizer_step,
                                       train_row)
 from arelu_cli.train.evaluate import validate
@@ -182,8 +183,7 @@ def _session(config: Config, out: Path, ctx: distributed.Context, data: Prepared
              recipe: str | None) -> Session:
     """The optimizer, the average and what the step calls around ``model``."""
     t = config.train
-    optimizer = torch.optim.Adam(model.parameters(), lr=0.0, betas=(t.adam_beta1, t.adam_beta2),
-                                 eps=t.adam_eps)
+    optimizer = adam(model.parameters(), t)
     average = copy.deepcopy(model).requires_grad_(False) if t.average_decay > 0 else None
     forward: torch.nn.Module = (FusedOutputLoss(model, transform, t.label_smoothing)
                                 if t.fused_output else model)

@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from arelu_cli.transforms import entmax15_loss
-from arelu_cli.transforms._partial_sort import entmax15_topk_rows
+from arelu_cli.transforms._partial_sort import (_solve, _support_bound, _threshold,
+                                                entmax15_topk_rows)
 
 
 def _logits(rows: int, vocab: int, scale: float, seed: int = 0) -> torch.Tensor:
@@ -63,3 +64,44 @@ def test_entmax15_loss_with_k_is_the_exact_sorts(reduction, eps):
         torch.testing.assert_close(loss, results[0][0], rtol=0, atol=1e-12)
         torch.testing.assert_close(grad, results[0][1], rtol=0, atol=1e-12)
     assert bool((results[1][1][0, 1] == 0).all())
+
+
+@pytest.mark.parametrize("scale", [0.01, 0.3, 1.0, 4.0])
+@pytest.mark.parametrize("r", [1, 5, 40])
+def test_no_support_is_wider_than_the_entries_above_the_threshold_of_its_top_r(scale, r):
+    """_support_bound: where the support fills the top r, it lies within x >= tau_r."""
+    z = _logits(40, 500, scale, seed=3)
+    top = z.topk(r, dim=-1).values
+    tau, support = _threshold((top - top[:, :1]) / 2)
+    true = (entmax.entmax15(z, dim=-1) > 0).sum(-1)
+    filled = (support == r).squeeze(-1)
+    assert bool(filled.any())
+    for row in filled.nonzero()[:, 0].tolist():
+        bound = _support_bound(z[row:row + 1], top[row:row + 1, :1], tau[row:row + 1])
+        assert r <= int(true[row]) <= bound
+
+
+def test_rows_beyond_k_are_solved_by_one_more_topk(monkeypatch):
+    """Supports hundreds wide (an untrained model's) take one widening, not a doubling per
+    power of 2, and still give the package's loss and gradient."""
+    z = _logits(16, 3000, 0.05, seed=4)
+    z[0] *= 100  # one row with a support under k, solved by the first topk
+    y = torch.randint(0, 3000, (16,), generator=torch.Generator().manual_seed(5))
+    widths, topk = [], torch.Tensor.topk
+
+    def counted(self, width, *args, **kwargs):
+        widths.append(width)
+        return topk(self, width, *args, **kwargs)
+
+    monkeypatch.setattr(torch.Tensor, "topk", counted)
+    blocks = _solve(z, 10)
+    monkeypatch.undo()
+    assert len(widths) == 2 and widths[0] == 10 and widths[1] > 160
+    assert sorted(int(r) for rows, _, _ in blocks for r in rows) == list(range(16))
+    theirs = z.clone().requires_grad_(True)
+    (grad,) = torch.autograd.grad(entmax.entmax15_loss(theirs, y).sum(), theirs)
+    ours = z.clone().requires_grad_(True)
+    rows = entmax15_topk_rows(ours, y, 10)
+    (my_grad,) = torch.autograd.grad(rows.sum(), ours)
+    torch.testing.assert_close(rows, entmax.entmax15_loss(z, y), rtol=0, atol=1e-12)
+    torch.testing.assert_close(my_grad, grad, rtol=0, atol=1e-12)

@@ -49,7 +49,7 @@ def prepare_data(config: Config, source: Path | None, console: Console) -> None:
     result = prepare(PrepareRequest(config.reproduce.corpus, Path(config.data.path),
                                     source=source), log=console.print)
     if not result.rebuilt:
-        console.print(f"{config.data.path} is up to date")
+        console.print(f"{config.data.path} is up to date", markup=False, soft_wrap=True)
 
 
 def tau_table(grid: Grid) -> None:
