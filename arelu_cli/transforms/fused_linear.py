@@ -282,8 +282,8 @@ def linear_alpha_relu_loss(hidden: torch.Tensor, weight: torch.Tensor, target: t
     if torch.compiler.is_compiling():
         # Dynamo can trace neither the triton loop's kernels nor the CPU loop's
         # data-dependent skip: one graph break, the loss runs eagerly.
-        return _eager_loss(hidden, weight, target, alpha, tau, bias, ignore_index, reduction,
-                           chunk, skip_zeros, label_smoothing, loop, vocab_chunk, softcap)
+        return eager_loss()(hidden, weight, target, alpha, tau, bias, ignore_index, reduction,
+                            chunk, skip_zeros, label_smoothing, loop, vocab_chunk, softcap)
     alpha, tau = check_alpha(alpha), check_tau(tau)
     eps, cap = check_label_smoothing(label_smoothing), _check_softcap(softcap)
     check_reduction(reduction)
@@ -317,7 +317,17 @@ def linear_alpha_relu_loss(hidden: torch.Tensor, weight: torch.Tensor, target: t
             target.shape, plan, torch.is_grad_enabled(), out_dtype)
 
 
-_eager_loss = torch.compiler.disable(linear_alpha_relu_loss)
+_EAGER: list = []
+
+
+def eager_loss():
+    """:func:`linear_alpha_relu_loss` as torch.compile runs it: eagerly, behind one graph
+    break. Made at the first compiled call, not at import: ``torch.compiler.disable`` imports
+    ``torch._dynamo``, 2.3 s on a 2-core CPU, as long again as ``import torch``, which every
+    ``arelu`` command and every user of the library would pay for nothing."""
+    if not _EAGER:
+        _EAGER.append(torch.compiler.disable(linear_alpha_relu_loss))
+    return _EAGER[0]
 
 
 class LinearAlphaReLULoss(nn.Module):

@@ -283,6 +283,23 @@ def test_memory_is_a_fraction_of_the_unfused_loss():
     assert peaks[0] < peaks[1] / 3, peaks
 
 
+def test_under_torch_compile_it_runs_eagerly_behind_a_graph_break(recwarn):
+    """A compiled caller (Dynamo's ``eager`` backend: no code generation) gets the eager
+    loss and gradients, without a warning; the eager-only wrapper is made at the first
+    compiled call (:func:`~arelu_cli.transforms.fused_linear.eager_loss`)."""
+    hidden, weight, bias, target = problem(3)
+
+    def caller(h, w, b):
+        return linear_alpha_relu_loss(h * 2, w, target, 1.5, 0.1, bias=b, reduction="sum") + 1
+
+    expected = loss_and_grads(lambda: caller(hidden, weight, bias), hidden, weight, bias)
+    compiled = torch.compile(caller, backend="eager")
+    got = loss_and_grads(lambda: compiled(hidden, weight, bias), hidden, weight, bias)
+    assert_same(got, expected)
+    assert fused_linear._EAGER and fused_linear.eager_loss() is fused_linear._EAGER[0]
+    assert [str(w.message) for w in recwarn] == []
+
+
 def test_module_matches_function():
     hidden, weight, b, target = problem(9)
     module = LinearAlphaReLULoss(alpha=1.3, tau=0.2, reduction="sum", chunk=5,
