@@ -31,6 +31,7 @@ from arelu_cli.registry import get_transform
 from arelu_cli.util.signatures import machine, signature
 
 
+@timing.frozen_heap()
 def bench_attention(config: Config, models: Mapping[str, ModelConfig], baseline: str,
                     repeats: int, device_name: str = "auto", warmup: int = 2,
                     console: Console | None = None) -> list[dict]:

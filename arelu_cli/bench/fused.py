@@ -273,6 +273,7 @@ def _case_rows(plan: FusedPlan, n: int, v: int, d: int) -> list[dict]:
     return rows
 
 
+@timing.frozen_heap()
 def run(plan: FusedPlan, out: Path) -> pd.DataFrame:
     """Every case of ``plan``; the CSV is rewritten after each case."""
     rows: list[dict] = []

@@ -212,6 +212,7 @@ def _round(value: float | None) -> float | None:
     return None if value is None else round(value, 2)
 
 
+@timing.frozen_heap()
 def run(plan: HFPlan, write) -> list[dict]:
     """Every family and vocabulary of ``plan``; ``write(rows)`` after each (the CSV grows
     as it goes)."""

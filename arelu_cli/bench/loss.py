@@ -397,6 +397,7 @@ def _case_rows(plan: BenchPlan, method: Method, case: tuple, floors: dict,
     return rows
 
 
+@timing.frozen_heap()
 def run(plan: BenchPlan, out: Path, console: Console | None = None) -> pd.DataFrame:
     """Run every case of ``plan`` (eager methods first, compiled ones after), writing the
     CSV atomically after each case; return the rows."""

@@ -8,6 +8,12 @@ allocated before it: the CUDA allocator's peak on GPU, the process's peak reside
 freed heap back: pages freed by an earlier call and kept by glibc would otherwise be
 reused unseen (a training step measured after another read as 0 MiB).
 
+Every measurement starts after a full garbage collection, so that no earlier call's garbage
+is freed inside it. With torch (and pandas, transformers) imported a full collection scans
+millions of objects, a fifth of a second each on a small CPU, more than the timed call
+itself; :func:`frozen_heap` moves what exists when a benchmark starts into the collector's
+permanent generation, so that each later collection scans only what the benchmark made.
+
 A time is only worth quoting when nothing else ran: :class:`OtherLoad` measures how many
 cores other processes kept busy during a measurement (Linux ``/proc``), which the benchmarks
 record in an ``other_cpu`` column and :func:`busy_warning` turns into a warning, so that a
@@ -16,6 +22,7 @@ timing taken beside a training job is never silently presented as a quiet one.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import gc
 import os
@@ -86,6 +93,30 @@ def time_queued(fn: Callable[[object], object], setup: Setup, device: torch.devi
     return loop(lambda: fn(setup())) - loop(setup)
 
 
+_freeze = {"open": 0, "ours": False}
+"""How many :func:`frozen_heap` blocks are open, and whether the freeze is theirs (the
+freeze is the process's)."""
+
+
+@contextlib.contextmanager
+def frozen_heap():
+    """A block whose garbage collections scan only objects made inside it: one full
+    collection, then ``gc.freeze()`` until the outermost block ends (blocks nest). In a
+    process that had frozen its heap before (a test runner freezing what it imported), what
+    the block froze stays frozen with the rest."""
+    if _freeze["open"] == 0:
+        gc.collect()
+        _freeze["ours"] = gc.get_freeze_count() == 0
+        gc.freeze()
+    _freeze["open"] += 1
+    try:
+        yield
+    finally:
+        _freeze["open"] -= 1
+        if _freeze["open"] == 0 and _freeze["ours"]:
+            gc.unfreeze()
+
+
 def time_pair(candidate: Callable[[object], object], baseline: Callable[[object], object],
               setup: Setup, device: torch.device, repeats: int, warmup: int = 1,
               timer: Callable[..., float] = time_once) -> PairTiming:
@@ -96,12 +127,13 @@ def time_pair(candidate: Callable[[object], object], baseline: Callable[[object]
         candidate(setup())
         baseline(setup())
     ours, theirs = [], []
-    for i in range(repeats):
-        # Alternate which side goes first so that neither always runs on a warmer cache.
-        order = ((candidate, ours), (baseline, theirs))
-        for fn, sink in (order if i % 2 == 0 else order[::-1]):
-            gc.collect()
-            sink.append(timer(fn, setup, device))
+    with frozen_heap():
+        for i in range(repeats):
+            # Alternate which side goes first so that neither always runs on a warmer cache.
+            order = ((candidate, ours), (baseline, theirs))
+            for fn, sink in (order if i % 2 == 0 else order[::-1]):
+                gc.collect()
+                sink.append(timer(fn, setup, device))
     ratios = [a / b for a, b in zip(ours, theirs)]
     return PairTiming(statistics.median(ours), statistics.median(theirs),
                       statistics.median(ratios), repeats)
@@ -135,7 +167,8 @@ def peak_extra_bytes(fn: Callable[[object], object], setup: Setup,
     """Extra memory (bytes) at the peak of one call ``fn(setup())`` beyond what ``setup``
     allocated; None where it can't be measured."""
     state = setup()
-    gc.collect()
+    with frozen_heap():
+        gc.collect()
     if device.type == "cuda":
         synchronize(device)
         before = torch.cuda.memory_allocated(device)

@@ -88,6 +88,7 @@ def _smoothing(config: Config, names: list[str],
     return smoothing
 
 
+@timing.frozen_heap()
 def bench_train(config: Config, transforms: list[str], repeats: int, device_name: str,
                 warmup: int = 2, console: Console | None = None, fused: bool = False,
                 label_smoothing: Mapping[str, float] | None = None) -> list[dict]:

@@ -17,7 +17,8 @@ read on the device (skipped at exactly 1, no host sync); ``_count_kernel`` and
 ATen ops would take five or more. ``_probs_kernel``: the transform.
 fp32 math on fp32/bf16/fp16; integer ``e`` in 1..4 are exact products; 64-bit offsets. Imported
 only when needed; under ``TRITON_INTERPRET=1`` the kernels run on CPU tensors (the tests), so
-they call no function of triton's jit-compiled standard library (``tl.sum``, ``tl.zeros``).
+they call no function of triton's jit-compiled standard library (``tl.sum``, ``tl.zeros``: made
+before the interpreter was asked for); ``tl.reduce`` with triton's own combine functions runs.
 """
 
 from __future__ import annotations
@@ -77,13 +78,20 @@ def _tanh(x):
 
 
 @triton.jit
-def _add(a, b):
+def _plain_add(a, b):
     return a + b
 
 
 @triton.jit
-def _max(a, b):
+def _plain_max(a, b):
     return tl.maximum(a, b)
+
+
+# The reductions' combine functions: triton's own where it has them, which its interpreter
+# reduces in one NumPy call (any other combine it applies one element at a time, in Python:
+# minutes for the CPU tests); on a GPU both compile to the same reduction.
+_add = getattr(tl.standard, "_sum_combine", _plain_add)
+_max = getattr(tl.standard, "_elementwise_max", _plain_max)
 
 
 @triton.jit

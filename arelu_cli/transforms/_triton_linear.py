@@ -32,7 +32,7 @@ import triton.language as tl
 
 from arelu_cli.transforms import _triton_kernels
 from arelu_cli.transforms._tiles import add_tile_grads, tile_logits
-from arelu_cli.transforms._triton_kernels import TILE, on_device
+from arelu_cli.transforms._triton_kernels import TILE, _add, on_device
 
 
 @triton.jit
@@ -45,11 +45,6 @@ def _dot(a, b, acc, UPCAST: tl.constexpr, IEEE: tl.constexpr):
     else:
         acc = tl.dot(a, b, acc)
     return acc
-
-
-@triton.jit
-def _add(a, b):
-    return a + b
 
 
 @triton.jit

@@ -1,6 +1,11 @@
-"""Timing helpers: results files and columns carry the GPU's name."""
+"""Timing helpers: results files and columns carry the GPU's name; collections before a
+measurement scan only what the benchmark made."""
 
+import gc
+import weakref
 from pathlib import Path
+
+import pytest
 
 from arelu_cli.bench import timing
 
@@ -79,3 +84,71 @@ def test_queued_time_is_per_call_with_the_setup_loop_subtracted(monkeypatch):
         states.clear()
         ms = timing.time_queued(fn, setup, timing.torch.device("cpu"), calls)
         assert abs(ms - 3.0) < 1e-9 and len(states) == 2 * calls
+
+
+class _Cycle:
+    def __init__(self):
+        self.me = self
+
+
+@pytest.fixture
+def unfrozen():
+    """A process whose heap is not frozen (the suite freezes what its workers imported)."""
+    gc.unfreeze()
+    yield
+    gc.freeze()
+
+
+def test_a_frozen_heap_freezes_what_exists_and_still_collects_new_garbage(unfrozen):
+    """Inside the block (nested or not) what existed before is frozen and a collection frees
+    the cyclic garbage made since; after the outermost block nothing stays frozen, and
+    garbage made before it is collected again as usual."""
+    old = _Cycle()
+    old_ref = weakref.ref(old)
+    assert gc.get_freeze_count() == 0
+    with timing.frozen_heap():
+        frozen = gc.get_freeze_count()
+        assert frozen > 0
+        with timing.frozen_heap():  # nested: no second freeze
+            assert gc.get_freeze_count() == frozen
+            new = _Cycle()
+            new_ref = weakref.ref(new)
+            del new
+            gc.collect()
+            assert new_ref() is None
+        assert gc.get_freeze_count() == frozen
+        del old
+        gc.collect()
+        assert old_ref() is not None  # frozen: a collection inside the block skips it
+    assert gc.get_freeze_count() == 0
+    gc.collect()
+    assert old_ref() is None
+
+
+def test_a_freeze_made_before_the_block_stays_with_what_the_block_froze(unfrozen):
+    old = _Cycle()
+    old_ref = weakref.ref(old)
+    gc.freeze()
+    del old
+    mid = _Cycle()
+    mid_ref = weakref.ref(mid)
+    with timing.frozen_heap():
+        del mid
+        new = _Cycle()
+        new_ref = weakref.ref(new)
+        del new
+        gc.collect()
+        assert new_ref() is None and mid_ref() is not None  # made before the block: frozen
+    gc.collect()
+    assert old_ref() is not None and mid_ref() is not None  # both freezes stay
+
+
+def test_each_timing_collects_inside_one_freeze(unfrozen, monkeypatch):
+    """A pair timing freezes the heap once and collects before every timed call."""
+    calls = []
+    monkeypatch.setattr(timing.gc, "freeze", lambda: calls.append("freeze"))
+    monkeypatch.setattr(timing.gc, "unfreeze", lambda: calls.append("unfreeze"))
+    monkeypatch.setattr(timing.gc, "collect", lambda *a: calls.append("collect"))
+    timing.time_pair(lambda x: x, lambda x: x, lambda: None, timing.torch.device("cpu"),
+                     repeats=2, warmup=0, timer=lambda fn, setup, device: calls.append("time") or 1.0)
+    assert calls == ["collect", "freeze"] + ["collect", "time"] * 4 + ["unfreeze"]
