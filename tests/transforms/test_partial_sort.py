@@ -105,3 +105,28 @@ def test_rows_beyond_k_are_solved_by_one_more_topk(monkeypatch):
     (my_grad,) = torch.autograd.grad(rows.sum(), ours)
     torch.testing.assert_close(rows, entmax.entmax15_loss(z, y), rtol=0, atol=1e-12)
     torch.testing.assert_close(my_grad, grad, rtol=0, atol=1e-12)
+
+
+def test_when_no_row_fits_in_k_the_widening_reads_every_row_in_place(monkeypatch):
+    """Every support wider than k (early training): the second topk runs on the logits
+    themselves, not on a copy of their rows, and one block covers all rows in order."""
+    z = _logits(16, 3000, 0.05, seed=4)
+    y = torch.randint(0, 3000, (16,), generator=torch.Generator().manual_seed(5))
+    sources, topk = [], torch.Tensor.topk
+
+    def counted(self, width, *args, **kwargs):
+        sources.append(self.data_ptr())
+        return topk(self, width, *args, **kwargs)
+
+    monkeypatch.setattr(torch.Tensor, "topk", counted)
+    blocks = _solve(z, 10)
+    monkeypatch.undo()
+    assert sources == [z.data_ptr()] * 2
+    assert len(blocks) == 1 and blocks[0][0] is None
+    ours = z.clone().requires_grad_(True)
+    rows = entmax15_topk_rows(ours, y, 10)
+    theirs = z.clone().requires_grad_(True)
+    (grad,) = torch.autograd.grad(entmax.entmax15_loss(theirs, y).sum(), theirs)
+    (my_grad,) = torch.autograd.grad(rows.sum(), ours)
+    torch.testing.assert_close(rows, entmax.entmax15_loss(z, y), rtol=0, atol=1e-12)
+    torch.testing.assert_close(my_grad, grad, rtol=0, atol=1e-12)
