@@ -13,8 +13,9 @@ support holds its top ``k``, so its threshold is at least ``tau_k`` (the sum of 
 over the top ``k`` alone reaches 1 no later), and only the entries with ``x >= tau_k`` can have
 ``p > 0``; one more ``topk`` over the largest such count of those rows solves them all, where
 the package's doubling ``2k``, ``4k`` ... sorts them up to six times early in training (the
-toy model's first 100 steps: 0.74x the time, the same losses to every digit); while no row fits, that topk reads the logits in place. Doubling remains
-as a floor, the full sort last. Same formulas as ``entmax.entmax15_loss(z, y, k)``, so the
+toy model's first 100 steps: 0.74x the time, the same losses to every digit); while no row
+fits in the top ``k``, that ``topk`` reads the logits in place. Doubling remains as a floor,
+the full sort last. Same formulas as ``entmax.entmax15_loss(z, y, k)``, so the
 same numbers up to the order of float sums; the package's forward also shifts, halves, clamps and squares the
 whole ``(N, V)`` matrix, sums ``p^(3/2)`` and ``p^T z`` over it and allocates a ``-1``
 matrix for the target, each a pass over the logits.
@@ -55,7 +56,7 @@ def _solve(z: torch.Tensor, k: int) -> list[tuple[torch.Tensor | None, torch.Ten
         if bool(solved.all()):  # the usual case: no row copied
             blocks.append((pending, index, probs))
             return blocks
-        if pending is None and not bool(solved.any()):  # every row on (early training):
+        if pending is None and not bool(solved.any()):  # no row solved (early training):
             # the next round reads z itself, no copy of its rows, and its block scatters
             width = max(2 * width, _support_bound(z, top[:, :1], tau) + 1)
             continue

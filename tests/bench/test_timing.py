@@ -149,6 +149,9 @@ def test_each_timing_collects_inside_one_freeze(unfrozen, monkeypatch):
     monkeypatch.setattr(timing.gc, "freeze", lambda: calls.append("freeze"))
     monkeypatch.setattr(timing.gc, "unfreeze", lambda: calls.append("unfreeze"))
     monkeypatch.setattr(timing.gc, "collect", lambda *a: calls.append("collect"))
+    def timer(fn, setup, device):
+        calls.append("time")
+        return 1.0
     timing.time_pair(lambda x: x, lambda x: x, lambda: None, timing.torch.device("cpu"),
-                     repeats=2, warmup=0, timer=lambda fn, setup, device: calls.append("time") or 1.0)
+                     repeats=2, warmup=0, timer=timer)
     assert calls == ["collect", "freeze"] + ["collect", "time"] * 4 + ["unfreeze"]
