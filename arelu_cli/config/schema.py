@@ -168,7 +168,7 @@ class ReproduceConfig:
     """``arelu prepare`` corpus name that fills ``[data] path``."""
     transforms: tuple[str, ...] = ("softmax", "sparsemax", "1.5-entmax", "1.5-entmax-k100",
                                    "1.5-relu")
-    """Output transforms of Table 1, trained one after another with this recipe."""
+    """Output transforms of Table 1, trained with this recipe (side by side on a CPU: ``jobs``)."""
     train_minutes: float = 0.0
     """Wall-clock budget of each of those runs (0: ``[train] max_minutes``)."""
     train_steps: int = 0
@@ -197,6 +197,10 @@ class ReproduceConfig:
     seeds: tuple[int, ...] = ()
     """Training seeds: every run of the grid (each transform, each tau of the sweep) is
     trained, translated and analysed once per seed; empty: the ``[train] seed`` only."""
+    jobs: str | int = "auto"
+    """Training runs at a time: ``auto`` trains every run not done at once on a CPU (at most
+    two per core), each on its share of the cores, and one at a time on a GPU; ``1`` one after
+    another (:mod:`arelu_cli.studies.side_by_side`)."""
 
 
 @dataclass(frozen=True)

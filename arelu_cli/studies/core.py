@@ -123,13 +123,33 @@ def check_budget(config: Config, what: str = "a study") -> None:
                         f"of max_steps ({t.max_steps}), e.g. {example}")
 
 
-def trainer(recipe: str | None, console: Console, allow_data_change: bool = False) -> Trainer:
-    """The real :data:`Trainer`: :func:`arelu_cli.train.loop.train`, recording ``recipe``."""
-    from arelu_cli.train.loop import train
+@dataclass
+class RunTrainer:
+    """The real :data:`Trainer`: :func:`arelu_cli.train.loop.train`, recording ``recipe``;
+    it pickles without its console, so a study can train runs side by side in processes of
+    their own (:mod:`arelu_cli.studies.side_by_side`)."""
 
-    return lambda config, folder, resume: train(config, folder, resume=resume, recipe=recipe,
-                                                console=console,
-                                                allow_data_change=allow_data_change)
+    recipe: str | None
+    console: Console | None = None
+    allow_data_change: bool = False
+
+    def __call__(self, config: Config, folder: Path, resume: bool) -> object:
+        return self.train(config, folder, resume, console=self.console)
+
+    def train(self, config: Config, folder: Path, resume: bool, *,
+              console: Console | None, beside: int = 0) -> object:
+        from arelu_cli.train.loop import train
+
+        return train(config, folder, resume=resume, recipe=self.recipe, console=console,
+                     allow_data_change=self.allow_data_change, beside=beside)
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "console": None}
+
+
+def trainer(recipe: str | None, console: Console, allow_data_change: bool = False) -> Trainer:
+    """The real :data:`Trainer` (:class:`RunTrainer`)."""
+    return RunTrainer(recipe, console, allow_data_change)
 
 
 def tolerant(train: Trainer, console: Console) -> Trainer:
@@ -227,14 +247,23 @@ def train_if_needed(run: Run, train: Trainer, console: Console,
     """Train ``run`` unless it is :func:`done`: resume it from its ``last.pt``, continue it
     to a larger ``max_steps``, or train it from the start (a finished run keeping its first
     record, :func:`arelu_cli.train.run_dir.keep_first`); returns whether it trained."""
-    if done(run, outputs):
+    resume = to_train(run, outputs)
+    if resume is None:
         return False
-    resume = (run.folder / checkpoint.LAST).is_file()
-    if run_dir.finished(run.folder) and not resume:
-        run_dir.keep_first(run.folder)
     console.rule(f"{'resume' if resume else 'train'} {run.name}: {run.folder}")
     train(run.config, run.folder, resume)
     return True
+
+
+def to_train(run: Run, outputs: Sequence[Path] = ()) -> bool | None:
+    """None when ``run`` is :func:`done`; else whether it resumes from its ``last.pt`` (a
+    finished run trained again keeps its first record first)."""
+    if done(run, outputs):
+        return None
+    resume = (run.folder / checkpoint.LAST).is_file()
+    if run_dir.finished(run.folder) and not resume:
+        run_dir.keep_first(run.folder)
+    return resume
 
 
 @dataclass(frozen=True)

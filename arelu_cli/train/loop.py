@@ -99,13 +99,16 @@ class Summary:
 
 
 def train(config: Config, out: str | Path, *, resume: bool = False, recipe: str | None = None,
-          console: Console | None = None, allow_data_change: bool = False) -> Summary:
+          console: Console | None = None, allow_data_change: bool = False,
+          beside: int = 0) -> Summary:
     """Train from ``config`` into the folder ``out`` (or continue the run there if ``resume``:
-    on the data it was trained on, or with ``allow_data_change`` on the folder as it is now)."""
+    on the data it was trained on, or with ``allow_data_change`` on the folder as it is now);
+    ``beside``: other runs training at the same time (recorded in ``summary.json``)."""
     ctx = distributed.setup(config.train.device)
     created = not Path(out).exists()
     try:
         session = setup_run(config, Path(out), ctx, resume, recipe, allow_data_change)
+        session.beside = beside
         try:
             with StopSignals(announce=ctx.is_main) as signals:
                 outcome = _loop(session, console if ctx.is_main else None, signals)
@@ -373,6 +376,7 @@ def _loop(s: Session, console: Console | None, signals: StopSignals) -> Summary:
     if s.ctx.is_main:
         run_dir.write_summary(s.out, {**dataclasses.asdict(summary),
                                       "best_metric": "dev_loss" if lm else "bleu",
+                                      "beside": s.beside,
                                       "out": str(s.out), "signature": s.signature,
                                       "machine": machine(s.ctx.device)})
     return summary

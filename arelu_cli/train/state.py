@@ -89,6 +89,9 @@ class Session:
     """Where the run stands."""
     events: EventLog | None = None
     """The TensorBoard events of the log rows (main process, ``[train] tensorboard``)."""
+    beside: int = 0
+    """Other runs trained at the same time by the same command (``arelu reproduce`` on a CPU:
+    :mod:`arelu_cli.studies.side_by_side`), in ``summary.json``: its speed is a shared CPU's."""
 
     def clock(self) -> float:
         """Wall-clock seconds of the whole run so far."""

@@ -91,6 +91,7 @@ CATALOG: dict[str, CsvSpec] = {
         "best_bleu": "best validation BLEU", "best_step": "step of the best validation BLEU",
         "n_gpus": "devices (processes) that trained", "gpu_watts": "power per GPU in W (given)",
         "kwh": "hours * gpu_watts / 1000 * n_gpus; empty without --gpu-watts",
+        "beside": "other runs trained at the same time on the same CPU (0: alone)",
         "signature": SIGNATURE}),
     "fig_alpha_relu_curves.csv": CsvSpec("Figure fig:arelu: the graph of alpha-ReLU", {
         "alpha": "alpha in [1.05, 2]", "tau": "threshold (the paper's figure: 0)",

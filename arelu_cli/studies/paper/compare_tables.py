@@ -212,6 +212,13 @@ def training_time_section(frame: pd.DataFrame) -> Section:
     verdicts.append("Hours depend on the hardware and on how long each run trained; the "
                     "comparable number is the time per token relative to softmax (paper: "
                     "hours relative to softmax, trained to convergence).")
+    shared = int(frame["beside"].fillna(0).max()) if "beside" in frame and len(frame) else 0
+    if shared:
+        verdicts.append(f"The runs trained side by side (up to {shared + 1} at a time on one "
+                        "CPU, each on its share of the cores: `[reproduce] jobs`), so each "
+                        "speed is one measured while sharing the CPU with the others, and a "
+                        "run left alone at the end went faster; `--set reproduce.jobs=1` "
+                        "trains them one at a time for speeds of a quiet machine.")
     table = md_table(["corpus", "run", "transform", "steps", "hours", "tokens/s",
                       "time/token vs softmax", "kWh", "paper hours", "paper hours vs softmax"], rows)
     return Section("Training time and energy (appendix, GPU power table)", "training_time.csv",

@@ -62,6 +62,13 @@ def n_gpus_of(run: Run) -> int:
     return int(run.resolved.get("world_size", 1))
 
 
+def beside_of(run: Run) -> int:
+    """Other runs trained at the same time as it (its ``summary.json``'s ``beside``; 0 for a
+    run trained alone or before that was recorded)."""
+    path = run_dir.summary_path(run.folder)
+    return int(run_dir.read_summary(run.folder).get("beside") or 0) if path.is_file() else 0
+
+
 def signature_of(run: Run) -> str:
     """The signature of its last log row."""
     return str(run.log["signature"].iloc[-1])
@@ -135,7 +142,7 @@ def training_time_rows(runs: Iterable[Run], gpu_watts: Optional[float] = None,
             "best_bleu": best_bleu, "best_step": best_step, "n_gpus": gpus,
             "gpu_watts": gpu_watts,
             "kwh": hours * gpu_watts / 1000.0 * gpus if gpu_watts is not None else None,
-            "signature": signature_of(run)})
+            "beside": beside_of(run), "signature": signature_of(run)})
     return rows
 
 

@@ -35,6 +35,7 @@ translation and analysis folder has one ``seed-S`` per seed
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from pathlib import Path
 
@@ -45,7 +46,10 @@ from arelu_cli.data import toy
 from arelu_cli.data.prepared import data_fingerprint, read_meta
 from arelu_cli.registry import get_transform
 from arelu_cli.studies.contract import Context, Study, Tables
-from arelu_cli.studies.core import Run, Task, Trainer, done, run_config, train_if_needed
+from arelu_cli.model.device import pick_device
+from arelu_cli.studies import side_by_side
+from arelu_cli.studies.core import (Run, RunTrainer, Task, Trainer, done, run_config, to_train,
+                                    train_if_needed)
 from arelu_cli.studies.markdown import Section
 from arelu_cli.studies.paper import steps as rs
 from arelu_cli.studies.paper.build import recorded_commands, tables_of
@@ -102,23 +106,57 @@ def check(config: Config) -> None:
                         f"reproduce.seeds=[1,2,3]), got {list(seeds)}")
 
 
-def _train_step(label: str, run: Run, grid: Grid, train: Trainer, console: Console) -> Task:
-    """Train (or resume, or continue) ``run`` (:func:`arelu_cli.studies.core.train_if_needed`).
-    One trained on another version of the data never counts as done, finished or not: it is
-    moved aside (one line says where and why) and trained from the start, so what is
+def _set_aside_stale(run: Run, grid: Grid, console: Console) -> None:
+    """A run trained on another version of the data never counts as done, finished or not:
+    it is moved aside (one line says where and why) and trained from the start, so what is
     computed from it is redone too."""
+    data = run.config.data.path
+    stale = stale_data(run.folder, data)
+    if stale is not None:
+        old, now = stale
+        moved = move_aside(run.folder, grid.out, old)
+        console.print(f"{run.folder} was trained on another version of {data} (data "
+                      f"fingerprint {old[:SHORT]}, now {now[:SHORT]}): moved to {moved}, "
+                      "training it again", markup=False, soft_wrap=True)
+
+
+def _train_step(label: str, run: Run, grid: Grid, train: Trainer, console: Console) -> Task:
+    """Train (or resume, or continue) ``run`` (:func:`arelu_cli.studies.core.train_if_needed`),
+    a stale one from the start (:func:`_set_aside_stale`)."""
     data = run.config.data.path
 
     def go() -> None:
-        stale = stale_data(run.folder, data)
-        if stale is not None:
-            old, now = stale
-            moved = move_aside(run.folder, grid.out, old)
-            console.print(f"{run.folder} was trained on another version of {data} (data "
-                          f"fingerprint {old[:SHORT]}, now {now[:SHORT]}): moved to {moved}, "
-                          "training it again", markup=False, soft_wrap=True)
+        _set_aside_stale(run, grid, console)
         train_if_needed(run, train, console)
     return Task(label, go, ready=lambda: stale_data(run.folder, data) is None and done(run))
+
+
+def _side_by_side(runs: list[tuple[str, Run]], grid: Grid, context: Context,
+                  numbers: str) -> bool:
+    """Train the runs not done side by side when ``[reproduce] jobs`` asks for it on this
+    machine (:mod:`arelu_cli.studies.side_by_side`); False when it does not (they then train
+    one at a time, as tasks). ``numbers``: the tasks' numbers in the grid's count."""
+    pending = [(label, run) for label, run in runs
+               if not (stale_data(run.folder, run.config.data.path) is None and done(run))]
+    config = grid.config
+    jobs, threads = side_by_side.plan(config.reproduce.jobs, len(pending),
+                                      pick_device(config.train.device).type,
+                                      config.train.threads)
+    if jobs == 1 or not isinstance(context.train, RunTrainer):
+        return False
+    console, items = context.console, []
+    for label, run in pending:
+        _set_aside_stale(run, grid, console)
+        run = Run(run.name, dataclasses.replace(run.config, train=dataclasses.replace(
+            run.config.train, threads=threads)), run.folder)
+        items.append((label, run, bool(to_train(run))))
+    names = ", ".join(run.name for _, run, _ in items)
+    console.rule(f"[{numbers}] train {names}: {jobs} at a time, {threads} "
+                 f"thread{'s' if threads != 1 else ''} each")
+    started = time.perf_counter()
+    side_by_side.train(items, context.train, jobs, console)
+    console.print(f"training side by side: {time.perf_counter() - started:.0f} s")
+    return True
 
 
 def grid_runs(grid: Grid) -> list[tuple[str, Run]]:
@@ -189,18 +227,27 @@ def stages(config: Config, out: Path, context: Context) -> None:
     trainings = [_train_step(label, run, grid, context.train, console) for label, run in runs]
     for task in trainings:  # a run of other settings is refused before any work
         task.done()
-    tasks += trainings + rs.analysis_steps(grid, [run for _, run in runs if run.name
-                                                  in config.reproduce.transforms])
-    began = time.perf_counter()
-    for i, task in enumerate(tasks, 1):
+    analyses = rs.analysis_steps(grid, [run for _, run in runs
+                                        if run.name in config.reproduce.transforms])
+    began, total = time.perf_counter(), len(tasks) + len(trainings) + len(analyses)
+    _make(tasks, 1, total, console)
+    numbers = f"{len(tasks) + 1}-{len(tasks) + len(trainings)}/{total}"
+    if not _side_by_side(runs, grid, context, numbers):
+        _make(trainings, len(tasks) + 1, total, console)
+    _make(analyses, total - len(analyses) + 1, total, console)
+    console.print(f"grid finished in {(time.perf_counter() - began) / 60:.1f} min")
+
+
+def _make(tasks: list[Task], first: int, total: int, console: Console) -> None:
+    """Make each task not done, numbered from ``first`` of ``total``."""
+    for i, task in enumerate(tasks, first):
         if task.done():
-            console.print(f"[{i}/{len(tasks)}] {task.name}: done already, skipped")
+            console.print(f"[{i}/{total}] {task.name}: done already, skipped")
             continue
-        console.rule(f"[{i}/{len(tasks)}] {task.name}")
+        console.rule(f"[{i}/{total}] {task.name}")
         started = time.perf_counter()
         task.make()
         console.print(f"{task.name}: {time.perf_counter() - started:.0f} s")
-    console.print(f"grid finished in {(time.perf_counter() - began) / 60:.1f} min")
 
 
 def tables(config: Config, out: Path) -> Tables:

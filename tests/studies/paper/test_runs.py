@@ -1,5 +1,6 @@
 """Run folders -> training dynamics, tau/||z|| evolution, training time and the tau sweep."""
 
+import pandas as pd
 import pytest
 
 from arelu_cli.util.errors import UserError
@@ -57,6 +58,27 @@ def test_training_time_hours_speed_and_kwh(tmp_path, run_folder):
     for watts in (0.0, float("nan"), float("inf")):  # NaN would give a NaN kWh column
         with pytest.raises(UserError, match="gpu_watts must be positive and finite"):
             runs.training_time_rows([run], gpu_watts=watts)
+
+
+def test_a_run_trained_side_by_side_says_so_in_the_training_time_table(tmp_path, run_folder):
+    import json
+
+    from arelu_cli.studies.paper import compare_tables
+    from arelu_cli.train import run_dir
+
+    alone = runs.load_run(run_folder(tmp_path / "softmax", "softmax"))
+    shared = runs.load_run(run_folder(tmp_path / "1.5-relu", "1.5-relu"))
+    assert not run_dir.summary_path(alone.folder).is_file() or runs.beside_of(alone) == 0
+    run_dir.write_summary(shared.folder, {"beside": 2})
+    rows = runs.training_time_rows([alone, shared])
+    assert [row["beside"] for row in rows] == [0, 2]
+    frame = pd.DataFrame(rows)
+    text = "\n".join(compare_tables.training_time_section(frame).verdicts)
+    assert "The runs trained side by side (up to 3 at a time on one CPU" in text
+    assert "--set reproduce.jobs=1" in text
+    quiet = "\n".join(compare_tables.training_time_section(frame.assign(beside=0)).verdicts)
+    assert "side by side" not in quiet
+    assert json.loads(run_dir.summary_path(shared.folder).read_text()) == {"beside": 2}
 
 
 def test_tau_sweep_rows_sorted_by_tau_with_best_and_final(tmp_path, run_folder):
