@@ -27,6 +27,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import signal
+import sys
 import tempfile
 import time
 from collections.abc import Sequence
@@ -81,6 +82,7 @@ def _child(trainer: RunTrainer, run: Run, resume: bool, log: str, beside: int) -
     from arelu_cli.train.stop_signals import Interrupted
 
     with open(log, "a", encoding="utf-8", buffering=1) as out:
+        sys.stdout = sys.stderr = out  # warnings too, echoed under the run's name
         console = Console(file=out, width=100, no_color=True, soft_wrap=True)
         try:
             trainer.train(run.config, run.folder, resume, console=console, beside=beside)
