@@ -103,7 +103,9 @@ CATALOG: dict[str, CsvSpec] = {
             "wall_s": "wall-clock seconds so far, validation included",
             "train_loss": "mean training loss of the logging interval (empty on other rows)",
             "val_loss": "validation loss (empty between validations)",
-            "val_bleu": "validation BLEU (empty between validations)", "signature": SIGNATURE}),
+            "val_bleu": "validation BLEU (empty between validations)",
+            "beside": "other runs trained at the same time on the same CPU (0: alone)",
+            "signature": SIGNATURE}),
     "fig_tau_norm_evolution.csv": CsvSpec("Figure fig:tau_z_evo: mean tau(z) and ||z|| in training", {
         "corpus": "prepared corpus name", "run": RUN, "transform": "output transform",
         "seed": SEED, "step": "optimizer step",

@@ -10,6 +10,7 @@ from __future__ import annotations
 import pandas as pd
 
 from arelu_cli.studies.paper import paper
+from arelu_cli.studies.paper.compare_tables import side_by_side_note
 from arelu_cli.studies.paper.quality import QUALITY_FLOOR
 from arelu_cli.studies.paper.layout import cell_name
 from arelu_cli.studies.markdown import Section, claim, compare_numbers, fmt, match_line, md_table
@@ -98,7 +99,7 @@ def dynamics_section(frame: pd.DataFrame) -> Section:
     holds = None if ent is None or not others else speed[ent] > max(others)
     verdicts = [claim("1.5-entmax is slower in wall time than softmax and 1.5-ReLU", holds,
                       ", ".join(f"{t} {fmt(s, 3)} s/step" for t, s in speed.items())),
-                _similar_dynamics(runs)]
+                _similar_dynamics(runs), *side_by_side_note(frame)]
     return Section("Figures: training dynamics in steps and in wall time",
                    "fig_training_dynamics.csv", table, verdicts + seeds_note(frame),
                    "fig_training_dynamics.png")

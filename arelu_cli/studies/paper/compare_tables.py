@@ -187,6 +187,18 @@ def _relative_time(part: pd.DataFrame) -> pd.Series:
     return base / part["tokens_per_s"]
 
 
+def side_by_side_note(frame: pd.DataFrame) -> list[str]:
+    """The note under a table of speeds whose runs trained side by side (its ``beside``
+    column, :mod:`arelu_cli.studies.side_by_side`); none for runs trained alone."""
+    shared = int(frame["beside"].fillna(0).max()) if "beside" in frame and len(frame) else 0
+    if not shared:
+        return []
+    return [f"The runs trained side by side (up to {shared + 1} at a time on one CPU, each on "
+            "its share of the cores: `[reproduce] jobs`), so each speed is one measured while "
+            "sharing the CPU with the others, and a run left alone at the end went faster; "
+            "`--set reproduce.jobs=1` trains them one at a time for speeds of a quiet machine."]
+
+
 def training_time_section(frame: pd.DataFrame) -> Section:
     """The appendix's training-time table: hours, tokens/s, kWh; time relative to softmax
     (per seed, then mean ± std over seeds)."""
@@ -212,13 +224,7 @@ def training_time_section(frame: pd.DataFrame) -> Section:
     verdicts.append("Hours depend on the hardware and on how long each run trained; the "
                     "comparable number is the time per token relative to softmax (paper: "
                     "hours relative to softmax, trained to convergence).")
-    shared = int(frame["beside"].fillna(0).max()) if "beside" in frame and len(frame) else 0
-    if shared:
-        verdicts.append(f"The runs trained side by side (up to {shared + 1} at a time on one "
-                        "CPU, each on its share of the cores: `[reproduce] jobs`), so each "
-                        "speed is one measured while sharing the CPU with the others, and a "
-                        "run left alone at the end went faster; `--set reproduce.jobs=1` "
-                        "trains them one at a time for speeds of a quiet machine.")
+    verdicts += side_by_side_note(frame)
     table = md_table(["corpus", "run", "transform", "steps", "hours", "tokens/s",
                       "time/token vs softmax", "kWh", "paper hours", "paper hours vs softmax"], rows)
     return Section("Training time and energy (appendix, GPU power table)", "training_time.csv",

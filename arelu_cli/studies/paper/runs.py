@@ -100,7 +100,7 @@ def _rows(run: Run, columns: Sequence[str], mask: Optional[pd.Series] = None) ->
 def training_dynamics_rows(runs: Iterable[Run]) -> list[dict]:
     """Every log row of every run: BLEU/loss vs step and wall time (Figs. train_dyn_*)."""
     cols = ("step", "wall_s", "train_loss", "val_loss", "val_bleu")
-    return [row for run in runs for row in _rows(run, cols)]
+    return [{**row, "beside": beside_of(run)} for run in runs for row in _rows(run, cols)]
 
 
 def tau_norm_rows(runs: Iterable[Run]) -> list[dict]:

@@ -63,7 +63,7 @@ def test_training_time_hours_speed_and_kwh(tmp_path, run_folder):
 def test_a_run_trained_side_by_side_says_so_in_the_training_time_table(tmp_path, run_folder):
     import json
 
-    from arelu_cli.studies.paper import compare_tables
+    from arelu_cli.studies.paper import compare_figures, compare_tables
     from arelu_cli.train import run_dir
 
     alone = runs.load_run(run_folder(tmp_path / "softmax", "softmax"))
@@ -79,6 +79,9 @@ def test_a_run_trained_side_by_side_says_so_in_the_training_time_table(tmp_path,
     quiet = "\n".join(compare_tables.training_time_section(frame.assign(beside=0)).verdicts)
     assert "side by side" not in quiet
     assert json.loads(run_dir.summary_path(shared.folder).read_text()) == {"beside": 2}
+    dynamics = pd.DataFrame(runs.training_dynamics_rows([alone, shared]))
+    assert set(dynamics.groupby("run")["beside"].unique().map(tuple)) == {(0,), (2,)}
+    assert "side by side" in "\n".join(compare_figures.dynamics_section(dynamics).verdicts)
 
 
 def test_tau_sweep_rows_sorted_by_tau_with_best_and_final(tmp_path, run_folder):
