@@ -199,8 +199,8 @@ class ReproduceConfig:
     trained, translated and analysed once per seed; empty: the ``[train] seed`` only."""
     jobs: str | int = "auto"
     """Training runs at a time: ``auto`` trains every run not done at once on a CPU (at most
-    two per core), each on its share of the cores, and one at a time on a GPU; ``1`` one after
-    another (:mod:`arelu_cli.studies.side_by_side`)."""
+    two per core), each on its share of the cores, and one at a time on a GPU or against the
+    clock (``train_minutes``); ``1`` one after another (:mod:`arelu_cli.studies.side_by_side`)."""
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,8 @@ trainings took 439 s one after another on 2 threads, 335 s two at a time on 1 th
 and 303 s all three at once on 1 thread each (no core idles while one run is left alone).
 So ``[reproduce] jobs = "auto"`` trains every run of the grid that is not done at once on a
 CPU (at most twice as many as cores), each with ``cores // jobs`` threads (at least one);
-on a GPU one run at a time, as before. ``jobs = 1`` trains them one after another, ``N``
+on a GPU, or when the runs train against the clock (``max_minutes``: beside others a run
+would do fewer steps in its minutes), one run at a time, as before. ``jobs = 1`` trains them one after another, ``N``
 at most ``N`` at a time; a ``[train] threads`` of the user's is kept, and ``auto`` jobs are
 then as many as fit in the cores.
 
@@ -55,18 +56,19 @@ def cores() -> int:
 
 
 def plan(jobs: str | int, runs: int, device: str, threads: str | int,
-         available: int | None = None) -> tuple[int, int | str]:
+         available: int | None = None, clock: bool = False) -> tuple[int, int | str]:
     """``(runs at a time, threads of each)`` for ``runs`` runs not done (module docstring):
     ``jobs`` and ``threads`` as the recipe gives them, ``device`` its ``[train] device``
-    resolved (``cpu``/``cuda``), ``available`` the cores (default: :func:`cores`). One at
-    a time keeps ``threads`` as it is."""
+    resolved (``cpu``/``cuda``), ``available`` the cores (default: :func:`cores`), ``clock``
+    whether a run has a wall-clock budget (``auto`` then trains one at a time: a run beside
+    others would do fewer steps in its minutes). One at a time keeps ``threads`` as it is."""
     if not (jobs == "auto" or (isinstance(jobs, int) and not isinstance(jobs, bool)
                                and jobs >= 1)):
         raise UserError(f"[reproduce] jobs must be \"auto\" or a number of runs >= 1, "
                         f"got {jobs!r}")
     available = available or cores()
     if jobs == "auto":
-        if device != "cpu" or runs <= 1:
+        if device != "cpu" or runs <= 1 or clock:
             return 1, threads
         most = available // threads if isinstance(threads, int) else MAX_PER_CORE * available
         jobs = max(1, min(runs, most))

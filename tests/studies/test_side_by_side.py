@@ -33,6 +33,11 @@ def test_auto_trains_every_run_at_once_on_a_cpu_with_its_share_of_the_cores(
     assert side_by_side.plan(jobs, runs, device, threads, available=cores) == expected
 
 
+def test_runs_against_the_clock_train_one_at_a_time_unless_asked():
+    assert side_by_side.plan("auto", 3, "cpu", "auto", available=2, clock=True) == (1, "auto")
+    assert side_by_side.plan(3, 3, "cpu", "auto", available=2, clock=True) == (3, 1)
+
+
 @pytest.mark.parametrize("jobs", [0, -1, "many", 1.5, True])
 def test_a_bad_jobs_setting_is_one_line_that_names_the_key(jobs):
     with pytest.raises(UserError, match=r"\[reproduce\] jobs must be \"auto\" or a number"):

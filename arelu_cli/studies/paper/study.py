@@ -139,9 +139,10 @@ def _side_by_side(runs: list[tuple[str, Run]], grid: Grid, context: Context,
     pending = [(label, run) for label, run in runs
                if not (stale_data(run.folder, run.config.data.path) is None and done(run))]
     config = grid.config
+    clock = any(run.config.train.max_minutes for _, run in pending)
     jobs, threads = side_by_side.plan(config.reproduce.jobs, len(pending),
                                       pick_device(config.train.device).type,
-                                      config.train.threads)
+                                      config.train.threads, clock=clock)
     if jobs == 1 or not isinstance(context.train, RunTrainer):
         return False
     console, items = context.console, []
