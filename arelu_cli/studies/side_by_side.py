@@ -102,6 +102,11 @@ def _child(trainer: RunTrainer, run: Run, resume: bool, log: str, beside: int) -
             raise SystemExit(FAILED) from None
 
 
+def _outcome(code: int) -> str:
+    """What a run's exit status says."""
+    return {DIVERGED: "diverged", STOPPED: "stopped"}.get(code, f"failed, exit status {code}")
+
+
 @dataclass
 class _Job:
     label: str
@@ -154,8 +159,8 @@ def train(items: Sequence[tuple[str, Run, bool]], trainer: RunTrainer, jobs: int
                                               min(jobs, len(running) + len(waiting) + 1) - 1))
                 process.start()
                 running.append(_Job(label, run, Path(log), process))
-                console.print(f"{label}: started ({run.folder})", highlight=False,
-                              soft_wrap=True)
+                console.print(f"{label}: {'resumed from its last.pt' if resume else 'started'}"
+                              f" ({run.folder})", highlight=False, soft_wrap=True)
             if stop is not None:
                 waiting.clear()
             time.sleep(POLL_S)
@@ -167,8 +172,7 @@ def train(items: Sequence[tuple[str, Run, bool]], trainer: RunTrainer, jobs: int
                 running.remove(job)
                 code = job.process.exitcode
                 console.print(f"{job.label}: {time.perf_counter() - job.started:.0f} s"
-                              + ("" if code == OK else f" (exit status {code})"),
-                              highlight=False)
+                              + ("" if code == OK else f" ({_outcome(code)})"), highlight=False)
                 if code == OK:
                     job.log.unlink(missing_ok=True)
                 else:
@@ -188,6 +192,5 @@ def train(items: Sequence[tuple[str, Run, bool]], trainer: RunTrainer, jobs: int
                           stopped=f"stopped by {name} while training side by side",
                           kept="each run keeps its last.pt")
     if failed:
-        lines = [f"{job.label} ({'diverged' if code == DIVERGED else f'exit status {code}'}; "
-                 f"its output: {job.log})" for job, code in failed]
+        lines = [f"{job.label} ({_outcome(code)}; its output: {job.log})" for job, code in failed]
         raise UserError("training side by side failed: " + "; ".join(lines))

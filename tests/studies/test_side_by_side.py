@@ -80,8 +80,8 @@ def test_a_run_that_fails_is_named_with_its_output_after_the_others_finish(
     good, bad = _runs(tiny_config, tiny_corpus, tmp_path)
     broken = Run(bad[1].name, tiny_config(tmp_path / "no-corpus", transform="1.5-relu",
                                           threads=1), bad[1].folder)
-    with pytest.raises(UserError, match=r"side by side failed: train 1\.5-relu \(exit status "
-                                        r"1; its output: (\S+)\)") as err:
+    with pytest.raises(UserError, match=r"side by side failed: train 1\.5-relu \(failed, exit "
+                                        r"status 1; its output: (\S+)\)") as err:
         side_by_side.train([good, (bad[0], broken, False)], RunTrainer("tiny"), 2,
                            Console(file=open("/dev/null", "w")))
     log = Path(re.search(r"its output: (\S+)\)", str(err.value)).group(1))
