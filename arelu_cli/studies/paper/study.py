@@ -100,6 +100,7 @@ def check(config: Config) -> None:
     """The grid's transform names and seeds, before any work."""
     for name in config.reproduce.transforms:
         get_transform(name)  # an unknown name fails here, before any work
+    side_by_side.plan(config.reproduce.jobs, 0, "cpu", config.train.threads)  # a bad jobs
     seeds = config.reproduce.seeds
     if any(s < 0 for s in seeds) or len(set(seeds)) != len(seeds):
         raise UserError(f"seeds must be distinct integers >= 0 (e.g. --set "

@@ -3,6 +3,8 @@
 import dataclasses
 from pathlib import Path
 
+import pytest
+
 from arelu_cli.config import load_config, resolve_recipe
 from arelu_cli.studies.paper.grid import Grid
 
@@ -20,3 +22,13 @@ def test_one_seed_keeps_the_flat_layout_several_nest_a_seed_folder():
     assert one.analysis(1) == Path("r/analysis")
     assert two.analysis(3) == Path("r/analysis/seed-3")
     assert (one.label("softmax", 1), two.label("softmax", 2)) == ("softmax", "softmax seed 2")
+
+
+def test_a_bad_jobs_setting_is_refused_before_any_work():
+    from arelu_cli.config import load_config
+    from arelu_cli.studies.paper import study
+    from arelu_cli.util.errors import UserError
+
+    with pytest.raises(UserError, match=r"\[reproduce\] jobs must be \"auto\" or a number"):
+        study.check(load_config(None, {("reproduce", "jobs"): 0}))
+    study.check(load_config(None, {("reproduce", "jobs"): 2}))
