@@ -24,6 +24,7 @@ from arelu_cli.studies.paper.layout import find_run_dirs
 from arelu_cli.studies.paper import steps as rs
 from arelu_cli.studies.paper.grid import Grid
 from arelu_cli.studies.contract import Context
+from arelu_cli.studies import side_by_side
 from arelu_cli.studies.core import trainer
 from arelu_cli.studies.paper.study import check, move_aside, recorded_fingerprint, stale_data
 from arelu_cli.studies.runner import run
@@ -67,7 +68,8 @@ def _toml(value: object) -> str:
 
 
 def write_recipe(path: Path, corpus: Path, model: dict, **reproduce: object) -> Path:
-    """A tiny recipe; ``reproduce`` replaces keys of its [reproduce] table."""
+    """A tiny recipe; ``reproduce`` replaces keys of its [reproduce] table (runs one at a
+    time unless ``jobs`` says otherwise: :func:`grid` trains side by side)."""
     tables = {
         "data": {"path": str(corpus), "max_tokens": 256},
         "model": model,
@@ -77,7 +79,7 @@ def write_recipe(path: Path, corpus: Path, model: dict, **reproduce: object) -> 
         "reproduce": {"corpus": "toy", "transforms": ["softmax", "1.5-entmax", "1.5-relu"],
                       "tau_sweep": [0.0, 0.3], "sweep_steps": 4, "beams": [1, 2],
                       "timing_sentences": 5, "timing_repeats": 2, "train_sentences": 10,
-                      "human_eval_items": 6} | reproduce,
+                      "human_eval_items": 6, "jobs": 1} | reproduce,
     }
     path.write_text("".join(f"[{name}]\n" + "".join(f"{k} = {_toml(v)}\n" for k, v in t.items())
                             + "\n" for name, t in tables.items()), encoding="utf-8")
@@ -92,7 +94,7 @@ def tiny_model(tiny_corpus, tiny_config) -> dict:
 @pytest.fixture(scope="module")
 def grid(tiny_corpus, tiny_model, tmp_path_factory):
     folder = tmp_path_factory.mktemp("grid")
-    recipe = write_recipe(folder / "tiny.toml", tiny_corpus, tiny_model)
+    recipe = write_recipe(folder / "tiny.toml", tiny_corpus, tiny_model, jobs="auto")
     request = Request(recipe, folder / "results")
     console = Console(record=True, width=120)
     report = reproduce(request, console)
@@ -100,8 +102,12 @@ def grid(tiny_corpus, tiny_model, tmp_path_factory):
 
 
 def test_every_csv_png_and_the_report(grid):
-    request, report, _ = grid
+    request, report, text = grid
     out = request.out
+    if side_by_side.cores() > 1:  # the five runs trained side by side, and say so
+        assert re.search(r"train softmax, 1\.5-entmax, 1\.5-relu, tau-0, tau-0\.3: \d at a time",
+                         text)
+        assert set(pd.read_csv(out / "training_time.csv")["beside"]) - {0}
     for name, columns in COLUMNS.items():
         if name in SCORED_BY_HAND:
             continue
