@@ -9,9 +9,9 @@ and 303 s all three at once on 1 thread each (no core idles while one run is lef
 So ``[reproduce] jobs = "auto"`` trains every run of the grid that is not done at once on a
 CPU (at most twice as many as cores), each with ``cores // jobs`` threads (at least one);
 on a GPU, or when the runs train against the clock (``max_minutes``: beside others a run
-would do fewer steps in its minutes), one run at a time, as before. ``jobs = 1`` trains them one after another, ``N``
-at most ``N`` at a time; a ``[train] threads`` of the user's is kept, and ``auto`` jobs are
-then as many as fit in the cores.
+would do fewer steps in its minutes), one run at a time, as before. ``jobs = 1`` trains them
+one after another, ``N`` at most ``N`` at a time; a ``[train] threads`` of the user's is
+kept, and ``auto`` jobs are then as many as fit in the cores.
 
 Each run is ``arelu train``'s own :func:`~arelu_cli.train.loop.train` in a spawned process
 (fresh torch, its thread count fixed), its console output in a temporary file that the
@@ -39,6 +39,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from arelu_cli.studies.core import Run, RunTrainer
+from arelu_cli.util.cpuinfo import usable_cpus
 from arelu_cli.util.errors import UserError
 
 MAX_PER_CORE = 2
@@ -49,24 +50,24 @@ OK, FAILED, DIVERGED, STOPPED = 0, 1, 3, 4
 """Exit statuses of a run's process (a stop signal: :data:`STOPPED`)."""
 
 
-def cores() -> int:
-    """The logical CPUs this process may use."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
-        os.cpu_count() or 1)
+def check_jobs(jobs: object) -> None:
+    """Refuse, in one line, a ``[reproduce] jobs`` that is neither ``auto`` nor a count."""
+    if not (jobs == "auto" or (isinstance(jobs, int) and not isinstance(jobs, bool)
+                               and jobs >= 1)):
+        raise UserError(f"[reproduce] jobs must be \"auto\" or a number of runs >= 1, "
+                        f"got {jobs!r}")
 
 
 def plan(jobs: str | int, runs: int, device: str, threads: str | int,
          available: int | None = None, clock: bool = False) -> tuple[int, int | str]:
     """``(runs at a time, threads of each)`` for ``runs`` runs not done (module docstring):
     ``jobs`` and ``threads`` as the recipe gives them, ``device`` its ``[train] device``
-    resolved (``cpu``/``cuda``), ``available`` the cores (default: :func:`cores`), ``clock``
+    resolved (``cpu``/``cuda``), ``available`` the cores (default: all this process may use),
+    ``clock``
     whether a run has a wall-clock budget (``auto`` then trains one at a time: a run beside
     others would do fewer steps in its minutes). One at a time keeps ``threads`` as it is."""
-    if not (jobs == "auto" or (isinstance(jobs, int) and not isinstance(jobs, bool)
-                               and jobs >= 1)):
-        raise UserError(f"[reproduce] jobs must be \"auto\" or a number of runs >= 1, "
-                        f"got {jobs!r}")
-    available = available or cores()
+    check_jobs(jobs)
+    available = available or usable_cpus()
     if jobs == "auto":
         if device != "cpu" or runs <= 1 or clock:
             return 1, threads

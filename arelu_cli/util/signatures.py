@@ -6,13 +6,12 @@ never parsed back; and the machine that measured a timing.
 
 from __future__ import annotations
 
-import os
 import platform
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import metadata
 
-from arelu_cli.util.cpuinfo import cpuinfo
+from arelu_cli.util.cpuinfo import cpuinfo, usable_cpus
 
 # Fields in the order they appear in a signature; absent or None fields are left out.
 SIGNATURE_FIELDS = ("transform", "alpha", "tau", "data", "recipe", "seed")
@@ -42,9 +41,7 @@ def machine(device: object = "cpu") -> str:
     device = torch.device(device)
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
-    usable = (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
-              else os.cpu_count())
-    return f"{_cpu_model()}, {usable} CPUs"
+    return f"{_cpu_model()}, {usable_cpus()} CPUs"
 
 
 # The widest vector extension a CPU reports, widest first: (cpuinfo flag, name).

@@ -100,7 +100,11 @@ def _rows(run: Run, columns: Sequence[str], mask: Optional[pd.Series] = None) ->
 def training_dynamics_rows(runs: Iterable[Run]) -> list[dict]:
     """Every log row of every run: BLEU/loss vs step and wall time (Figs. train_dyn_*)."""
     cols = ("step", "wall_s", "train_loss", "val_loss", "val_bleu")
-    return [{**row, "beside": beside_of(run)} for run in runs for row in _rows(run, cols)]
+    rows = []
+    for run in runs:
+        beside = beside_of(run)
+        rows += [{**row, "beside": beside} for row in _rows(run, cols)]
+    return rows
 
 
 def tau_norm_rows(runs: Iterable[Run]) -> list[dict]:

@@ -100,7 +100,7 @@ def check(config: Config) -> None:
     """The grid's transform names and seeds, before any work."""
     for name in config.reproduce.transforms:
         get_transform(name)  # an unknown name fails here, before any work
-    side_by_side.plan(config.reproduce.jobs, 0, "cpu", config.train.threads)  # a bad jobs
+    side_by_side.check_jobs(config.reproduce.jobs)
     seeds = config.reproduce.seeds
     if any(s < 0 for s in seeds) or len(set(seeds)) != len(seeds):
         raise UserError(f"seeds must be distinct integers >= 0 (e.g. --set "
@@ -132,13 +132,13 @@ def _train_step(label: str, run: Run, grid: Grid, train: Trainer, console: Conso
     return Task(label, go, ready=lambda: stale_data(run.folder, data) is None and done(run))
 
 
-def _side_by_side(runs: list[tuple[str, Run]], grid: Grid, context: Context,
-                  numbers: str) -> bool:
-    """Train the runs not done side by side when ``[reproduce] jobs`` asks for it on this
-    machine (:mod:`arelu_cli.studies.side_by_side`); False when it does not (they then train
-    one at a time, as tasks). ``numbers``: the tasks' numbers in the grid's count."""
-    pending = [(label, run) for label, run in runs
-               if not (stale_data(run.folder, run.config.data.path) is None and done(run))]
+def _side_by_side(runs: list[tuple[str, Run]], trainings: list[Task], grid: Grid,
+                  context: Context, numbers: str) -> bool:
+    """Train the runs whose training task is not done side by side when ``[reproduce] jobs``
+    asks for it on this machine (:mod:`arelu_cli.studies.side_by_side`); False when it does
+    not (the tasks then train them one at a time). ``numbers``: the tasks' numbers in the
+    grid's count."""
+    pending = [pair for pair, task in zip(runs, trainings) if not task.done()]
     config = grid.config
     clock = any(run.config.train.max_minutes for _, run in pending)
     jobs, threads = side_by_side.plan(config.reproduce.jobs, len(pending),
@@ -234,7 +234,7 @@ def stages(config: Config, out: Path, context: Context) -> None:
     began, total = time.perf_counter(), len(tasks) + len(trainings) + len(analyses)
     _make(tasks, 1, total, console)
     numbers = f"{len(tasks) + 1}-{len(tasks) + len(trainings)}/{total}"
-    if not _side_by_side(runs, grid, context, numbers):
+    if not _side_by_side(runs, trainings, grid, context, numbers):
         _make(trainings, len(tasks) + 1, total, console)
     _make(analyses, total - len(analyses) + 1, total, console)
     console.print(f"grid finished in {(time.perf_counter() - began) / 60:.1f} min")

@@ -24,7 +24,7 @@ from arelu_cli.studies.paper.layout import find_run_dirs
 from arelu_cli.studies.paper import steps as rs
 from arelu_cli.studies.paper.grid import Grid
 from arelu_cli.studies.contract import Context
-from arelu_cli.studies import side_by_side
+from arelu_cli.util.cpuinfo import usable_cpus
 from arelu_cli.studies.core import trainer
 from arelu_cli.studies.paper.study import check, move_aside, recorded_fingerprint, stale_data
 from arelu_cli.studies.runner import run
@@ -104,7 +104,7 @@ def grid(tiny_corpus, tiny_model, tmp_path_factory):
 def test_every_csv_png_and_the_report(grid):
     request, report, text = grid
     out = request.out
-    if side_by_side.cores() > 1:  # the five runs trained side by side, and say so
+    if usable_cpus() > 1:  # the five runs trained side by side, and say so
         assert re.search(r"train softmax, 1\.5-entmax, 1\.5-relu, tau-0, tau-0\.3: \d at a time",
                          text)
         assert set(pd.read_csv(out / "training_time.csv")["beside"]) - {0}
